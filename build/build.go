@@ -26,10 +26,9 @@ import (
 	"time"
 
 	cgen "github.com/kiln-dev/kiln/codegen/c"
+	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
-	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/lower"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tensor"
@@ -42,6 +41,17 @@ const Version = "0.1.0"
 type Config struct {
 	// Host is the host target (kind "c"). Required.
 	Host *target.Target
+	// Targets are the compilation's primitive targets in the user's order
+	// (the -t list); Host is added when it is not among them. Empty means
+	// Host alone.
+	Targets []*target.Target
+	// Labels are the compilation's target labels (--target-label and the
+	// static ones); nil means none. Placement rules and on_device
+	// annotations name devices through them.
+	Labels *target.Labels
+	// Placement places ONNX nodes or operators on devices ("label:id")
+	// before device planning (device.Place).
+	Placement []device.Rule
 	// Out is the artifact directory to create. An existing kiln artifact
 	// there is replaced; any other existing non-empty directory is an error.
 	Out string
@@ -73,6 +83,14 @@ type Metadata struct {
 	Kernels  int          `json:"kernels"`
 	// Params is "file" (params.bin) or "linked" (inside kiln_lib.so).
 	Params string `json:"params"`
+	// Devices lists the devices the program uses ("cpu:0", "cpu:1", ...).
+	Devices []string `json:"devices,omitempty"`
+	// Modules are the runtime modules besides kiln_lib.so that target
+	// hooks built, imported by the library when the artifact is loaded.
+	Modules []ModuleMeta `json:"modules,omitempty"`
+	// Constants names the file holding the constants target modules
+	// asked for (ConstantUpdater), or is empty.
+	Constants string `json:"constants,omitempty"`
 }
 
 // Stage is the time one compilation stage took.
@@ -92,6 +110,16 @@ type Result struct {
 
 // Compile builds mod (whose main is the model) into an artifact directory.
 // outputNames names main's outputs in order (empty: out0, out1, ...).
+//
+// The flow, in order: placement rules (Config.Placement) and the
+// compilation's targets (device.Prepare); the graph passes with device
+// planning before fusion; the targets' RelayToRuntime hooks, then their
+// RelayToTIR hooks (each kind once, in target-list order); LowerTE for
+// the remaining primitive calls, each for the target planning chose; the
+// TIR passes; per target its TIRToRuntime hook or the default C code
+// generation; the executor program (devices and device copies from the
+// plan); and finally one library holding the default code and every C
+// source module, with the other modules saved beside it.
 func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, error) {
 	if cfg.Host == nil || cfg.Host.Kind != target.C {
 		return nil, fmt.Errorf("build: the host target must be of kind \"c\"")
@@ -107,31 +135,21 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 			fmt.Fprintf(cfg.Progress, "  %-22s %v\n", name, d.Round(time.Microsecond))
 		}
 	}
+	scratch, err := os.MkdirTemp("", "kiln-hooks-")
+	if err != nil {
+		return nil, fmt.Errorf("build: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+
+	low, err := lowerAll(mod, cfg, scratch, stage)
+	if err != nil {
+		return nil, err
+	}
+	res.Impls = low.impls
+	main := low.mod.Main()
 
 	t0 := time.Now()
-	p := transform.NewPipeline()
-	p.Passes = transform.Passes(transform.FuseOptions{Disable: cfg.DisableFusion})
-	p.Dump = cfg.DumpGraph
-	fused, err := p.Run(mod)
-	if err != nil {
-		return nil, fmt.Errorf("graph passes: %w", err)
-	}
-	stage("graph passes", t0)
-
-	t0 = time.Now()
-	main, err := computeOutputs(fused.Main())
-	if err != nil {
-		return nil, err
-	}
-	lowered, err := lower.LowerTE(main, lower.Options{Target: cfg.Host})
-	if err != nil {
-		return nil, err
-	}
-	res.Impls = lowered.Impls
-	stage("lower to TIR", t0)
-
-	t0 = time.Now()
-	gj, params, err := buildGraphJSON(main, lowered.Callee)
+	gj, params, err := buildGraphJSON(main, low.callee, func(e graph.Expr) device.VirtualDevice { return device.DeviceOf(low.mod, e) })
 	if err != nil {
 		return nil, fmt.Errorf("graph executor: %w", err)
 	}
@@ -145,12 +163,19 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 	stage("executor codegen", t0)
 
 	t0 = time.Now()
+	env := &hookEnv{cfg: low.cfg, labels: cfg.Labels, scratch: scratch}
+	defPrims, hookMods, err := codegenTargets(env, low.prims)
+	if err != nil {
+		return nil, err
+	}
 	copts := cgen.HostOptions()
-	src, err := cgen.Generate(lowered.Prims, copts)
+	copts.NoPipeline = true
+	copts.AllowEmpty = true
+	src, err := cgen.Generate(defPrims, copts)
 	if err != nil {
 		return nil, fmt.Errorf("C codegen: %w", err)
 	}
-	stage("TIR passes + C codegen", t0)
+	stage("codegen", t0)
 
 	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(cfg.Out)), ".kiln-build-")
 	if err != nil {
@@ -166,7 +191,11 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 	if err := runtime.SaveParams(&pbuf, params); err != nil {
 		return nil, err
 	}
-	bopts := cgen.BuildOptionsForTarget(cfg.Host)
+	bopts := cgen.BuildOptionsForTarget(low.cfg.Host)
+	mods, err := composeModules(tmp, append(low.external, hookMods...), &bopts)
+	if err != nil {
+		return nil, err
+	}
 	paramsMode := "file"
 	if cfg.LinkParams {
 		paramsMode = "linked"
@@ -192,7 +221,7 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 		}
 	}
 
-	res.Metadata = Metadata{Kiln: Version, Executor: "graph", Target: cfg.Host.String(), Kernels: lowered.Prims.Len(), Params: paramsMode}
+	res.Metadata = Metadata{Kiln: Version, Executor: "graph", Target: targetListString(low.cfg), Kernels: low.prims.Len() + len(low.external), Params: paramsMode, Modules: mods, Devices: devicesOf(gj)}
 	for _, prm := range main.Params {
 		res.Metadata.Inputs = append(res.Metadata.Inputs, meta(prm.Name, prm.Type()))
 	}
@@ -207,14 +236,23 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 		}
 		res.Metadata.Outputs = append(res.Metadata.Outputs, meta(name, t))
 	}
+	files := map[string][]byte{"graph.json": gjText}
+	if !cfg.LinkParams {
+		files["params.bin"] = pbuf.Bytes()
+	}
+	if len(low.consts) > 0 {
+		var cbuf bytes.Buffer
+		if err := runtime.SaveParams(&cbuf, low.consts); err != nil {
+			return nil, err
+		}
+		files[constantsFile] = cbuf.Bytes()
+		res.Metadata.Constants = constantsFile
+	}
 	mj, err := json.MarshalIndent(res.Metadata, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	files := map[string][]byte{"graph.json": gjText, "metadata.json": mj}
-	if !cfg.LinkParams {
-		files["params.bin"] = pbuf.Bytes()
-	}
+	files["metadata.json"] = mj
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
 			return nil, fmt.Errorf("build: %w", err)
@@ -275,6 +313,23 @@ func LoadArtifact(dir string) (*Artifact, error) {
 	lib, err := runtime.LoadLibrary(filepath.Join(dir, "kiln_lib.so"))
 	if err != nil {
 		return nil, err
+	}
+	if err := loadModules(dir, md, lib); err != nil {
+		return nil, err
+	}
+	if md.Constants != "" {
+		cf, err := os.Open(filepath.Join(dir, md.Constants))
+		if err != nil {
+			return nil, err
+		}
+		consts, err := runtime.ReadParams(cf)
+		cf.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", dir, md.Constants, err)
+		}
+		if err := runtime.SetConstants(lib, consts); err != nil {
+			return nil, err
+		}
 	}
 	gj, err := os.ReadFile(filepath.Join(dir, "graph.json"))
 	if err != nil {

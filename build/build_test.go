@@ -24,6 +24,13 @@ func hostTarget(t *testing.T) *target.Target {
 // the reference executor (differential) and the stored expected outputs.
 func compileAndCompare(t *testing.T, dir string, rtol, atol float64) {
 	t.Helper()
+	compileAndCompareWith(t, dir, rtol, atol, Config{Host: hostTarget(t)})
+}
+
+// compileAndCompareWith is compileAndCompare with a configuration of the
+// caller's (its Out is set here) and returns the compilation's result.
+func compileAndCompareWith(t *testing.T, dir string, rtol, atol float64, cfg Config) *Result {
+	t.Helper()
 	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -46,8 +53,8 @@ func compileAndCompare(t *testing.T, dir string, rtol, atol float64) {
 	for _, o := range model.Outputs {
 		names = append(names, o.Name)
 	}
-	out := filepath.Join(t.TempDir(), "artifact")
-	res, err := Compile(model.Module, names, Config{Host: hostTarget(t), Out: out})
+	cfg.Out = filepath.Join(t.TempDir(), "artifact")
+	res, err := Compile(model.Module, names, cfg)
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
@@ -75,6 +82,7 @@ func compileAndCompare(t *testing.T, dir string, rtol, atol float64) {
 			t.Errorf("output %d vs PyTorch: %v", i, err)
 		}
 	}
+	return res
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
@@ -51,13 +52,37 @@ type graphBuilder struct {
 	nparams int
 	// ProducerOf[e] is the node index producing entry e (flat order).
 	rowStart []int
+	// devOf is the planned device of an expression.
+	devOf func(graph.Expr) device.VirtualDevice
+	ncopy int
+}
+
+// deviceIndex is the [device_type, device_id] of e's entries: its planned
+// device, cpu:0 for whatever planning left unconstrained.
+func (b *graphBuilder) deviceIndex(e graph.Expr) [2]int {
+	di := [2]int{1, 0}
+	if b.devOf == nil {
+		return di
+	}
+	vd := b.devOf(e)
+	if vd.DeviceType > 0 {
+		di[0] = int(vd.DeviceType)
+	}
+	if vd.DeviceID > 0 {
+		di[1] = vd.DeviceID
+	}
+	return di
 }
 
 // buildGraphJSON makes the executor program of main, whose primitive calls
-// callee maps to compiled function names. Constants become parameters
-// named p0, p1, ... and are returned for the params file.
-func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string) (*GraphJSON, map[string]*tensor.Tensor, error) {
+// callee maps to compiled function names (a call of a GlobalVar names its
+// function itself; a device copy becomes a device_copy node). devOf gives
+// each expression's planned device (nil: everything on cpu:0).
+// Constants become parameters named p0, p1, ... and are returned for the
+// params file.
+func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf func(graph.Expr) device.VirtualDevice) (*GraphJSON, map[string]*tensor.Tensor, error) {
 	b := &graphBuilder{
+		devOf:   devOf,
 		g:       &GraphJSON{},
 		callee:  callee,
 		entries: map[graph.Expr][]entry{},
@@ -68,7 +93,7 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string) (*Graph
 		if !ok {
 			return nil, nil, fmt.Errorf("input %%%s is not a tensor", p.Name)
 		}
-		b.entries[p] = []entry{b.addNode(GraphNode{Op: "null", Name: p.Name}, []*ir.TensorType{tt})}
+		b.entries[p] = []entry{b.addNode(GraphNode{Op: "null", Name: p.Name}, []*ir.TensorType{tt}, b.deviceIndex(p))}
 		b.g.ArgNodes = append(b.g.ArgNodes, len(b.g.Nodes)-1)
 	}
 	var err error
@@ -88,8 +113,9 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string) (*Graph
 	return b.g, b.params, nil
 }
 
-// addNode appends a node with the given output types and returns its first entry.
-func (b *graphBuilder) addNode(n GraphNode, outs []*ir.TensorType) entry {
+// addNode appends a node with the given output types, on device dev, and
+// returns its first entry.
+func (b *graphBuilder) addNode(n GraphNode, outs []*ir.TensorType, dev [2]int) entry {
 	id := len(b.g.Nodes)
 	b.g.Nodes = append(b.g.Nodes, n)
 	b.rowStart = append(b.rowStart, len(b.types))
@@ -97,7 +123,7 @@ func (b *graphBuilder) addNode(n GraphNode, outs []*ir.TensorType) entry {
 		b.types = append(b.types, t)
 		b.g.Attrs.Shape = append(b.g.Attrs.Shape, append([]int64{}, t.Shape...))
 		b.g.Attrs.DLType = append(b.g.Attrs.DLType, t.DType.String())
-		b.g.Attrs.DeviceIndex = append(b.g.Attrs.DeviceIndex, [2]int{1, 0})
+		b.g.Attrs.DeviceIndex = append(b.g.Attrs.DeviceIndex, dev)
 	}
 	return entry{node: id}
 }
@@ -131,7 +157,7 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 		name := fmt.Sprintf("p%d", b.nparams)
 		b.nparams++
 		b.params[name] = x.Value
-		b.entries[e] = []entry{b.addNode(GraphNode{Op: "null", Name: name}, []*ir.TensorType{x.Value.Type()})}
+		b.entries[e] = []entry{b.addNode(GraphNode{Op: "null", Name: name}, []*ir.TensorType{x.Value.Type()}, b.deviceIndex(x))}
 		b.g.ArgNodes = append(b.g.ArgNodes, len(b.g.Nodes)-1)
 	case *graph.Tuple:
 		var es []entry
@@ -159,13 +185,9 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 			return err
 		}
 		b.entries[e] = es[start : start+len(fs)]
-	case *graph.Function:
-		// Function literals are only callees.
+	case *graph.Function, *graph.GlobalVar:
+		// Function literals and global functions are only callees.
 	case *graph.Call:
-		name, ok := b.callee[x]
-		if !ok {
-			return fmt.Errorf("%s has no compiled function", graph.Describe(x))
-		}
 		var ins [][2]int
 		for _, a := range x.Args {
 			for _, en := range b.entries[a] {
@@ -176,9 +198,28 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 		if err != nil {
 			return err
 		}
-		first := b.addNode(GraphNode{Op: "kiln_op", Name: name, Inputs: ins, Attrs: map[string]any{
-			"func_name": name, "num_inputs": len(ins), "num_outputs": len(outs),
-		}}, outs)
+		var first entry
+		if deviceCopyOf(x) != nil {
+			if len(ins) != 1 || len(outs) != 1 {
+				return fmt.Errorf("%s: a device copy of a tuple reached the executor", graph.Describe(x))
+			}
+			name := fmt.Sprintf("device_copy_%d", b.ncopy)
+			b.ncopy++
+			first = b.addNode(GraphNode{Op: "device_copy", Name: name, Inputs: ins, Attrs: map[string]any{
+				"num_inputs": 1, "num_outputs": 1,
+			}}, outs, b.deviceIndex(x))
+		} else {
+			name, ok := b.callee[x]
+			if g, isG := x.Fn.(*graph.GlobalVar); isG && !ok {
+				name, ok = g.Name, true
+			}
+			if !ok {
+				return fmt.Errorf("%s has no compiled function", graph.Describe(x))
+			}
+			first = b.addNode(GraphNode{Op: "kiln_op", Name: name, Inputs: ins, Attrs: map[string]any{
+				"func_name": name, "num_inputs": len(ins), "num_outputs": len(outs),
+			}}, outs, b.deviceIndex(x))
+		}
 		es := make([]entry, len(outs))
 		for i := range outs {
 			es[i] = entry{node: first.node, index: i}
@@ -192,7 +233,7 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 
 // planStorage assigns storage ids: inputs, parameters and outputs get their
 // own; intermediate entries reuse a freed storage of at least their size
-// (best fit) once all their readers have run.
+// (best fit) on the same device once all their readers have run.
 func (b *graphBuilder) planStorage() {
 	n := len(b.types)
 	flat := func(node, idx int) int { return b.rowStart[node] + idx }
@@ -211,7 +252,8 @@ func (b *graphBuilder) planStorage() {
 	}
 	ids := make([]int, n)
 	var sizes []int64
-	var free []int // storage ids available for reuse
+	var devs [][2]int // device of each storage id
+	var free []int    // storage ids available for reuse
 	releaseAt := map[int][]int{}
 	for ni, node := range b.g.Nodes {
 		for _, sid := range releaseAt[ni] {
@@ -219,11 +261,12 @@ func (b *graphBuilder) planStorage() {
 		}
 		for k := b.rowStart[ni]; k < b.rowStart[ni]+numOutputs(b, ni); k++ {
 			size := b.types[k].NumBytes()
+			dev := b.g.Attrs.DeviceIndex[k]
 			sid := -1
 			if node.Op != "null" && !pinned[k] {
 				best := -1
 				for fi, f := range free {
-					if sizes[f] >= size && (best < 0 || sizes[f] < sizes[free[best]]) {
+					if devs[f] == dev && sizes[f] >= size && (best < 0 || sizes[f] < sizes[free[best]]) {
 						best = fi
 					}
 				}
@@ -235,6 +278,7 @@ func (b *graphBuilder) planStorage() {
 			if sid < 0 {
 				sid = len(sizes)
 				sizes = append(sizes, size)
+				devs = append(devs, dev)
 			}
 			ids[k] = sid
 			if node.Op != "null" && !pinned[k] {

@@ -36,10 +36,16 @@ type Result struct {
 
 // Options configure LowerTE.
 type Options struct {
-	// Target is the target every primitive function is lowered for.
+	// Target is the target primitive functions are lowered for.
 	Target *target.Target
+	// TargetOf, when set, gives the target of each call (device planning's
+	// choice); a nil result means Target.
+	TargetOf func(*graph.Call) *target.Target
 	// Registry is the strategy table (strategy.Default when nil).
 	Registry *strategy.Registry
+	// Prims, when set, is the module the PrimFuncs are added to (a
+	// RelayToTIR hook's output, say); new names avoid the ones in it.
+	Prims *tir.Module
 	// Skip reports calls LowerTE must leave alone (for example functions an
 	// external codegen takes); nil skips none.
 	Skip func(*graph.Call) bool
@@ -51,7 +57,11 @@ func LowerTE(main *graph.Function, opts Options) (*Result, error) {
 	if reg == nil {
 		reg = strategy.Default
 	}
-	res := &Result{Prims: &tir.Module{}, Callee: map[*graph.Call]string{}, Impls: map[string]string{}}
+	prims := opts.Prims
+	if prims == nil {
+		prims = &tir.Module{}
+	}
+	res := &Result{Prims: prims, Callee: map[*graph.Call]string{}, Impls: map[string]string{}}
 	byKey := map[string]string{}
 	used := map[string]int{}
 	var err error
@@ -63,6 +73,9 @@ func LowerTE(main *graph.Function, opts Options) (*Result, error) {
 		if !ok {
 			return
 		}
+		if opts.Skip != nil && opts.Skip(call) {
+			return
+		}
 		if call.Op != nil {
 			err = fmt.Errorf("%s is not inside a primitive function; run FuseOps before LowerTE", graph.Describe(call))
 			return
@@ -71,10 +84,17 @@ func LowerTE(main *graph.Function, opts Options) (*Result, error) {
 		if !ok || !fn.BoolAttr(graph.AttrPrimitive) || fn.StrAttr(graph.AttrCompiler) != "" {
 			return
 		}
-		if opts.Skip != nil && opts.Skip(call) {
+		tgt := opts.Target
+		if opts.TargetOf != nil {
+			if t := opts.TargetOf(call); t != nil {
+				tgt = t
+			}
+		}
+		if tgt == nil {
+			err = fmt.Errorf("%s: no target to lower it for", graph.Describe(call))
 			return
 		}
-		key := opts.Target.String() + "\n" + graph.ExprString(fn)
+		key := tgt.String() + "\n" + graph.ExprString(fn)
 		if name, seen := byKey[key]; seen {
 			res.Callee[call] = name
 			return
@@ -84,17 +104,23 @@ func LowerTE(main *graph.Function, opts Options) (*Result, error) {
 			hint = "fused"
 		}
 		name := hint
-		if n := used[hint]; n > 0 {
-			name = fmt.Sprintf("%s_%d", hint, n)
+		for {
+			if n := used[hint]; n > 0 {
+				name = fmt.Sprintf("%s_%d", hint, n)
+			}
+			used[hint]++
+			if prims.Lookup(name) == nil {
+				break
+			}
 		}
-		used[hint]++
 		var pf *tir.PrimFunc
 		var impls string
-		pf, impls, err = lowerFunction(name, fn, opts.Target, reg)
+		pf, impls, err = lowerFunction(name, fn, tgt, reg)
 		if err != nil {
 			err = fmt.Errorf("lowering %s (%s): %w", name, describeOps(fn), err)
 			return
 		}
+		pf.Attrs[tir.AttrTarget] = tgt.Kind.Name
 		if err = res.Prims.Add(pf); err != nil {
 			return
 		}
@@ -255,4 +281,25 @@ func constTensor(c *graph.Constant) *te.Tensor {
 		val = tir.IntConst(v.DType, v.Int(0))
 	}
 	return te.Compute("const", v.Shape, func([]tir.PrimExpr) tir.PrimExpr { return val })
+}
+
+// LowerFunction lowers one graph function (its body a dataflow of operator
+// calls, such as a fused primitive function or a partitioned function) to
+// a PrimFunc named name for target t, with the operator strategies of reg
+// (strategy.Default when nil), exactly as LowerTE lowers each primitive
+// function. Target hooks use it to reuse kiln's lowering for what they
+// do not replace (for example after rewriting the function's operators).
+func LowerFunction(name string, fn *graph.Function, t *target.Target, reg *strategy.Registry) (*tir.PrimFunc, error) {
+	if reg == nil {
+		reg = strategy.Default
+	}
+	if t == nil {
+		return nil, fmt.Errorf("lowering %s: no target", name)
+	}
+	pf, _, err := lowerFunction(name, fn, t, reg)
+	if err != nil {
+		return nil, fmt.Errorf("lowering %s (%s): %w", name, describeOps(fn), err)
+	}
+	pf.Attrs[tir.AttrTarget] = t.Kind.Name
+	return pf, nil
 }

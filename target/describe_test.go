@@ -34,7 +34,7 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("c has %d options", n)
 	}
 	ex := infos[2]
-	if ex.DeviceType != "ext_dev" || ex.Host || !reflect.DeepEqual(ex.Hooks, []string{"RelayToTIR", "RelayToRuntime", "TIRToRuntime", "ConstantUpdater"}) {
+	if ex.DeviceType != "ext_dev" || ex.Host || !reflect.DeepEqual(ex.Hooks, []string{"RelayToRuntime", "RelayToTIR", "TIRToRuntime", "ConstantUpdater"}) {
 		t.Errorf("example = %+v", ex)
 	}
 	if o := infos[3].Options[5]; o.Name != "fallback" || o.Kind != "target" {
@@ -59,7 +59,7 @@ func TestDescribe(t *testing.T) {
 	out := text.String()
 	for _, s := range []string{
 		"c  (device cpu, keys cpu, host)\n    hooks: none\n",
-		"example  (device ext_dev, keys example)\n    hooks: RelayToTIR, RelayToRuntime, TIRToRuntime, ConstantUpdater\n",
+		"example  (device ext_dev, keys example)\n    hooks: RelayToRuntime, RelayToTIR, TIRToRuntime, ConstantUpdater\n",
 		"    -opt ",
 		"int = 3",
 		"strings = a",

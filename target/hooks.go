@@ -11,17 +11,17 @@ import (
 
 // Hooks are a kind's customisations of the compilation flow, held as Go
 // function values (never looked up by name). A nil hook means the default
-// flow. The build driver consults them in this order for each target of
-// the compilation:
+// flow. The build driver (package build) consults them in this order, each
+// kind once, in the order of the compilation's target list:
 //
-//  1. RelayToTIR, once per target, on the whole graph module after
-//     partitioning and fusion and before the default lowering (LowerTE);
-//  2. RelayToRuntime, per function the target owns that is still a graph
-//     function (not lowered by RelayToTIR);
-//  3. TIRToRuntime, on the PrimFuncs whose "target" attribute names the
-//     kind, instead of the default C code generation;
-//  4. ConstantUpdater, per function the target owns, to collect the
-//     constants its runtime module needs.
+//  1. RelayToRuntime, per function the target owns (see HookContext.Owns),
+//     after partitioning, device planning and fusion;
+//  2. RelayToTIR, once per target, on the whole graph module, before the
+//     default lowering (LowerTE) of what remains;
+//  3. after the TIR passes, TIRToRuntime on the PrimFuncs whose "target"
+//     attribute names the kind, instead of the default C code generation;
+//  4. ConstantUpdater, per function RelayToRuntime compiled, to collect
+//     the constants its runtime module needs.
 type Hooks struct {
 	// RelayToRuntime compiles one partitioned function (its Compiler
 	// attribute or placement names the target) straight to a runtime
@@ -81,11 +81,11 @@ const (
 // HookNames lists the hooks the kind registers, in flow order.
 func (k *Kind) HookNames() []string {
 	var out []string
-	if k.Hooks.RelayToTIR != nil {
-		out = append(out, HookRelayToTIR)
-	}
 	if k.Hooks.RelayToRuntime != nil {
 		out = append(out, HookRelayToRuntime)
+	}
+	if k.Hooks.RelayToTIR != nil {
+		out = append(out, HookRelayToTIR)
 	}
 	if k.Hooks.TIRToRuntime != nil {
 		out = append(out, HookTIRToRuntime)
@@ -110,6 +110,12 @@ type HookContext struct {
 	// Labels resolves FuncAttrTarget placements; nil when the compilation
 	// has no labels.
 	Labels *Labels
+	// PlacedOn reports the target device planning placed the calls of a
+	// function on (nil: not placed, or on no target in particular). The
+	// build driver sets it, so that a kind with hooks owns what the user
+	// placed on it (a placement file, on_device annotations) as well as
+	// what partitioning gave it.
+	PlacedOn func(fn *graph.Function) *Target
 }
 
 // Function attributes the target hooks read and write.
@@ -123,8 +129,9 @@ const (
 )
 
 // Owns reports whether fn is for this context's target: its Compiler
-// attribute is the kind name, or its FuncAttrTarget label resolves to a
-// target Equal to ctx.Target. Functions already lowered are not owned.
+// attribute is the kind name, its FuncAttrTarget label resolves to a
+// target Equal to ctx.Target, or device planning placed it on ctx.Target
+// (PlacedOn). Functions already lowered are not owned.
 func (ctx *HookContext) Owns(fn *graph.Function) bool {
 	if fn == nil || ctx.Target == nil || fn.BoolAttr(FuncAttrLowered) {
 		return false
@@ -134,6 +141,11 @@ func (ctx *HookContext) Owns(fn *graph.Function) bool {
 	}
 	if place := fn.StrAttr(FuncAttrTarget); place != "" && ctx.Labels != nil {
 		if t, _, err := ctx.Labels.Lookup(place); err == nil && t.Equal(ctx.Target) {
+			return true
+		}
+	}
+	if ctx.PlacedOn != nil && fn.StrAttr(graph.AttrCompiler) == "" {
+		if t := ctx.PlacedOn(fn); t != nil && t.Equal(ctx.Target) {
 			return true
 		}
 	}
@@ -214,11 +226,8 @@ func OwnedFunctions(ctx *HookContext, mod *graph.Module, prims *tir.Module) []Ow
 // FuncAttrLowered stub as mod.Funcs[Symbol] and re-infers types. It
 // returns the number of calls rewritten.
 func ReplaceWithPrimFunc(ctx *HookContext, mod *graph.Module, of OwnedFunction, pf *tir.PrimFunc, prims *tir.Module) (int, error) {
-	if of.Symbol == "" || of.Symbol == "main" {
-		return 0, fmt.Errorf("target %s: cannot lower a function to symbol %q", ctx.Target.Kind.Name, of.Symbol)
-	}
-	if old, ok := mod.Funcs[of.Symbol]; ok && old != of.Fn {
-		return 0, fmt.Errorf("target %s: module already has a function @%s", ctx.Target.Kind.Name, of.Symbol)
+	if err := checkSymbol(ctx, mod, of); err != nil {
+		return 0, err
 	}
 	pf = pf.Copy()
 	pf.Name = of.Symbol
@@ -228,6 +237,29 @@ func ReplaceWithPrimFunc(ctx *HookContext, mod *graph.Module, of OwnedFunction, 
 	}
 	if err := prims.Add(pf); err != nil {
 		return 0, fmt.Errorf("target %s: %w", ctx.Target.Kind.Name, err)
+	}
+	return ReplaceWithSymbol(ctx, mod, of)
+}
+
+func checkSymbol(ctx *HookContext, mod *graph.Module, of OwnedFunction) error {
+	if of.Symbol == "" || of.Symbol == "main" {
+		return fmt.Errorf("target %s: cannot lower a function to symbol %q", ctx.Target.Kind.Name, of.Symbol)
+	}
+	if old, ok := mod.Funcs[of.Symbol]; ok && old != of.Fn {
+		return fmt.Errorf("target %s: module already has a function @%s", ctx.Target.Kind.Name, of.Symbol)
+	}
+	return nil
+}
+
+// ReplaceWithSymbol rewrites every call of the owned function in mod into
+// a call of @Symbol with the same arguments, installs the FuncAttrLowered
+// stub as mod.Funcs[Symbol] (the original function, keeping its signature
+// for type inference) and re-infers types. The symbol is then provided
+// by compiled code: a PrimFunc (ReplaceWithPrimFunc) or a runtime module
+// a RelayToRuntime hook built. It returns the number of calls rewritten.
+func ReplaceWithSymbol(ctx *HookContext, mod *graph.Module, of OwnedFunction) (int, error) {
+	if err := checkSymbol(ctx, mod, of); err != nil {
+		return 0, err
 	}
 	calls := 0
 	rewrite := func(e graph.Expr) graph.Expr {

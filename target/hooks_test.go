@@ -83,7 +83,7 @@ func exampleKind(seen *[]int64) *Kind {
 func TestHookNames(t *testing.T) {
 	var seen []int64
 	k := exampleKind(&seen)
-	want := []string{"RelayToTIR", "RelayToRuntime", "TIRToRuntime", "ConstantUpdater"}
+	want := []string{"RelayToRuntime", "RelayToTIR", "TIRToRuntime", "ConstantUpdater"}
 	if got := k.HookNames(); !reflect.DeepEqual(got, want) {
 		t.Errorf("HookNames = %v, want %v", got, want)
 	}

@@ -108,6 +108,10 @@ type PrimFunc struct {
 	BufferMap map[*Var]*Buffer
 	Body      Stmt
 	Attrs     ir.Attrs
+	// PreflattenedBufferMap is BufferMap as it was before buffers were
+	// flattened (nil until then): the logical shapes callers pass, which
+	// code generators check arguments against. Never modified once set.
+	PreflattenedBufferMap map[*Var]*Buffer
 }
 
 // NewPrimFunc returns an empty function whose global_symbol is name. Add

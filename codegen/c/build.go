@@ -41,6 +41,9 @@ type BuildOptions struct {
 	// ExtraSources are written into the build directory; the .c files are
 	// compiled into the library after kiln_lib.c.
 	ExtraSources []File
+	// LDFlags are linker arguments placed after the sources (libraries:
+	// "-lopenblas").
+	LDFlags []string
 	// Output is the library file name inside dir; empty means
 	// "kiln_lib.so".
 	Output string
@@ -114,6 +117,7 @@ func Build(src *Source, dir string, opts BuildOptions) (string, error) {
 	args = append(args, "-I", filepath.Join(dir, "include"), "-I", dir)
 	args = append(args, opts.ExtraFlags...)
 	args = append(args, sources...)
+	args = append(args, opts.LDFlags...)
 	args = append(args, "-o", libPath, "-lm")
 	cmd := exec.Command(cc[0], args...)
 	cmd.Dir = dir

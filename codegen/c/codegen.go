@@ -54,6 +54,15 @@ type Options struct {
 	// kiln_get_last_error and kiln_set_num_threads (when another
 	// translation unit of the same library provides them).
 	NoRuntimeDefs bool
+	// ExprHook lets a target's own code generator (a TIRToRuntime hook
+	// built on this one) print some expressions its way: it receives each
+	// expression and a function printing sub-expressions the normal way,
+	// and when it returns ok its text is used.
+	ExprHook func(e tir.PrimExpr, sub func(tir.PrimExpr) string) (code string, ok bool)
+	// AllowEmpty lets Generate produce a translation unit with no
+	// functions (only the runtime definitions), for a library whose
+	// functions all come from other translation units.
+	AllowEmpty bool
 	// Pipeline lowers the module before code generation; nil runs
 	// transform.NewPipeline() (the built-in passes). Set NoPipeline for a
 	// module that has been through the pipeline already; only
@@ -137,8 +146,15 @@ func failf(format string, args ...any) {
 // tir.noalias attribute is false (buffers may alias). Output is
 // deterministic.
 func Generate(m *tir.Module, opts Options) (src *Source, err error) {
-	if m == nil || m.Len() == 0 {
-		return nil, fmt.Errorf("codegen/c: empty module")
+	if m == nil {
+		m = &tir.Module{}
+	}
+	if m.Len() == 0 {
+		if !opts.AllowEmpty {
+			return nil, fmt.Errorf("codegen/c: empty module")
+		}
+		g := &gen{opts: opts, helpers: map[string]bool{}, externs: map[string]*externDecl{}, declared: map[string]bool{}}
+		return &Source{Code: g.assemble(""), OpenMP: opts.OpenMP}, nil
 	}
 	if opts.StackLimit == 0 {
 		opts.StackLimit = DefaultStackLimit
@@ -147,7 +163,11 @@ func Generate(m *tir.Module, opts Options) (src *Source, err error) {
 	logical := map[string]map[*tir.Var]*tir.Buffer{}
 	for _, f := range m.Funcs() {
 		lb := map[*tir.Var]*tir.Buffer{}
-		for k, b := range f.BufferMap {
+		src := f.BufferMap
+		if f.PreflattenedBufferMap != nil {
+			src = f.PreflattenedBufferMap
+		}
+		for k, b := range src {
 			lb[k] = b
 		}
 		logical[f.Name] = lb

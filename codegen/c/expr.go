@@ -42,6 +42,11 @@ import (
 //     package in the last place.
 
 func (fg *funcGen) expr(e tir.PrimExpr) string {
+	if h := fg.g.opts.ExprHook; h != nil {
+		if code, ok := h(e, fg.expr); ok {
+			return code
+		}
+	}
 	switch x := e.(type) {
 	case *tir.IntImm:
 		return fg.intLit(x.T.DType, x.Value)

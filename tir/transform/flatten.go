@@ -20,6 +20,12 @@ func FlattenBuffers() Pass {
 	return Pass{Name: "FlattenBuffers", Run: func(f *tir.PrimFunc) (*tir.PrimFunc, error) {
 		fl := &flattener{flat: map[*tir.Buffer]*tir.Buffer{}}
 		g := f.WithBody(tir.MutateStmt(f.Body, fl.stmt, fl.expr))
+		if g.PreflattenedBufferMap == nil {
+			g.PreflattenedBufferMap = make(map[*tir.Var]*tir.Buffer, len(f.BufferMap))
+			for k, b := range f.BufferMap {
+				g.PreflattenedBufferMap[k] = b
+			}
+		}
 		for k, b := range g.BufferMap {
 			g.BufferMap[k] = fl.buffer(b)
 		}

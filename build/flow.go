@@ -1,0 +1,309 @@
+package build
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/kiln-dev/kiln/device"
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/graph/transform"
+	"github.com/kiln-dev/kiln/lower"
+	"github.com/kiln-dev/kiln/runtime"
+	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/tensor"
+	"github.com/kiln-dev/kiln/tir"
+	tirtransform "github.com/kiln-dev/kiln/tir/transform"
+)
+
+// lowered is a compilation after every graph-level step: the planned
+// module whose main the executor runs, the TIR of every target, the
+// runtime modules the targets' RelayToRuntime hooks built and the
+// constants they need.
+type lowered struct {
+	cfg *device.CompilationConfig
+	// mod is the final module: planned, with every primitive call bound.
+	mod *graph.Module
+	// callee names the compiled function of each call of mod's main that
+	// LowerTE lowered (calls of GlobalVars name theirs themselves).
+	callee map[*graph.Call]string
+	// prims holds the PrimFuncs of every target (RelayToTIR and LowerTE)
+	// after the TIR passes.
+	prims *tir.Module
+	// external are the modules RelayToRuntime hooks returned, by symbol.
+	external []externalModule
+	// consts are the constants ConstantUpdater hooks asked for.
+	consts map[string]*tensor.Tensor
+	impls  map[string]string
+}
+
+// externalModule is one runtime module a hook built.
+type externalModule struct {
+	target *target.Target
+	module runtime.Module
+	// symbols it provides to the executor (RelayToRuntime), or nil.
+	symbols []string
+}
+
+// hookEnv is what every hook call of one compilation shares.
+type hookEnv struct {
+	cfg     *device.CompilationConfig
+	labels  *target.Labels
+	scratch string // root of the hooks' scratch directories
+	placed  map[*graph.Function]*target.Target
+}
+
+// context makes the HookContext of one hook call for t, with a fresh
+// scratch directory.
+func (h *hookEnv) context(t *target.Target) (*target.HookContext, error) {
+	dir, err := os.MkdirTemp(h.scratch, t.Kind.Name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("build: scratch directory for target %s: %w", t.Kind.Name, err)
+	}
+	return &target.HookContext{
+		Target: t, Host: h.cfg.Host, ScratchDir: dir, Labels: h.labels,
+		PlacedOn: func(fn *graph.Function) *target.Target { return h.placed[fn] },
+	}, nil
+}
+
+// graphPasses is the graph pass list of a compilation: the standard
+// passes with device planning right before fusion (fusion must not merge
+// operators of different devices, and device_copy is opaque to it).
+func graphPasses(fuse transform.FuseOptions) []transform.Pass {
+	var out []transform.Pass
+	for _, p := range transform.Passes(fuse) {
+		if p.Name == "fuse_ops" {
+			out = append(out, transform.Pass{Name: "plan_devices", Run: device.PlanDevices, Required: true})
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// lowerAll runs the graph-level part of the build: placement, graph
+// passes with device planning and fusion, then the targets' hooks in the
+// documented order (RelayToRuntime, RelayToTIR), LowerTE for the rest
+// with each call's planned target, and the TIR passes.
+func lowerAll(mod *graph.Module, cfg Config, scratch string, stage func(string, time.Time)) (*lowered, error) {
+	targets := cfg.Targets
+	if len(targets) == 0 {
+		targets = []*target.Target{cfg.Host}
+	}
+	t0 := time.Now()
+	prepared, ccfg, err := device.Prepare(mod, device.Spec{Targets: targets, Host: cfg.Host, Labels: cfg.Labels, Rules: cfg.Placement})
+	if err != nil {
+		return nil, fmt.Errorf("targets: %w", err)
+	}
+	if ccfg.Host.Kind != target.C {
+		return nil, fmt.Errorf("build: the host target must be of kind \"c\", not %q", ccfg.Host.Kind.Name)
+	}
+	p := transform.NewPipeline()
+	p.Passes = graphPasses(transform.FuseOptions{Disable: cfg.DisableFusion})
+	p.Dump = cfg.DumpGraph
+	fused, err := p.Run(prepared)
+	if err != nil {
+		return nil, fmt.Errorf("graph passes: %w", err)
+	}
+	main, err := computeOutputs(fused.Main())
+	if err != nil {
+		return nil, err
+	}
+	fused = fused.ShallowCopy()
+	fused.Funcs["main"] = main
+	// Plan the fused module: the side table says where each fused call
+	// runs (FuseOps rebuilt every node), which is what hooks and LowerTE
+	// need.
+	planned, err := device.PlanDevices(fused)
+	if err != nil {
+		return nil, err
+	}
+	stage("graph passes", t0)
+
+	t0 = time.Now()
+	env := &hookEnv{cfg: ccfg, labels: cfg.Labels, scratch: scratch, placed: map[*graph.Function]*target.Target{}}
+	graph.PostOrder(planned.Main().Body, func(e graph.Expr) {
+		if c, ok := e.(*graph.Call); ok {
+			if fn, ok := c.Fn.(*graph.Function); ok {
+				if t := device.DeviceOf(planned, c).Target; t != nil && t.Kind != ccfg.Host.Kind {
+					env.placed[fn] = t
+				}
+			}
+		}
+	})
+	work := planned.ShallowCopy()
+	prims := &tir.Module{}
+	res := &lowered{cfg: ccfg, consts: map[string]*tensor.Tensor{}}
+	if err := runRelayToRuntime(env, work, prims, res); err != nil {
+		return nil, err
+	}
+	for _, t := range ccfg.Primitives {
+		hook := t.Kind.Hooks.RelayToTIR
+		if hook == nil {
+			continue
+		}
+		ctx, err := env.context(t)
+		if err != nil {
+			return nil, err
+		}
+		if err := hook(ctx, work, prims); err != nil {
+			return nil, fmt.Errorf("target %s: RelayToTIR: %w", t.Kind.Name, err)
+		}
+		if work.Main() == nil {
+			return nil, fmt.Errorf("target %s: RelayToTIR removed main", t.Kind.Name)
+		}
+		if err := graph.InferTypes(work); err != nil {
+			return nil, fmt.Errorf("target %s: RelayToTIR left an ill-typed module: %w", t.Kind.Name, err)
+		}
+	}
+	if len(res.external) > 0 || prims.Len() > 0 {
+		// The hooks rebuilt calls; plan again (planning is idempotent) so
+		// that the side table covers the final nodes.
+		if work, err = device.PlanDevices(work); err != nil {
+			return nil, fmt.Errorf("after the target hooks: %w", err)
+		}
+	}
+	res.mod = work
+	stage("target hooks", t0)
+
+	t0 = time.Now()
+	lres, err := lower.LowerTE(work.Main(), lower.Options{
+		Target:   ccfg.Host,
+		TargetOf: func(c *graph.Call) *target.Target { return device.DeviceOf(work, c).Target },
+		Prims:    prims,
+		Skip:     func(c *graph.Call) bool { return deviceCopyOf(c) != nil },
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.callee, res.impls, res.prims = lres.Callee, lres.Impls, prims
+	if err := checkBound(work, res); err != nil {
+		return nil, err
+	}
+	stage("lower to TIR", t0)
+
+	t0 = time.Now()
+	if prims.Len() > 0 {
+		out, err := tirtransform.NewPipeline().Run(prims)
+		if err != nil {
+			return nil, fmt.Errorf("TIR passes: %w", err)
+		}
+		prims = out
+	}
+	res.prims = prims
+	stage("TIR passes", t0)
+	return res, nil
+}
+
+// runRelayToRuntime gives every target with a RelayToRuntime hook the
+// functions it owns, records the modules it returns and the constants
+// its ConstantUpdater asks for, and replaces the calls by calls of the
+// modules' symbols.
+func runRelayToRuntime(env *hookEnv, mod *graph.Module, prims *tir.Module, res *lowered) error {
+	for _, t := range env.cfg.Primitives {
+		hooks := t.Kind.Hooks
+		if hooks.RelayToRuntime == nil {
+			continue
+		}
+		ctx, err := env.context(t)
+		if err != nil {
+			return err
+		}
+		for _, of := range target.OwnedFunctions(ctx, mod, prims) {
+			m, err := hooks.RelayToRuntime(ctx, of.Fn, of.Symbol)
+			if err != nil {
+				return fmt.Errorf("target %s: RelayToRuntime of @%s: %w", t.Kind.Name, of.Symbol, err)
+			}
+			if m == nil {
+				return fmt.Errorf("target %s: RelayToRuntime of @%s returned no module", t.Kind.Name, of.Symbol)
+			}
+			if hooks.ConstantUpdater != nil {
+				consts, err := hooks.ConstantUpdater(of.Fn, of.Symbol)
+				if err != nil {
+					return fmt.Errorf("target %s: ConstantUpdater of @%s: %w", t.Kind.Name, of.Symbol, err)
+				}
+				for name, v := range consts {
+					if _, dup := res.consts[name]; dup {
+						return fmt.Errorf("target %s: ConstantUpdater of @%s: constant %q is already defined", t.Kind.Name, of.Symbol, name)
+					}
+					if v == nil {
+						return fmt.Errorf("target %s: ConstantUpdater of @%s: constant %q is nil", t.Kind.Name, of.Symbol, name)
+					}
+					res.consts[name] = v
+				}
+			}
+			if _, err := target.ReplaceWithSymbol(ctx, mod, of); err != nil {
+				return err
+			}
+			res.external = append(res.external, externalModule{target: t, module: m, symbols: []string{of.Symbol}})
+		}
+	}
+	return nil
+}
+
+// deviceCopyOf returns the device_copy call a call stands for: the call
+// itself, or the lone device_copy a fused primitive function wraps.
+func deviceCopyOf(c *graph.Call) *graph.Call {
+	if c.Op == op.DeviceCopy {
+		return c
+	}
+	fn, ok := c.Fn.(*graph.Function)
+	if !ok || len(fn.Params) != 1 {
+		return nil
+	}
+	inner, ok := fn.Body.(*graph.Call)
+	if ok && inner.Op == op.DeviceCopy && len(inner.Args) == 1 && inner.Args[0] == fn.Params[0] {
+		return inner
+	}
+	return nil
+}
+
+// checkBound makes sure every call of main has compiled code: a
+// LowerTE function, a hook's PrimFunc or a RelayToRuntime symbol, or is
+// a device copy. A function an external compiler was meant to take
+// (Compiler attribute) but no hook took is an error naming the compiler.
+func checkBound(mod *graph.Module, res *lowered) error {
+	ext := map[string]bool{}
+	for _, m := range res.external {
+		for _, s := range m.symbols {
+			ext[s] = true
+		}
+	}
+	var err error
+	graph.PostOrder(mod.Main().Body, func(e graph.Expr) {
+		c, ok := e.(*graph.Call)
+		if !ok || err != nil {
+			return
+		}
+		if _, ok := res.callee[c]; ok || deviceCopyOf(c) != nil {
+			return
+		}
+		switch fn := c.Fn.(type) {
+		case *graph.GlobalVar:
+			if ext[fn.Name] {
+				return
+			}
+			if _, ok := target.LoweredPrimFunc(c, res.prims); ok {
+				return
+			}
+			err = fmt.Errorf("call of @%s: no target produced code for it", fn.Name)
+		case *graph.Function:
+			if comp := fn.StrAttr(graph.AttrCompiler); comp != "" {
+				err = fmt.Errorf("%s: function for external compiler %q: no target of kind %q with a RelayToTIR or RelayToRuntime hook took it (targets: %v)", graph.Describe(c), comp, comp, targetNames(res.cfg))
+				return
+			}
+			err = fmt.Errorf("%s was not lowered", graph.Describe(c))
+		default:
+			err = fmt.Errorf("%s is not inside a primitive function", graph.Describe(c))
+		}
+	})
+	return err
+}
+
+func targetNames(cfg *device.CompilationConfig) []string {
+	out := make([]string, len(cfg.Primitives))
+	for i, t := range cfg.Primitives {
+		out[i] = t.String()
+	}
+	return out
+}

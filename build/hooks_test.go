@@ -1,0 +1,411 @@
+package build
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	cgen "github.com/kiln-dev/kiln/codegen/c"
+	"github.com/kiln-dev/kiln/device"
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/lower"
+	"github.com/kiln-dev/kiln/runtime"
+	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/tensor"
+	"github.com/kiln-dev/kiln/tir"
+)
+
+// The hook test target, after TVM's example_target_hook: its RelayToTIR
+// rewrites add into subtract in the functions it owns and lowers them
+// with kiln's own lowering; its optional TIRToRuntime is kiln's C code
+// generator with subtraction printed as multiplication, so each hook's
+// effect shows in the numbers.
+
+// subtractLowering is the RelayToTIR hook; seen records the
+// example_attribute each call read from its target.
+func subtractLowering(seen *[]int64) func(*target.HookContext, *graph.Module, *tir.Module) error {
+	return func(ctx *target.HookContext, mod *graph.Module, prims *tir.Module) error {
+		v, _ := ctx.Target.Int("example_attribute")
+		*seen = append(*seen, v)
+		for _, of := range target.OwnedFunctions(ctx, mod, prims) {
+			body := graph.Rewrite(of.Fn.Body, func(e graph.Expr) graph.Expr {
+				if c, ok := e.(*graph.Call); ok && c.Op == op.Add {
+					return graph.MustCall(op.Subtract, c.Args, nil)
+				}
+				return e
+			})
+			fn := graph.NewFunction(of.Fn.Params, body, nil)
+			if err := graph.InferFunction(nil, fn); err != nil {
+				return err
+			}
+			pf, err := lower.LowerFunction(of.Symbol, fn, ctx.Target, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := target.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// multiplyCodegen is the TIRToRuntime hook: C source in which every
+// subtraction is a multiplication.
+func multiplyCodegen(calls *int) func(*target.HookContext, *tir.Module) (runtime.Module, error) {
+	return func(ctx *target.HookContext, prims *tir.Module) (runtime.Module, error) {
+		*calls++
+		src, err := cgen.Generate(prims, cgen.Options{
+			NoRuntimeDefs: true, NoPipeline: true,
+			ExprHook: func(e tir.PrimExpr, sub func(tir.PrimExpr) string) (string, bool) {
+				if b, ok := e.(*tir.Binary); ok && b.Op == tir.OpSub {
+					return "(" + sub(b.A) + " * " + sub(b.B) + ")", true
+				}
+				return "", false
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, f := range src.Funcs {
+			names = append(names, f.Symbol)
+		}
+		return &runtime.CSourceModule{Label: "example", Code: "/* example_target_hook codegen */\n" + src.Code, Funcs: names}, nil
+	}
+}
+
+// hookRegistry registers the example kind (with or without the
+// TIRToRuntime hook) next to "c" in a registry of the test's own.
+func hookRegistry(t *testing.T, dt target.DeviceType, seen *[]int64, codegenCalls *int) *target.Registry {
+	t.Helper()
+	r := target.NewRegistry()
+	hooks := target.Hooks{RelayToTIR: subtractLowering(seen)}
+	if codegenCalls != nil {
+		hooks.TIRToRuntime = multiplyCodegen(codegenCalls)
+	}
+	for _, k := range []*target.Kind{
+		target.C,
+		{Name: "example_target_hook", DeviceType: dt, Keys: []string{"cpu"},
+			Options: []target.Option{{Name: "example_attribute", Kind: ir.AttrInt, Default: int64(0)}},
+			Hooks:   hooks},
+	} {
+		if err := r.Register(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// addModule is main(x, y) = f(x, y) + 0 where f(a, b) = a + b is marked
+// for compiler "example_target_hook" (or unmarked when compiler is "").
+func addModule(t *testing.T, compiler string) *graph.Module {
+	t.Helper()
+	tt := ir.NewTensorType(ir.Float32, ir.Shape{8})
+	a, b := graph.NewVar("a", tt), graph.NewVar("b", tt)
+	attrs := ir.Attrs{}
+	if compiler != "" {
+		attrs[graph.AttrCompiler] = compiler
+		attrs[graph.AttrPrimitive] = true
+	}
+	f := graph.NewFunction([]*graph.Var{a, b}, graph.MustCall(op.Add, []graph.Expr{a, b}, nil), attrs)
+	x, y := graph.NewVar("x", tt), graph.NewVar("y", tt)
+	var body graph.Expr = graph.MustCall(op.Add, []graph.Expr{x, y}, nil)
+	if compiler != "" {
+		body = graph.NewFuncCall(f, []graph.Expr{x, y})
+	}
+	body = graph.MustCall(op.Relu, []graph.Expr{graph.MustCall(op.Add, []graph.Expr{body, graph.NewConstant(tensor.Scalar(ir.Float32, 100))}, nil)}, nil)
+	mod := graph.NewModule(graph.NewFunction([]*graph.Var{x, y}, body, nil))
+	if err := graph.InferTypes(mod); err != nil {
+		t.Fatal(err)
+	}
+	return mod
+}
+
+func hookInputs() (map[string]*tensor.Tensor, []float32, []float32) {
+	x, y := tensor.New(ir.Float32, ir.Shape{8}), tensor.New(ir.Float32, ir.Shape{8})
+	for i := range x.Float32s() {
+		x.Float32s()[i] = float32(i) + 1.5
+		y.Float32s()[i] = float32(2*i) - 3
+	}
+	return map[string]*tensor.Tensor{"x": x, "y": y}, x.Float32s(), y.Float32s()
+}
+
+// compileHooked compiles mod for targets (parsed with r) and runs it.
+func compileHooked(t *testing.T, r *target.Registry, mod *graph.Module, targets string, rules []device.Rule, labels *target.Labels) (*Result, []float32) {
+	t.Helper()
+	l, err := r.ParseList(targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "art")
+	res, err := Compile(mod, nil, Config{Host: l.Host, Targets: l.Targets, Out: out, Placement: rules, Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := LoadArtifact(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, _, _ := hookInputs()
+	outs, err := art.Run(ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, outs[0].Float32s()
+}
+
+func checkValues(t *testing.T, got []float32, want func(x, y float32) float32) {
+	t.Helper()
+	_, xs, ys := hookInputs()
+	for i := range got {
+		w := want(xs[i], ys[i]) + 100
+		if w < 0 {
+			w = 0
+		}
+		if got[i] != w {
+			t.Fatalf("element %d: got %v, want %v (all: %v)", i, got[i], w, got)
+		}
+	}
+}
+
+func TestHookRelayToTIRReplacesAddWithSubtract(t *testing.T) {
+	var seen []int64
+	r := hookRegistry(t, target.CPU, &seen, nil)
+	_, got := compileHooked(t, r, addModule(t, "example_target_hook"), "example_target_hook -example_attribute=42, c -mcpu=x86-64", nil, nil)
+	checkValues(t, got, func(x, y float32) float32 { return x - y })
+	if !reflect.DeepEqual(seen, []int64{42}) {
+		t.Errorf("the hook ran %d times and read example_attribute %v, want once, 42", len(seen), seen)
+	}
+	// The same module without the Compiler attribute stays x+y: only what
+	// the target owns goes through its hook.
+	seen = nil
+	_, got = compileHooked(t, r, addModule(t, ""), "example_target_hook, c -mcpu=x86-64", nil, nil)
+	checkValues(t, got, func(x, y float32) float32 { return x + y })
+	if !reflect.DeepEqual(seen, []int64{0}) {
+		t.Errorf("example_attribute read %v, want the default [0]", seen)
+	}
+}
+
+func TestHookTIRToRuntimeReplacesCodegen(t *testing.T) {
+	var seen []int64
+	calls := 0
+	r := hookRegistry(t, target.CPU, &seen, &calls)
+	res, got := compileHooked(t, r, addModule(t, "example_target_hook"), "example_target_hook, c -mcpu=x86-64", nil, nil)
+	// RelayToTIR made a-b; the hook's code generator printed it as a*b.
+	checkValues(t, got, func(x, y float32) float32 { return x * y })
+	if calls != 1 {
+		t.Errorf("TIRToRuntime ran %d times, want 1", calls)
+	}
+	src, err := os.ReadFile(filepath.Join(res.Dir, "ext0_example.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), "example_target_hook codegen") {
+		t.Errorf("the hook's source is not in the artifact")
+	}
+	lib, err := os.ReadFile(filepath.Join(res.Dir, "kiln_lib.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(lib), "kiln_example") || strings.Contains(string(lib), "example_target_hook_0(") {
+		t.Errorf("the default codegen compiled the hook's function too")
+	}
+}
+
+// TestHookOwnsPlacedFunctions places the add on an ext_dev target by an
+// operator rule: device planning copies x and y to ext_dev and the result
+// back, the kind's RelayToTIR owns the placed function, and the runtime
+// executes the copies through ext_dev's memory.
+func TestHookOwnsPlacedFunctions(t *testing.T) {
+	var seen []int64
+	r := hookRegistry(t, target.ExtDev, &seen, nil)
+	tt := ir.NewTensorType(ir.Float32, ir.Shape{8})
+	x, y := graph.NewVar("x", tt), graph.NewVar("y", tt)
+	sum := graph.MustCall(op.Add, []graph.Expr{x, y}, nil)
+	sum.Span = "sum"
+	bias := graph.MustCall(op.Add, []graph.Expr{sum, graph.NewConstant(tensor.Scalar(ir.Float32, 100))}, nil)
+	bias.Span = "bias"
+	body := graph.MustCall(op.Relu, []graph.Expr{bias}, nil)
+	mod := graph.NewModule(graph.NewFunction([]*graph.Var{x, y}, body, nil))
+	if err := graph.InferTypes(mod); err != nil {
+		t.Fatal(err)
+	}
+	rules := []device.Rule{{NodeName: "bias", Device: "example_target_hook"}}
+	res, got := compileHooked(t, r, mod, "example_target_hook, c -mcpu=x86-64", rules, nil)
+	// The bias add runs on the hook target, which turned it into a
+	// subtract; the sum and the relu stay on the host.
+	_, xs, ys := hookInputs()
+	for i := range got {
+		w := xs[i] + ys[i] - 100
+		if w < 0 {
+			w = 0
+		}
+		if got[i] != w {
+			t.Fatalf("element %d: got %v, want %v", i, got[i], w)
+		}
+	}
+	if len(seen) != 1 {
+		t.Errorf("RelayToTIR ran %d times", len(seen))
+	}
+	if want := []string{"cpu:0", "ext_dev:0"}; !reflect.DeepEqual(res.Metadata.Devices, want) {
+		t.Errorf("devices %v, want %v", res.Metadata.Devices, want)
+	}
+	gj := readGraph(t, res.Dir)
+	copies := 0
+	for _, n := range gj.Nodes {
+		if n.Op == "device_copy" {
+			copies++
+		}
+	}
+	if copies != 2 {
+		t.Errorf("%d device_copy nodes, want 2 (to ext_dev and back)", copies)
+	}
+}
+
+func readGraph(t *testing.T, dir string) *GraphJSON {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "graph.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g GraphJSON
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	return &g
+}
+
+// scaleModule is what the RelayToRuntime test target builds: a Go module
+// computing out = (a + b) * scale, scale being a constant the compiler
+// set aside with ConstantUpdater; it saves itself as JSON.
+type scaleModule struct {
+	runtime.ModuleBase
+	Symbol string `json:"symbol"`
+	Const  string `json:"const"`
+	scale  float32
+	set    bool
+}
+
+func (m *scaleModule) Name() string                { return m.Symbol }
+func (m *scaleModule) Kind() string                { return "kiln_test_scale" }
+func (m *scaleModule) SaveBinary() ([]byte, error) { return json.Marshal(m) }
+func (m *scaleModule) SetConstants(c map[string]*tensor.Tensor) error {
+	v, ok := c[m.Const]
+	if !ok {
+		return fmt.Errorf("constant %q missing", m.Const)
+	}
+	m.scale, m.set = v.Float32s()[0], true
+	return nil
+}
+func (m *scaleModule) GetFunction(name string) (runtime.PackedFunc, bool) {
+	if name != m.Symbol {
+		return nil, false
+	}
+	return func(args []*runtime.NDArray) error {
+		if !m.set {
+			return fmt.Errorf("constants not set")
+		}
+		a, err := args[0].ToTensor()
+		if err != nil {
+			return err
+		}
+		b, err := args[1].ToTensor()
+		if err != nil {
+			return err
+		}
+		out := tensor.New(ir.Float32, a.Shape)
+		for i := range out.Float32s() {
+			out.Float32s()[i] = (a.Float32s()[i] + b.Float32s()[i]) * m.scale
+		}
+		return args[2].CopyFrom(out)
+	}, true
+}
+
+var registerScaleLoader = sync.OnceValue(func() error {
+	return runtime.RegisterLoader(runtime.Loader{Kind: "kiln_test_scale", Load: func(data []byte) (runtime.Module, error) {
+		m := &scaleModule{}
+		if err := json.Unmarshal(data, m); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}})
+})
+
+func TestHookRelayToRuntimeWithConstants(t *testing.T) {
+	if err := registerScaleLoader(); err != nil {
+		t.Fatal(err)
+	}
+	r := target.NewRegistry()
+	var owned []string
+	for _, k := range []*target.Kind{
+		target.C,
+		{Name: "scaler", DeviceType: target.CPU, Keys: []string{"cpu"}, Hooks: target.Hooks{
+			RelayToRuntime: func(ctx *target.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
+				owned = append(owned, symbol)
+				return &scaleModule{Symbol: symbol, Const: symbol + "_scale"}, nil
+			},
+			ConstantUpdater: func(fn *graph.Function, symbol string) (map[string]*tensor.Tensor, error) {
+				return map[string]*tensor.Tensor{symbol + "_scale": tensor.Scalar(ir.Float32, 3)}, nil
+			},
+		}},
+	} {
+		if err := r.Register(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, got := compileHooked(t, r, addModule(t, "scaler"), "scaler, c -mcpu=x86-64", nil, nil)
+	checkValues(t, got, func(x, y float32) float32 { return (x + y) * 3 })
+	if len(owned) != 1 {
+		t.Fatalf("RelayToRuntime ran for %v, want one function", owned)
+	}
+	if len(res.Metadata.Modules) != 1 || res.Metadata.Modules[0].Kind != "kiln_test_scale" || res.Metadata.Constants != constantsFile {
+		t.Errorf("metadata modules %+v constants %q", res.Metadata.Modules, res.Metadata.Constants)
+	}
+}
+
+func TestHookErrors(t *testing.T) {
+	var seen []int64
+	r := hookRegistry(t, target.CPU, &seen, nil)
+	l, err := r.ParseList("c -mcpu=x86-64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A function for a compiler with no target in the list.
+	_, err = Compile(addModule(t, "example_target_hook"), nil, Config{Host: l.Host, Out: filepath.Join(t.TempDir(), "a")})
+	if err == nil || !strings.Contains(err.Error(), `external compiler "example_target_hook"`) {
+		t.Errorf("got %v, want an error naming the compiler", err)
+	}
+	// A RelayToTIR hook that fails: the error names the target and no
+	// artifact is left.
+	bad := target.NewRegistry()
+	for _, k := range []*target.Kind{
+		target.C,
+		{Name: "broken", DeviceType: target.CPU, Keys: []string{"cpu"}, Hooks: target.Hooks{
+			RelayToTIR: func(*target.HookContext, *graph.Module, *tir.Module) error { return fmt.Errorf("unsupported shape") },
+		}},
+	} {
+		if err := bad.Register(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err = bad.ParseList("broken, c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "b")
+	_, err = Compile(addModule(t, "broken"), nil, Config{Host: l.Host, Targets: l.Targets, Out: out})
+	if err == nil || !strings.Contains(err.Error(), "target broken: RelayToTIR: unsupported shape") {
+		t.Errorf("got %v", err)
+	}
+	if _, serr := os.Stat(out); !os.IsNotExist(serr) {
+		t.Errorf("a failed compile left %s", out)
+	}
+}

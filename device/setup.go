@@ -1,0 +1,70 @@
+package device
+
+import (
+	"fmt"
+
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/target"
+)
+
+// labelsResolver adapts a compilation's target.Labels to LabelResolver.
+type labelsResolver struct{ l *target.Labels }
+
+// Resolve looks a bare label up (its device id is 0).
+func (r labelsResolver) Resolve(label string) (*target.Target, int, error) {
+	return r.l.Lookup(label)
+}
+
+// ResolverFor returns a LabelResolver over a compilation's labels, or nil
+// when l is nil.
+func ResolverFor(l *target.Labels) LabelResolver {
+	if l == nil {
+		return nil
+	}
+	return labelsResolver{l}
+}
+
+// Spec is what a user says about the targets and devices of one
+// compilation: the -t list, the --target-label labels and the placement
+// rules.
+type Spec struct {
+	// Targets are the primitive targets in the user's order.
+	Targets []*target.Target
+	// Host is the host target; nil picks it as NewCompilationConfig does.
+	Host *target.Target
+	// Labels are the compilation's target labels (nil: none).
+	Labels *target.Labels
+	// Rules place ONNX nodes or operators on devices (see Place).
+	Rules []Rule
+}
+
+// Prepare makes the CompilationConfig of spec, applies its placement rules
+// to mod (Place) and attaches the configuration to the result, which is
+// then ready for the graph passes and PlanDevices. Every label a rule
+// names is checked here, so a typo fails before any work is done. mod is
+// not modified.
+func Prepare(mod *graph.Module, spec Spec) (*graph.Module, *CompilationConfig, error) {
+	cfg, err := NewCompilationConfig(spec.Targets, spec.Host, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Labels = ResolverFor(spec.Labels)
+	for _, r := range spec.Rules {
+		if _, err := cfg.ResolveDevice(r.Device); err != nil {
+			if r.Line > 0 {
+				return nil, nil, fmt.Errorf("placement line %d (%s): %v", r.Line, r, err)
+			}
+			return nil, nil, fmt.Errorf("placement %s: %v", r, err)
+		}
+	}
+	out := mod
+	if len(spec.Rules) > 0 {
+		if out, err = Place(mod, spec.Rules); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		out = mod.ShallowCopy()
+	}
+	cfg.Attach(out)
+	return out, cfg, nil
+}
