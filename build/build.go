@@ -171,6 +171,7 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 	copts := cgen.HostOptions()
 	copts.NoPipeline = true
 	copts.AllowEmpty = true
+	applyCCodegen(low.cfg, &copts, nil)
 	src, err := cgen.Generate(defPrims, copts)
 	if err != nil {
 		return nil, fmt.Errorf("C codegen: %w", err)
@@ -192,6 +193,7 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 		return nil, err
 	}
 	bopts := cgen.BuildOptionsForTarget(low.cfg.Host)
+	applyCCodegen(low.cfg, nil, &bopts)
 	mods, err := composeModules(tmp, append(low.external, hookMods...), &bopts)
 	if err != nil {
 		return nil, err

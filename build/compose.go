@@ -198,3 +198,46 @@ func loadModules(dir string, md Metadata, lib runtime.Module) error {
 	}
 	return nil
 }
+
+// applyCCodegen merges the CCodegen customisations of the compilation's
+// target kinds, in target-list order, into the C generation options
+// and/or the library build options (either may be nil).
+func applyCCodegen(cfg *device.CompilationConfig, gen *cgen.Options, bld *cgen.BuildOptions) {
+	var replacers []func(string, []string) (string, bool)
+	for _, t := range cfg.Primitives {
+		cc := t.Kind.CCodegen
+		if cc == nil {
+			continue
+		}
+		if gen != nil {
+			gen.Includes = append(gen.Includes, cc.Includes...)
+			gen.DeclaredExterns = append(gen.DeclaredExterns, cc.DeclaredExterns...)
+			if cc.ReplaceCallExtern != nil {
+				replacers = append(replacers, cc.ReplaceCallExtern)
+			}
+		}
+		if bld != nil {
+			for _, f := range cc.Sources {
+				bld.ExtraSources = append(bld.ExtraSources, cgen.File{Name: f.Name, Data: f.Data})
+			}
+			bld.ExtraFlags = append(bld.ExtraFlags, cc.CFlags...)
+			bld.LDFlags = append(bld.LDFlags, cc.LDFlags...)
+		}
+	}
+	if gen != nil && len(replacers) > 0 {
+		prev := gen.ReplaceCallExtern
+		gen.ReplaceCallExtern = func(name string, args []string) (string, bool) {
+			if prev != nil {
+				if code, ok := prev(name, args); ok {
+					return code, true
+				}
+			}
+			for _, r := range replacers {
+				if code, ok := r(name, args); ok {
+					return code, true
+				}
+			}
+			return "", false
+		}
+	}
+}

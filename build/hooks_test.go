@@ -409,3 +409,61 @@ func TestHookErrors(t *testing.T) {
 		t.Errorf("a failed compile left %s", out)
 	}
 }
+
+// TestHookCCodegenKernelSources lowers the owned function to a call_extern
+// of a vendor kernel shipped as C source through Kind.CCodegen: the
+// kernel is compiled into the library, its header is included, and the
+// kind's ReplaceCallExtern maps the TIR extern name onto the kernel.
+func TestHookCCodegenKernelSources(t *testing.T) {
+	r := target.NewRegistry()
+	kind := &target.Kind{Name: "vendor", DeviceType: target.CPU, Keys: []string{"cpu"},
+		Hooks: target.Hooks{RelayToTIR: func(ctx *target.HookContext, mod *graph.Module, prims *tir.Module) error {
+			for _, of := range target.OwnedFunctions(ctx, mod, prims) {
+				pf := tir.NewPrimFunc(of.Symbol)
+				var args []tir.PrimExpr
+				out := of.Fn.Body.Type().(*ir.TensorType)
+				ob := tir.NewBuffer("out", out.DType, out.Shape, tir.ScopeGlobal)
+				for i, p := range of.Fn.Params {
+					tt := p.Type().(*ir.TensorType)
+					args = append(args, pf.AddBuffer(tir.NewBuffer(fmt.Sprintf("in%d", i), tt.DType, tt.Shape, tir.ScopeGlobal)).Data)
+				}
+				pf.AddBuffer(ob)
+				args = append([]tir.PrimExpr{ob.Data}, append(args, tir.IntConst(ir.Int32, out.Shape.NumElements()))...)
+				pf.Body = &tir.Evaluate{Value: tir.CallExternOf(tir.Int32T, "vendor_op", args...)}
+				if _, err := target.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		CCodegen: &target.CCodegen{
+			Includes:        []string{"vendor_kernels.h"},
+			DeclaredExterns: []string{"vendor_vsub"},
+			ReplaceCallExtern: func(name string, args []string) (string, bool) {
+				if name != "vendor_op" {
+					return "", false
+				}
+				return "vendor_vsub(" + strings.Join(args, ", ") + ")", true
+			},
+			Sources: []target.SourceFile{
+				{Name: "vendor_kernels.h", Data: []byte("#include <stdint.h>\nint32_t vendor_vsub(float* out, const float* a, const float* b, int32_t n);\n")},
+				{Name: "vendor_kernels.c", Data: []byte("#include \"vendor_kernels.h\"\nint32_t vendor_vsub(float* out, const float* a, const float* b, int32_t n) {\n  for (int32_t i = 0; i < n; ++i) out[i] = a[i] - b[i];\n  return 0;\n}\n")},
+			},
+		}}
+	for _, k := range []*target.Kind{target.C, kind} {
+		if err := r.Register(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, got := compileHooked(t, r, addModule(t, "vendor"), "vendor, c -mcpu=x86-64", nil, nil)
+	checkValues(t, got, func(x, y float32) float32 { return x - y })
+	lib, err := os.ReadFile(filepath.Join(res.Dir, "kiln_lib.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`#include "vendor_kernels.h"`, "vendor_vsub("} {
+		if !strings.Contains(string(lib), want) {
+			t.Errorf("kiln_lib.c lacks %q", want)
+		}
+	}
+}

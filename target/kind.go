@@ -57,6 +57,38 @@ type Kind struct {
 	// Hooks are the kind's customisations of the compilation flow; the zero
 	// value uses kiln's default flow everywhere.
 	Hooks Hooks
+	// CCodegen customises kiln's default C code generation for the kind's
+	// PrimFuncs (when it has no TIRToRuntime hook); nil means none.
+	CCodegen *CCodegen
+}
+
+// CCodegen is what a kind adds to the default C code generation of its
+// PrimFuncs: headers and prototypes for the externs its functions call,
+// custom C for some extern calls, kernel sources compiled into the
+// library and the flags to compile and link them. The build merges the
+// CCodegen of every target of a compilation into the one library.
+type CCodegen struct {
+	// Includes are headers for the generated C (codegen/c Options.Includes
+	// syntax: "<cblas.h>", "\"kernel.h\"", or a line starting with '#').
+	Includes []string
+	// DeclaredExterns are extern functions whose prototypes come from
+	// Includes (no prototype is generated for them).
+	DeclaredExterns []string
+	// ReplaceCallExtern, when it returns ok, replaces the C of a
+	// call_extern (the extern's name and the C text of its arguments).
+	ReplaceCallExtern func(name string, args []string) (code string, ok bool)
+	// Sources are C files (and headers) written next to the generated
+	// source; the .c files are compiled into the library.
+	Sources []SourceFile
+	// CFlags are extra compiler flags; LDFlags extra linker arguments
+	// ("-lopenblas").
+	CFlags, LDFlags []string
+}
+
+// SourceFile is a named file of C source or header text.
+type SourceFile struct {
+	Name string
+	Data []byte
 }
 
 // AttrTarget is the option kind of a nested target: its value in
