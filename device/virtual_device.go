@@ -6,15 +6,20 @@
 // helper (Place) that turns a user's placement file into on_device
 // annotations.
 //
-// Where it sits in the pipeline: after the graph passes and partitioning,
-// directly before lowering (LowerTE) and executor codegen:
+// Where it sits in the pipeline: the build (package build) applies the
+// user's placement (Prepare, Place) right after import, plans devices
+// after the graph passes and partitioning and before fusion (so that no
+// fused function mixes devices, device_copy being opaque to fusion), and
+// plans the fused module again for the side table the target hooks,
+// LowerTE and the executor codegen read:
 //
-//	frontend → (Place) → graph passes, FuseOps → partition → PlanDevices → LowerTE → executor codegen
+//	frontend → Place → graph passes → partition → PlanDevices → FuseOps → PlanDevices → hooks, LowerTE → executor codegen
 //
 // PlanDevices accepts fused input (FuseOps wraps a lone on_device or
 // device_copy call in its own primitive function; PlanDevices sees through
 // such wrappers) and its side table (DeviceOf) is keyed by the nodes of its
-// output, so nothing between PlanDevices and lowering may rebuild nodes.
+// output, so a pass that rebuilds nodes must be followed by planning again
+// (planning is idempotent).
 //
 // Targets: no stage invents a Target. The CLI builds one CompilationConfig
 // from the user's target list (NewCompilationConfig), attaches it to the
