@@ -93,7 +93,7 @@ func lowerAll(mod *graph.Module, cfg Config, scratch string, stage func(string, 
 	t0 := time.Now()
 	prepared, ccfg, err := device.Prepare(mod, device.Spec{Targets: targets, Host: cfg.Host, Labels: cfg.Labels, Rules: cfg.Placement})
 	if err != nil {
-		return nil, fmt.Errorf("targets: %w", err)
+		return nil, err
 	}
 	if ccfg.Host.Kind != target.C {
 		return nil, fmt.Errorf("build: the host target must be of kind \"c\", not %q", ccfg.Host.Kind.Name)

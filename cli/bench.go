@@ -51,6 +51,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&inputs, "input", "an input: NAME=FILE or FILE (default: random values; repeatable)")
 	var imp importOptions
 	imp.register(fs)
+	var devs deviceFlags
+	devs.register(fs)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -82,7 +84,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if ts == "" {
 			ts = defaultTargets
 		}
-		tgt, err := parseTargets(ts)
+		place, err := devs.resolve(ts)
 		if err != nil {
 			return fail(stderr, "bench", err)
 		}
@@ -103,7 +105,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		dir = filepath.Join(tmp, "artifact")
 		var progress io.Writer
 		if !*asJSON {
-			fmt.Fprintf(stderr, "compiling %s for %q ...\n", pos[0], tgt.String())
+			fmt.Fprintf(stderr, "compiling %s for %q ...\n", pos[0], place.list.String())
 			progress = stderr
 		}
 		t0 := time.Now()
@@ -114,7 +116,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if progress != nil {
 			fmt.Fprintf(progress, "  %-22s %v\n", "import", time.Since(t0).Round(time.Microsecond))
 		}
-		if _, _, err := compileModel(model, compileOptions{Target: tgt, Out: dir, NoFuse: *noFuse, Progress: progress}); err != nil {
+		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, NoFuse: *noFuse, Progress: progress}); err != nil {
 			return fail(stderr, "bench", err)
 		}
 		rep.CompileS = time.Since(t0).Seconds()

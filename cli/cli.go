@@ -138,15 +138,6 @@ func oneLine(s string) string {
 	return s
 }
 
-func runTargets(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("targets", "[--json]", stderr)
-	fs.Bool("json", false, "print JSON")
-	if _, code, ok := parseArgs(fs, args); !ok {
-		return code
-	}
-	return notYet(stderr, "targets")
-}
-
 // parseAssignments splits NAME=VALUE flag values into a map, rejecting
 // duplicates and empty names.
 func parseAssignments(flagName string, vals []string) (map[string]string, error) {

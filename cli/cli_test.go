@@ -57,7 +57,6 @@ func TestUsageAndNotYet(t *testing.T) {
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"compile", mlpDir, "-t", "c", "--executor", "aot"}, 2, "kiln: compile --executor aot is not implemented yet"},
 		{[]string{"compile", mlpDir}, 2, "kiln compile: -t is required"},
-		{[]string{"targets", "--json"}, 2, "targets is not implemented yet"},
 		{[]string{"run", "out.so"}, 1, "kiln run: out.so is neither an .onnx model nor a compiled artifact"},
 		{[]string{"test-onnx", "--engine", "compiled", "--executor", "aot", mlpDir}, 2, "not implemented yet"},
 		{[]string{"inspect", mlpDir, "--format", "svg"}, 2, `--format "svg"`},

@@ -13,13 +13,13 @@ import (
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
 // compileOptions are the build options the commands share.
 type compileOptions struct {
-	Target *target.Target
+	// Place is where the model runs: targets, labels, placement rules.
+	Place  *placement
 	Out    string
 	NoFuse bool
 	// LinkParams puts the weights inside kiln_lib.so instead of params.bin.
@@ -43,7 +43,10 @@ func compileModel(m *onnx.Model, opts compileOptions) (*build.Result, time.Durat
 	}
 	t0 := time.Now()
 	res, err := build.Compile(m.Module, names, build.Config{
-		Host:          opts.Target,
+		Host:          opts.Place.list.Host,
+		Targets:       opts.Place.list.Targets,
+		Labels:        opts.Place.labels,
+		Placement:     opts.Place.rules,
 		Out:           out,
 		DisableFusion: opts.NoFuse,
 		LinkParams:    opts.LinkParams,
@@ -117,6 +120,8 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print per-stage timings and graph pass statistics")
 	var imp importOptions
 	imp.register(fs)
+	var devs deviceFlags
+	devs.register(fs)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -137,7 +142,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kiln compile: -t is required (e.g. -t c or -t \"c -mcpu=native\")")
 		return exitUsage
 	}
-	tgt, err := parseTargets(*targets)
+	place, err := devs.resolve(*targets)
 	if err != nil {
 		return fail(stderr, "compile", err)
 	}
@@ -157,7 +162,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "compile", err)
 	}
 	tImport := time.Since(t0)
-	opts := compileOptions{Target: tgt, Out: *out, NoFuse: *noFuse, LinkParams: *linkParams}
+	opts := compileOptions{Place: place, Out: *out, NoFuse: *noFuse, LinkParams: *linkParams}
 	if *verbose {
 		fmt.Fprintf(stdout, "  %-22s %v\n", "import", tImport.Round(time.Microsecond))
 		opts.Progress = stdout

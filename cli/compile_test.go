@@ -13,10 +13,10 @@ import (
 	"github.com/kiln-dev/kiln/tensor"
 )
 
-func TestParseTargets(t *testing.T) {
-	tg, err := parseTargets("c -opt=2")
-	if err != nil || tg.Kind.Name != "c" || tg.String() != "c -opt=2" {
-		t.Errorf("c -opt=2: %v, %v", tg, err)
+func TestParseTargetList(t *testing.T) {
+	l, err := parseTargetList("c -opt=2")
+	if err != nil || l.Host.Kind.Name != "c" || l.Host.String() != "c -opt=2" || len(l.Targets) != 1 {
+		t.Errorf("c -opt=2: %v, %v", l, err)
 	}
 	for in, want := range map[string]string{
 		"":        "no target given",
@@ -24,8 +24,8 @@ func TestParseTargets(t *testing.T) {
 		"c, c":    `both of kind "c"`,
 		"c -x=1":  "unknown option -x",
 	} {
-		if _, err := parseTargets(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("parseTargets(%q): %v, want %q", in, err, want)
+		if _, err := parseTargetList(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseTargetList(%q): %v, want %q", in, err, want)
 		}
 	}
 }

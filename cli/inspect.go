@@ -17,13 +17,15 @@ import (
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("inspect", "MODEL.onnx [-t \"TARGETS\"] [--format text|json|dot|html]", stderr)
-	targets := fs.String("t", "", "comma-separated target strings (partitioning is not implemented yet)")
+	targets := fs.String("t", "", "comma-separated target strings, host last: show each node's planned device")
 	format := fs.String("format", "text", "output format: text, json, dot or html")
 	var shapes, freezes listFlag
 	fs.Var(&shapes, "input-shape", "NAME=D1,D2,... fixes an input's shape (repeatable)")
 	fs.Var(&freezes, "freeze", "NAME=FILE gives an input's value for compile-time use (repeatable)")
 	allConsts := fs.Bool("all-constants", false, "text: print every constant's values")
 	spans := fs.Bool("spans", false, "text: show each call's ONNX node name")
+	var devs deviceFlags
+	devs.register(fs)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -39,9 +41,6 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "kiln inspect: --format %q: want text, json, dot or html\n", *format)
 		return exitUsage
-	}
-	if *targets != "" {
-		fmt.Fprintln(stderr, "kiln inspect: note: partitioning for -t is not implemented yet; showing the imported graph")
 	}
 	path, err := modelPath(pos[0])
 	if err == errArtifact {
@@ -70,17 +69,39 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "inspect", err)
 	}
+	// With targets or placements, show the planned module: each node with
+	// its device, and the device copies planning inserted. (Partitioning
+	// for external targets is not shown yet.)
+	var devOf func(graph.Expr) string
+	if *targets != "" || devs.given() {
+		ts := *targets
+		if ts == "" {
+			ts = defaultTargets
+		}
+		place, err := devs.resolve(ts)
+		if err != nil {
+			return fail(stderr, "inspect", err)
+		}
+		planned, err := place.plan(model.Module)
+		if err != nil {
+			return fail(stderr, "inspect", err)
+		}
+		m2 := *model
+		m2.Module = planned
+		model = &m2
+		devOf = func(e graph.Expr) string { return deviceNote(planned, e) }
+	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	switch *format {
 	case "text":
-		err = graph.Print(w, model.Module, graph.PrintOptions{InlineAllConstants: *allConsts, ShowSpans: *spans})
+		err = graph.Print(w, model.Module, graph.PrintOptions{InlineAllConstants: *allConsts, ShowSpans: *spans, Annotate: devOf})
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		err = enc.Encode(Describe(model))
+		err = enc.Encode(describe(model, devOf))
 	case "dot":
-		err = writeDot(w, model)
+		err = writeDot(w, model, devOf)
 	}
 	if err != nil {
 		return fail(stderr, "inspect", err)
@@ -142,10 +163,16 @@ type NodeJSON struct {
 	Args  []string       `json:"args"`
 	Type  string         `json:"type,omitempty"`
 	Span  string         `json:"span,omitempty"`
+	// Device is where device planning put the node ("cpu:1 c"), when
+	// inspect was given targets or placements.
+	Device string `json:"device,omitempty"`
 }
 
 // Describe builds the JSON description of an imported model.
-func Describe(m *onnx.Model) *ModelInfo {
+func Describe(m *onnx.Model) *ModelInfo { return describe(m, nil) }
+
+// describe is Describe with each node's device from devOf (nil: none).
+func describe(m *onnx.Model, devOf func(graph.Expr) string) *ModelInfo {
 	info := &ModelInfo{Frozen: m.Frozen, Opsets: m.Opsets, Ops: map[string]int{}, Nodes: []NodeJSON{}}
 	for _, v := range m.Inputs {
 		info.Inputs = append(info.Inputs, valueJSON(v))
@@ -204,6 +231,9 @@ func Describe(m *onnx.Model) *ModelInfo {
 			n.Args = []string{}
 		}
 		n.Name = "%" + strconv.Itoa(len(info.Nodes))
+		if devOf != nil {
+			n.Device = devOf(e)
+		}
 		names[e] = n.Name
 		if t := e.Type(); t != nil {
 			n.Type = t.String()
@@ -259,9 +289,12 @@ func attrJSON(v any) any {
 
 // writeDot prints the main function as a Graphviz digraph: inputs as
 // ellipses, calls as boxes labelled with the op, constants folded into
-// their consumer's label.
-func writeDot(w io.Writer, m *onnx.Model) error {
-	info := Describe(m)
+// their consumer's label; with devOf, each node's device is in its label
+// and nodes are filled with one colour per device.
+func writeDot(w io.Writer, m *onnx.Model, devOf func(graph.Expr) string) error {
+	info := describe(m, devOf)
+	palette := []string{"#dbe9f6", "#fde2c8", "#d9f0d3", "#f3d9f0", "#fff3b0", "#e0e0e0"}
+	colour := map[string]string{}
 	fmt.Fprintln(w, "digraph kiln {")
 	fmt.Fprintln(w, "  rankdir=TB;")
 	fmt.Fprintln(w, "  node [fontname=\"Helvetica\", fontsize=10];")
@@ -283,7 +316,18 @@ func writeDot(w io.Writer, m *onnx.Model) error {
 		if n.Type != "" {
 			label += "\n" + n.Type
 		}
-		fmt.Fprintf(w, "  %s [shape=box, label=%s];\n", id(n.Name), strconv.Quote(label))
+		style := ""
+		if n.Device != "" {
+			dev, _, _ := strings.Cut(n.Device, " ")
+			label += "\n@" + dev
+			c, ok := colour[dev]
+			if !ok {
+				c = palette[len(colour)%len(palette)]
+				colour[dev] = c
+			}
+			style = fmt.Sprintf(", style=filled, fillcolor=%q", c)
+		}
+		fmt.Fprintf(w, "  %s [shape=box, label=%s%s];\n", id(n.Name), strconv.Quote(label), style)
 		for _, a := range n.Args {
 			if !strings.HasPrefix(a, "constant(") {
 				fmt.Fprintf(w, "  %s -> %s;\n", id(a), id(n.Name))

@@ -105,6 +105,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	outDir := fs.String("output-dir", "", "write each output to DIR/NAME.npy (or .pb)")
 	outFormat := fs.String("output-format", "npy", "output file format: npy or pb")
 	show := fs.Int("show", 8, "values of each output to print")
+	var devs deviceFlags
+	devs.register(fs)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -125,15 +127,15 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "kiln run: %s is a compiled artifact; it runs only with --engine compiled\n", pos[0])
 			return exitUsage
 		}
-		if *targets != "" {
-			fmt.Fprintln(stderr, "kiln run: note: -t is ignored for a compiled artifact")
+		if *targets != "" || devs.given() {
+			fmt.Fprintln(stderr, "kiln run: note: -t and the placement flags are ignored for a compiled artifact")
 		}
 		return runArtifact(pos[0], inputs, nil, outs, stdout, stderr)
 	}
 	switch *engine {
 	case "ref":
-		if *targets != "" {
-			fmt.Fprintln(stderr, "kiln run: note: -t is ignored by the reference engine")
+		if *targets != "" || devs.given() {
+			fmt.Fprintln(stderr, "kiln run: note: -t and the placement flags are ignored by the reference engine")
 		}
 	case "compiled":
 	default:
@@ -160,7 +162,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		if ts == "" {
 			ts = defaultTargets
 		}
-		return compileAndRun(path, ts, vals, outs, stdout, stderr)
+		return compileAndRun(path, ts, &devs, vals, outs, stdout, stderr)
 	}
 	t0 := time.Now()
 	model, err := loadWithInputs(path, vals, nil)
@@ -192,8 +194,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 // compileAndRun imports the model with the input values (as the reference
 // engine does), compiles it for targets into a temporary directory, runs
 // the artifact and prints the outputs.
-func compileAndRun(path, targets string, vals map[string]*tensor.Tensor, o outputOptions, stdout, stderr io.Writer) int {
-	tgt, err := parseTargets(targets)
+func compileAndRun(path, targets string, devs *deviceFlags, vals map[string]*tensor.Tensor, o outputOptions, stdout, stderr io.Writer) int {
+	place, err := devs.resolve(targets)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
@@ -208,7 +210,7 @@ func compileAndRun(path, targets string, vals map[string]*tensor.Tensor, o outpu
 		return fail(stderr, "run", err)
 	}
 	defer os.RemoveAll(tmp)
-	res, tCompile, err := compileModel(model, compileOptions{Target: tgt, Out: filepath.Join(tmp, "artifact")})
+	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact")})
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/kiln-dev/kiln/target"
@@ -11,24 +13,52 @@ import (
 // given.
 const defaultTargets = "c"
 
-// parseTargets reads a -t value, a comma-separated list of target strings
-// (host last by convention), with target.ParseList. Only the host kind "c"
-// can be compiled so far, so the list must hold exactly one target, of
-// kind "c".
-func parseTargets(s string) (*target.Target, error) {
+// parseTargetList reads a -t value, a comma-separated list of target
+// strings (host last by convention), with target.ParseList against
+// target.Default. The host (the last CPU target that can host) must be of
+// kind "c", the only host code generator so far.
+func parseTargetList(s string) (*target.TargetList, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("-t: no target given (e.g. -t c)")
 	}
 	l, err := target.ParseList(s)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("-t: %w", err)
 	}
-	if len(l.Targets) != 1 || l.Host.Kind != target.C {
-		names := make([]string, len(l.Targets))
-		for i, t := range l.Targets {
-			names[i] = t.Kind.Name
+	if l.Host.Kind != target.C {
+		return nil, fmt.Errorf("-t %q: the host target must be of kind \"c\" (kiln generates host code as C), got %q", s, l.Host.Kind.Name)
+	}
+	return l, nil
+}
+
+// TargetsJSON is what `kiln targets --json` prints.
+type TargetsJSON struct {
+	Kinds []target.KindInfo `json:"kinds"`
+	Tags  []target.TagInfo  `json:"tags"`
+}
+
+func runTargets(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("targets", "[--json]", stderr)
+	asJSON := fs.Bool("json", false, "print JSON: {\"kinds\": [...], \"tags\": [...]}")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	kinds, tags := target.Describe(target.Default), target.DescribeTags(target.Default)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(TargetsJSON{Kinds: kinds, Tags: tags}); err != nil {
+			return fail(stderr, "targets", err)
 		}
-		return nil, fmt.Errorf("-t %q: kiln compiles for a single target of kind \"c\" so far; got %s", s, strings.Join(names, ", "))
+		return exitOK
 	}
-	return l.Host, nil
+	if err := target.WriteText(stdout, kinds, tags); err != nil {
+		return fail(stderr, "targets", err)
+	}
+	return exitOK
 }

@@ -31,10 +31,10 @@ type TestConfig struct {
 	RTol, ATol float64
 	Jobs       int
 	Timeout    time.Duration
-	// Target, when set, selects the compiled engine: each test is compiled
-	// for it into a temporary directory and run from the artifact. Nil
-	// runs the reference interpreter.
-	Target *target.Target
+	// Targets, when set, selects the compiled engine: each test is
+	// compiled for them into a temporary directory and run from the
+	// artifact. Nil runs the reference interpreter.
+	Targets *target.TargetList
 	// NoFuse disables operator fusion in the compiled engine.
 	NoFuse bool
 	// temps tracks the compiled engine's temporary directories (may be nil).
@@ -100,11 +100,11 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 		if ts == "" {
 			ts = defaultTargets
 		}
-		tgt, err := parseTargets(ts)
+		tl, err := parseTargetList(ts)
 		if err != nil {
 			return fail(stderr, "test-onnx", err)
 		}
-		cfg.Target = tgt
+		cfg.Targets = tl
 		cfg.temps = &tempDirs{}
 	default:
 		fmt.Fprintf(stderr, "kiln test-onnx: --engine %q: want ref or compiled\n", *engine)
@@ -123,7 +123,7 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 	RunTests(dirs, cfg, func(r *TestResult) {
 		line := r.Line()
 		if *verbose {
-			if cfg.Target != nil {
+			if cfg.Targets != nil {
 				line += fmt.Sprintf("  [load %s, compile %s, run %s, compare %s]", roundDur(r.Load), roundDur(r.Compile), roundDur(r.Run), roundDur(r.Compare))
 			} else {
 				line += fmt.Sprintf("  [load %s, run %s, compare %s]", roundDur(r.Load), roundDur(r.Run), roundDur(r.Compare))
@@ -426,7 +426,7 @@ func runTest(r *TestResult, cfg TestConfig) {
 	var model *onnx.Model
 	var loadedWith map[string]*tensor.Tensor
 	var eng engine = refEngine{}
-	if cfg.Target != nil {
+	if cfg.Targets != nil {
 		ce := &compiledEngine{cfg: cfg}
 		defer ce.close()
 		eng = ce

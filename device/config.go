@@ -1,6 +1,7 @@
 package device
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -241,7 +242,7 @@ func (c *CompilationConfig) ResolveDevice(s string) (VirtualDevice, error) {
 		t, baseID = c.builtinLabel(label), 0
 	}
 	if t == nil {
-		if labelErr != nil {
+		if labelErr != nil && !errors.Is(labelErr, target.ErrUnknownLabel) {
 			return VirtualDevice{}, fmt.Errorf("device %q: %v", s, labelErr)
 		}
 		return VirtualDevice{}, fmt.Errorf("device %q: unknown label %q (not a registered label, target kind or device type of %s)", s, label, c.targetList())

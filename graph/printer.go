@@ -31,6 +31,11 @@ type PrintOptions struct {
 	ShowSpans bool
 	// HideTypes omits the `/* type */` comments after bindings.
 	HideTypes bool
+	// Annotate, when set, is asked for a note on every bound node and the
+	// result expression (for example the device planning chose); a
+	// non-empty note is printed as a `/* note */` comment, which the
+	// parser ignores.
+	Annotate func(e Expr) string
 }
 
 // String prints the module with default options.
@@ -185,6 +190,7 @@ func (p *printer) block(root Expr, indent string) string {
 	if c, ok := root.(*Call); ok && p.opts.ShowSpans && c.Span != "" {
 		b.WriteString(" /* span=" + strconv.Quote(c.Span) + " */")
 	}
+	b.WriteString(p.note(root))
 	b.WriteByte('\n')
 	return b.String()
 }
@@ -233,7 +239,19 @@ func (p *printer) comments(e Expr) string {
 	if c, ok := e.(*Call); ok && p.opts.ShowSpans && c.Span != "" {
 		s += " /* span=" + strconv.Quote(c.Span) + " */"
 	}
-	return s
+	return s + p.note(e)
+}
+
+// note is the Annotate comment of e, or "".
+func (p *printer) note(e Expr) string {
+	if p.opts.Annotate == nil {
+		return ""
+	}
+	a := p.opts.Annotate(e)
+	if a == "" {
+		return ""
+	}
+	return " /* " + strings.ReplaceAll(a, "*/", "* /") + " */"
 }
 
 // ref prints a reference to e: its temporary name when bound, else its text.

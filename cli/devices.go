@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/kiln-dev/kiln/device"
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/target"
+)
+
+// deviceFlags are the flags that say where the parts of a model run,
+// besides -t: --target-label, --placement and --place.
+type deviceFlags struct {
+	labels    listFlag
+	placement string
+	place     listFlag
+}
+
+func (f *deviceFlags) register(fs *flag.FlagSet) {
+	fs.Var(&f.labels, "target-label", "LABEL=TARGET names a target for placements, e.g. little=\"c -mcpu=cortex-a53\" (repeatable)")
+	fs.StringVar(&f.placement, "placement", "", "placement file: lines `node:ONNX_NODE = LABEL[:ID]` or `op:OP = LABEL[:ID]`")
+	fs.Var(&f.place, "place", "one placement rule, as a line of a placement file (repeatable)")
+}
+
+// given reports whether any of the flags was used.
+func (f *deviceFlags) given() bool {
+	return len(f.labels) > 0 || f.placement != "" || len(f.place) > 0
+}
+
+// placement is where a model runs: the -t list, the compilation's labels
+// and the placement rules.
+type placement struct {
+	list   *target.TargetList
+	labels *target.Labels
+	rules  []device.Rule
+}
+
+// resolve parses -t (the comma-separated target list, host last) and the
+// device flags. Errors name the flag and what is wrong with it.
+func (f *deviceFlags) resolve(targets string) (*placement, error) {
+	l, err := parseTargetList(targets)
+	if err != nil {
+		return nil, err
+	}
+	p := &placement{list: l, labels: target.NewLabels(target.DefaultLabels)}
+	for _, v := range f.labels {
+		if err := p.labels.AddFlag(target.Default, v); err != nil {
+			return nil, err
+		}
+	}
+	if f.placement != "" {
+		src, err := os.ReadFile(f.placement)
+		if err != nil {
+			return nil, fmt.Errorf("--placement: %w", err)
+		}
+		rules, err := device.ParseRules(string(src))
+		if err != nil {
+			return nil, fmt.Errorf("--placement %s: %w", f.placement, err)
+		}
+		p.rules = append(p.rules, rules...)
+	}
+	seen := map[string]bool{}
+	for _, r := range p.rules {
+		seen[ruleKey(r)] = true
+	}
+	for _, v := range f.place {
+		if strings.Contains(v, "\n") {
+			return nil, fmt.Errorf("--place %q: one rule per flag", v)
+		}
+		rules, err := device.ParseRules(v)
+		if err != nil {
+			return nil, fmt.Errorf("--place %q: %s", v, strings.TrimPrefix(err.Error(), "placement line 1: "))
+		}
+		if len(rules) == 0 {
+			return nil, fmt.Errorf("--place %q: no rule", v)
+		}
+		r := rules[0]
+		r.Line = 0
+		if seen[ruleKey(r)] {
+			return nil, fmt.Errorf("--place %q: %s is placed twice", v, ruleKey(r))
+		}
+		seen[ruleKey(r)] = true
+		p.rules = append(p.rules, r)
+	}
+	return p, nil
+}
+
+func ruleKey(r device.Rule) string {
+	if r.NodeName != "" {
+		return "node:" + r.NodeName
+	}
+	return "op:" + r.OpType
+}
+
+// spec is the placement as device.Prepare takes it.
+func (p *placement) spec() device.Spec {
+	return device.Spec{Targets: p.list.Targets, Host: p.list.Host, Labels: p.labels, Rules: p.rules}
+}
+
+// plan applies the placement to mod and plans devices: the module
+// `kiln inspect` shows with each node's device.
+func (p *placement) plan(mod *graph.Module) (*graph.Module, error) {
+	prepared, _, err := device.Prepare(mod, p.spec())
+	if err != nil {
+		return nil, err
+	}
+	return device.PlanDevices(prepared)
+}
+
+// deviceNote describes where planning put e ("cpu:1 c -mcpu=native"), or
+// "" when it was not planned.
+func deviceNote(mod *graph.Module, e graph.Expr) string {
+	vd, ok := device.PlanOf(mod).Lookup(e)
+	if !ok || vd.DeviceType <= 0 {
+		return ""
+	}
+	id := vd.DeviceID
+	if id < 0 {
+		id = 0
+	}
+	s := fmt.Sprintf("%s:%d", vd.DeviceType, id)
+	if vd.Target != nil {
+		s += " " + vd.Target.String()
+	}
+	return s
+}

@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/tensor"
+)
+
+func TestTargetsCommand(t *testing.T) {
+	code, stdout, stderr := kiln("targets")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"c  (device cpu, keys cpu, host)", "hooks: none", "-mcpu    string = native", "-opt     int = 3", "tags:", "x86-avx512      c -mcpu=skylake-avx512"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("kiln targets lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, stderr = kiln("targets", "--json")
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, stderr)
+	}
+	var got TargetsJSON
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	var c *struct{}
+	for _, k := range got.Kinds {
+		if k.Name != "c" {
+			continue
+		}
+		c = &struct{}{}
+		if k.DeviceType != "cpu" || !k.Host || len(k.Hooks) != 0 {
+			t.Errorf("kind c: %+v", k)
+		}
+		found := false
+		for _, o := range k.Options {
+			if o.Name == "mcpu" {
+				found = o.Kind == "string" && o.Default == "native" && !o.Common
+			}
+		}
+		if !found {
+			t.Errorf("kind c: option mcpu (string, default native) missing: %+v", k.Options)
+		}
+	}
+	if c == nil || len(got.Tags) < 4 {
+		t.Errorf("--json: kinds %d (c found: %v), tags %d", len(got.Kinds), c != nil, len(got.Tags))
+	}
+	if code, _, stderr := kiln("targets", "extra"); code != 2 || !strings.Contains(stderr, "usage") {
+		t.Errorf("targets extra: exit %d, %q", code, stderr)
+	}
+}
+
+func TestDeviceFlagErrors(t *testing.T) {
+	lenet := filepath.Join(sharedRoot(t), "models", "lenet")
+	placeFile := filepath.Join(t.TempDir(), "place.txt")
+	if err := os.WriteFile(placeFile, []byte("# rules\nop:nn.conv2d = little:1\nnode:/3/Conv big\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "x.kiln")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-t", "c", "--target-label", "little"}, `--target-label "little"`},
+		{[]string{"-t", "c", "--target-label", "little=cuda"}, `unknown target kind "cuda"`},
+		{[]string{"-t", "c", "--target-label", "9x=c"}, "9x"},
+		{[]string{"-t", "c", "--target-label", "l=c", "--target-label", "l=c"}, `target label "l" given twice`},
+		{[]string{"-t", "c", "--place", "op:nn.conv2d = nowhere:1"}, `unknown label "nowhere"`},
+		{[]string{"-t", "c", "--place", "op:nn.frob = cpu"}, `unknown operator "nn.frob"`},
+		{[]string{"-t", "c", "--place", "node:/nope = cpu:1"}, `no node named "/nope"`},
+		{[]string{"-t", "c", "--place", "op:nn.relu = cpu", "--place", "op:nn.relu = cpu:1"}, "op:nn.relu is placed twice"},
+		{[]string{"-t", "c", "--target-label", "little=c", "--placement", placeFile}, "placement line 3"},
+		{[]string{"-t", "c", "--placement", filepath.Join(t.TempDir(), "missing.txt")}, "--placement"},
+		{[]string{"-t", "c", "--target-label", "little=c -mcpu=x86-64", "--place", "op:nn.relu = little"}, "not among the compilation targets"},
+	}
+	for _, c := range cases {
+		args := append([]string{"compile", lenet, "-o", out}, c.args...)
+		code, _, stderr := kiln(args...)
+		if code != 1 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("kiln %v: exit %d, stderr %q; want exit 1 and one line mentioning %q", c.args, code, stderr, c.want)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Fatalf("kiln %v left %s", c.args, out)
+		}
+	}
+}
+
+// TestCompileWithPlacement splits lenet between cpu:0 and cpu:1 from the
+// command line, runs the artifact and compares with PyTorch's outputs.
+func TestCompileWithPlacement(t *testing.T) {
+	lenet := filepath.Join(sharedRoot(t), "models", "lenet")
+	out := filepath.Join(t.TempDir(), "lenet.kiln")
+	placeFile := filepath.Join(t.TempDir(), "place.txt")
+	if err := os.WriteFile(placeFile, []byte("node:/3/Conv = little:1  # second conv block\nnode:/4/Relu = little:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := kiln("compile", lenet, "-t", "c -mcpu=x86-64", "-o", out,
+		"--target-label", "big=c -mcpu=x86-64", "--target-label", `little="c -mcpu=x86-64"`,
+		"--placement", placeFile, "--place", "op:nn.dense = big")
+	if code != 0 {
+		t.Fatalf("compile: exit %d: %s", code, stderr)
+	}
+	var md build.Metadata
+	data, err := os.ReadFile(filepath.Join(out, "metadata.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &md); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(md.Devices, ",") != "cpu:0,cpu:1" {
+		t.Errorf("devices %v (compile said %s)", md.Devices, stdout)
+	}
+	outDir := t.TempDir()
+	code, _, stderr = kiln("run", out, "--input", filepath.Join(lenet, "test_data_set_0", "input_0.pb"), "--output-dir", outDir, "--output-format", "pb")
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	got, _, err := ReadTensor(filepath.Join(outDir, md.Outputs[0].Name+".pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := ReadTensor(filepath.Join(lenet, "test_data_set_0", "output_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestInspectShowsDevices(t *testing.T) {
+	lenet := filepath.Join(sharedRoot(t), "models", "lenet")
+	args := []string{"inspect", lenet, "-t", "c", "--target-label", "little=c", "--place", "node:/3/Conv = little:1"}
+	code, stdout, stderr := kiln(args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"device_copy(%3, dst_device_id=1", "/* cpu:1 c */", "nn.relu(%7) /* Tensor[(1, 16, 10, 10), float32] */ /* cpu:0 c */"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("text lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, stderr = kiln(append(args, "--format", "json")...)
+	if code != 0 {
+		t.Fatalf("json: exit %d: %s", code, stderr)
+	}
+	var info ModelInfo
+	if err := json.Unmarshal([]byte(stdout), &info); err != nil {
+		t.Fatal(err)
+	}
+	devs := map[string]int{}
+	for _, n := range info.Nodes {
+		devs[n.Op+"@"+n.Device]++
+	}
+	if devs["device_copy@cpu:1 c"] != 1 || devs["device_copy@cpu:0 c"] != 1 || devs["nn.conv2d@cpu:1 c"] != 1 || devs["nn.conv2d@cpu:0 c"] != 1 {
+		t.Errorf("devices per op: %v", devs)
+	}
+	code, stdout, _ = kiln(append(args, "--format", "dot")...)
+	if code != 0 || !strings.Contains(stdout, `\n@cpu:1"`) || !strings.Contains(stdout, "fillcolor") {
+		t.Errorf("dot: exit %d:\n%s", code, stdout)
+	}
+	// Without targets or placements nothing is planned.
+	if _, stdout, _ := kiln("inspect", lenet); strings.Contains(stdout, "cpu:0") {
+		t.Errorf("plain inspect shows devices")
+	}
+}
+
+// sharedRoot is ../shared beside the repository root.
+func sharedRoot(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "shared")
+	if _, err := os.Stat(filepath.Join(dir, "models")); err != nil {
+		t.Skipf("../shared not found beside the repository: %v", err)
+	}
+	return dir
+}
