@@ -93,7 +93,7 @@ func TestCompileMLP(t *testing.T) {
 
 // TestCompileSharedModels compiles every model in ../shared/models.
 func TestCompileSharedModels(t *testing.T) {
-	root := filepath.Join("..", "..", "shared", "models")
+	root := filepath.Join(sharedDir(t), "models")
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		t.Skipf("shared models not found: %v", err)

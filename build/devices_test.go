@@ -1,7 +1,7 @@
 package build
 
 import (
-	"os"
+	"github.com/kiln-dev/kiln/internal/shared"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -69,9 +69,9 @@ func TestModelSplitAcrossTwoCPUs(t *testing.T) {
 // sharedDir is ../shared beside the repository root.
 func sharedDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join("..", "..", "shared")
-	if _, err := os.Stat(filepath.Join(dir, "models")); err != nil {
-		t.Skipf("../shared not found beside the repository: %v", err)
+	dir, err := shared.Dir()
+	if err != nil {
+		t.Skip(err)
 	}
 	return dir
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/shared"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,8 +150,8 @@ func TestCompiledModelUnderSanitizers(t *testing.T) {
 	if out, err := probe.CombinedOutput(); err != nil {
 		t.Fatalf("the C compiler cannot build with sanitizers (install libasan8 and libubsan1): %v\n%s", err, out)
 	}
-	dir := filepath.Join("..", "..", "shared", "models", "lenet")
-	if _, err := os.Stat(dir); err != nil {
+	dir, err := shared.Path("models", "lenet")
+	if _, serr := os.Stat(dir); err != nil || serr != nil {
 		dir = filepath.Join("..", "examples", "models", "mlp")
 	}
 	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})

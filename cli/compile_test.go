@@ -198,10 +198,7 @@ func TestCompileErrorsLeaveNoArtifact(t *testing.T) {
 // TestTestONNXCompiled runs three small node tests with the compiled
 // engine, one with a corrupted expected output.
 func TestTestONNXCompiled(t *testing.T) {
-	node := filepath.Join("..", "..", "shared", "onnx", "node")
-	if _, err := os.Stat(node); err != nil {
-		t.Skip("../shared/onnx/node not found")
-	}
+	node := filepath.Join(sharedRoot(t), "onnx", "node")
 	suite := t.TempDir()
 	for _, n := range []string{"test_add", "test_relu", "test_matmul_2d"} {
 		copyDir(t, filepath.Join(node, n), filepath.Join(suite, n))

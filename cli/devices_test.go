@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"github.com/kiln-dev/kiln/internal/shared"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,9 +176,9 @@ func TestInspectShowsDevices(t *testing.T) {
 // sharedRoot is ../shared beside the repository root.
 func sharedRoot(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join("..", "..", "shared")
-	if _, err := os.Stat(filepath.Join(dir, "models")); err != nil {
-		t.Skipf("../shared not found beside the repository: %v", err)
+	dir, err := shared.Dir()
+	if err != nil {
+		t.Skip(err)
 	}
 	return dir
 }

@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"errors"
+	"github.com/kiln-dev/kiln/internal/shared"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -139,10 +140,13 @@ func TestParseErrors(t *testing.T) {
 // frozen values), prints with all constants, parses and prints again: the
 // two texts must be identical. Models over 2 MB run only without -short.
 func TestRoundTripModels(t *testing.T) {
-	shared := filepath.Join("..", "..", "shared")
+	sharedDir, err := shared.Dir()
+	if err != nil {
+		t.Skip(err)
+	}
 	var dirs []string
 	for _, pat := range []string{"models/*", "onnx/*/test_*"} {
-		m, _ := filepath.Glob(filepath.Join(shared, pat))
+		m, _ := filepath.Glob(filepath.Join(sharedDir, pat))
 		dirs = append(dirs, m...)
 	}
 	if len(dirs) == 0 {
