@@ -29,6 +29,7 @@ import (
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tensor"
@@ -52,6 +53,15 @@ type Config struct {
 	// Placement places ONNX nodes or operators on devices ("label:id")
 	// before device planning (device.Place).
 	Placement []device.Rule
+	// ModuleName names the model in the symbols of partitioned functions
+	// (kiln_<module>_<compiler>_main_<n>); empty means "default".
+	ModuleName string
+	// RequireOffload makes partitioning fail when a call stays on the host
+	// while external targets are in the list (full offload).
+	RequireOffload bool
+	// Report, when set, receives the partition report (when the target
+	// list has external code generators).
+	Report *partition.Report
 	// Out is the artifact directory to create. An existing kiln artifact
 	// there is replaced; any other existing non-empty directory is an error.
 	Out string

@@ -10,6 +10,7 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/lower"
+	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tensor"
@@ -68,17 +69,35 @@ func (h *hookEnv) context(t *target.Target) (*target.HookContext, error) {
 }
 
 // graphPasses is the graph pass list of a compilation: the standard
-// passes with device planning right before fusion (fusion must not merge
-// operators of different devices, and device_copy is opaque to it).
-func graphPasses(fuse transform.FuseOptions) []transform.Pass {
+// passes with partitioning (when part is not nil) after the simplifying
+// passes and before the layout changes, and device planning right before
+// fusion (fusion must not merge operators of different devices, and
+// device_copy is opaque to it).
+func graphPasses(fuse transform.FuseOptions, part *transform.Pass) []transform.Pass {
 	var out []transform.Pass
 	for _, p := range transform.Passes(fuse) {
-		if p.Name == "fuse_ops" {
+		switch p.Name {
+		case "alter_conv_layout":
+			if part != nil {
+				out = append(out, *part)
+			}
+		case "fuse_ops":
 			out = append(out, transform.Pass{Name: "plan_devices", Run: device.PlanDevices, Required: true})
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// hasExternal reports whether a target of the list is an external code
+// generator partitioning hands work to.
+func hasExternal(cfg *device.CompilationConfig) bool {
+	for _, t := range cfg.Primitives {
+		if t.Kind.Supports != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // lowerAll runs the graph-level part of the build: placement, graph
@@ -98,12 +117,24 @@ func lowerAll(mod *graph.Module, cfg Config, scratch string, stage func(string, 
 	if ccfg.Host.Kind != target.C {
 		return nil, fmt.Errorf("build: the host target must be of kind \"c\", not %q", ccfg.Host.Kind.Name)
 	}
+	var part *transform.Pass
+	var report *partition.Report
+	if hasExternal(ccfg) {
+		part = &transform.Pass{Name: "partition", Required: true, Run: func(m *graph.Module) (*graph.Module, error) {
+			out, rep, err := partition.Partition(m, ccfg.Primitives, partition.Options{ModuleName: cfg.ModuleName, RequireOffload: cfg.RequireOffload})
+			report = rep
+			return out, err
+		}}
+	}
 	p := transform.NewPipeline()
-	p.Passes = graphPasses(transform.FuseOptions{Disable: cfg.DisableFusion})
+	p.Passes = graphPasses(transform.FuseOptions{Disable: cfg.DisableFusion}, part)
 	p.Dump = cfg.DumpGraph
 	fused, err := p.Run(prepared)
 	if err != nil {
 		return nil, fmt.Errorf("graph passes: %w", err)
+	}
+	if cfg.Report != nil && report != nil {
+		*cfg.Report = *report
 	}
 	main, err := computeOutputs(fused.Main())
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -26,6 +27,11 @@ type compileOptions struct {
 	LinkParams bool
 	Progress   io.Writer // one line per finished stage, or nil
 	Dump       io.Writer // graph IR after every pass, or nil
+	// RequireOffload fails the compile when partitioning leaves calls on
+	// the host.
+	RequireOffload bool
+	// Report receives the partition report, or is nil.
+	Report *partition.Report
 }
 
 // compileModel compiles an imported model into the artifact directory
@@ -43,15 +49,17 @@ func compileModel(m *onnx.Model, opts compileOptions) (*build.Result, time.Durat
 	}
 	t0 := time.Now()
 	res, err := build.Compile(m.Module, names, build.Config{
-		Host:          opts.Place.list.Host,
-		Targets:       opts.Place.list.Targets,
-		Labels:        opts.Place.labels,
-		Placement:     opts.Place.rules,
-		Out:           out,
-		DisableFusion: opts.NoFuse,
-		LinkParams:    opts.LinkParams,
-		DumpGraph:     opts.Dump,
-		Progress:      opts.Progress,
+		Host:           opts.Place.list.Host,
+		Targets:        opts.Place.list.Targets,
+		Labels:         opts.Place.labels,
+		Placement:      opts.Place.rules,
+		Out:            out,
+		DisableFusion:  opts.NoFuse,
+		LinkParams:     opts.LinkParams,
+		DumpGraph:      opts.Dump,
+		Progress:       opts.Progress,
+		RequireOffload: opts.RequireOffload,
+		Report:         opts.Report,
 	})
 	return res, time.Since(t0), err
 }
@@ -117,7 +125,9 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	noFuse := fs.Bool("no-fuse", false, "compile every operator as its own kernel (no operator fusion)")
 	linkParams := fs.Bool("link-params", false, "link the weights into kiln_lib.so as read-only data instead of writing params.bin")
 	dump := fs.String("dump-graph", "", "write the graph IR after every pass to this file")
-	verbose := fs.Bool("v", false, "print per-stage timings and graph pass statistics")
+	verbose := fs.Bool("v", false, "print per-stage timings, graph pass statistics and the full partition report")
+	requireOffload := fs.Bool("require-offload", false, "fail when partitioning leaves operators on the host")
+	reportJSON := fs.String("report-json", "", "write the partition report as JSON to this file")
 	var imp importOptions
 	imp.register(fs)
 	var devs deviceFlags
@@ -162,7 +172,8 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "compile", err)
 	}
 	tImport := time.Since(t0)
-	opts := compileOptions{Place: place, Out: *out, NoFuse: *noFuse, LinkParams: *linkParams}
+	var rep partition.Report
+	opts := compileOptions{Place: place, Out: *out, NoFuse: *noFuse, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep}
 	if *verbose {
 		fmt.Fprintf(stdout, "  %-22s %v\n", "import", tImport.Round(time.Microsecond))
 		opts.Progress = stdout
@@ -181,6 +192,11 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	}
 	if *verbose {
 		if err := writePassStats(stdout, model, *noFuse); err != nil {
+			return fail(stderr, "compile", err)
+		}
+	}
+	if rep.Counts != nil {
+		if err := writePartitionReport(stdout, &rep, *verbose, *reportJSON); err != nil {
 			return fail(stderr, "compile", err)
 		}
 	}
@@ -228,4 +244,33 @@ func artifactInputs(md build.Metadata) ([]DeclaredInput, error) {
 		out[i] = DeclaredInput{Name: in.Name, DType: dt, Dims: append([]int64{}, in.Shape...)}
 	}
 	return out, nil
+}
+
+// writePartitionReport prints the partition summary (with verbose, one
+// line per node) and writes the JSON report to jsonPath when set.
+func writePartitionReport(w io.Writer, rep *partition.Report, verbose bool, jsonPath string) error {
+	if verbose {
+		if err := rep.WriteText(w); err != nil {
+			return err
+		}
+	} else {
+		var b strings.Builder
+		if err := rep.WriteText(&b); err != nil {
+			return err
+		}
+		first, _, _ := strings.Cut(b.String(), "\n")
+		fmt.Fprintln(w, first)
+	}
+	if jsonPath == "" {
+		return nil
+	}
+	f, err := os.Create(jsonPath)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteJSON(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

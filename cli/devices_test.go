@@ -182,3 +182,50 @@ func sharedRoot(t *testing.T) string {
 	}
 	return dir
 }
+
+// TestCompileCcompilerReport compiles the MLP with the ccompiler backend:
+// the partition report is printed (summary; per node with -v; JSON with
+// --report-json) and the artifact's outputs match PyTorch.
+func TestCompileCcompilerReport(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "mlp.kiln")
+	rj := filepath.Join(dir, "report.json")
+	code, stdout, stderr := kiln("compile", filepath.Join(mlpDir, "model.onnx"), "-t", "ccompiler, c -mcpu=x86-64", "-o", out, "-v", "--report-json", rj)
+	if code != 0 {
+		t.Fatalf("compile: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "partition: ccompiler 3 (3 regions), host 6") || !strings.Contains(stdout, "ccompiler #0") || !strings.Contains(stdout, "ccompiler: nn.relu is not supported (add, subtract, multiply only)") {
+		t.Errorf("compile output lacks the partition report:\n%s", stdout)
+	}
+	data, err := os.ReadFile(rj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Counts map[string]int `json:"counts"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil || rep.Counts["ccompiler"] != 3 {
+		t.Errorf("report JSON %v: %s", err, data)
+	}
+	outDir := t.TempDir()
+	code, _, stderr = kiln("run", out, "--input", filepath.Join(mlpDir, "test_data_set_0", "input_0.pb"), "--output-dir", outDir, "--output-format", "pb")
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	got, _, err := ReadTensor(filepath.Join(outDir, "output.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := ReadTensor(filepath.Join(mlpDir, "test_data_set_0", "output_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
+		t.Error(err)
+	}
+	// Full offload required: the relus stay on the host, so it fails.
+	code, _, stderr = kiln("compile", filepath.Join(mlpDir, "model.onnx"), "-t", "ccompiler, c", "-o", filepath.Join(dir, "x.kiln"), "--require-offload")
+	if code != 1 || !strings.Contains(stderr, "full offload required") {
+		t.Errorf("--require-offload: exit %d, %q", code, stderr)
+	}
+}

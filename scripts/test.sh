@@ -85,5 +85,7 @@ if [ -d "$models" ]; then
 	out/kiln test-onnx --engine ref --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models.txt
 	echo "== real models (compiled engine -t c, rtol 1e-3, atol 1e-4)"
 	out/kiln test-onnx --engine compiled -t c --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models-compiled.txt
+	echo "== real models (compiled engine -t \"ccompiler, c\": add/subtract/multiply offloaded as generated C)"
+	out/kiln test-onnx --engine compiled -t "ccompiler, c" --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models-ccompiler.txt
 fi
 echo "== all checks passed"

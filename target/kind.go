@@ -5,6 +5,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
 )
 
@@ -60,6 +61,13 @@ type Kind struct {
 	// CCodegen customises kiln's default C code generation for the kind's
 	// PrimFuncs (when it has no TIRToRuntime hook); nil means none.
 	CCodegen *CCodegen
+	// Supports is the kind's per-operator support predicate for
+	// partitioning (package partition): nil when the kind's external
+	// code generator takes the call (an operator call, or a call of a
+	// composite function), else an error saying why not (the partition
+	// report shows it). A nil Supports takes nothing: the kind is not an
+	// external code generator.
+	Supports func(call *graph.Call) error
 }
 
 // CCodegen is what a kind adds to the default C code generation of its

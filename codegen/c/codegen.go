@@ -352,9 +352,11 @@ func (g *gen) assemble(funcs string) string {
 			fmt.Fprintf(&b, "extern %s %s(%s);\n", d.ret, n, args)
 		}
 	}
-	b.WriteString("\n")
-	b.WriteString(argCheck)
-	b.WriteString(funcs)
+	if funcs != "" {
+		b.WriteString("\n")
+		b.WriteString(argCheck)
+		b.WriteString(funcs)
+	}
 	return b.String()
 }
 

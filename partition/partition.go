@@ -1,0 +1,146 @@
+// Package partition implements bring-your-own-codegen partitioning
+// (seed 002): it decides which calls of a model an external code
+// generator takes, groups them into regions and outlines each region into
+// a function with a Compiler attribute, which the build then hands to the
+// kind's RelayToRuntime or RelayToTIR hook. Everything else falls back to
+// the host. It runs after the simplifying graph passes (constant folding,
+// simplification) and before layout changes, device planning and fusion:
+//
+//	graph passes → Partition (Annotate → merge regions → Outline) → PlanDevices → FuseOps → hooks
+//
+// The three steps are separate functions (Annotate, Regions, Outline) so
+// that each can be tested and reported on; Partition runs them in order.
+// Every call left on the host gets a reason in the Report.
+package partition
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/target"
+)
+
+// Options configure Partition.
+type Options struct {
+	// ModuleName names the model in outlined functions' symbols
+	// (kiln_<module>_<compiler>_main_<n>); empty means "default".
+	ModuleName string
+	// NoMerge keeps every offloaded call in a region of its own (no
+	// MergeCompilerRegions).
+	NoMerge bool
+	// ConstantsAsArgs passes constants to outlined functions as arguments
+	// instead of binding them inside the function.
+	ConstantsAsArgs bool
+	// RequireOffload makes any call left on the host an error (for users
+	// who need the whole model offloaded).
+	RequireOffload bool
+}
+
+// Partition outlines the calls of mod's main that the external targets
+// (those whose kind has a Supports predicate) take, and returns the new
+// module and the report. Targets without Supports are ignored (the host,
+// kinds with their own flow). mod is not modified.
+func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*graph.Module, *Report, error) {
+	if err := graph.InferTypes(mod); err != nil {
+		return nil, nil, fmt.Errorf("partition: %w", err)
+	}
+	main := mod.Main()
+	if main == nil {
+		return nil, nil, fmt.Errorf("partition: module has no main function")
+	}
+	ann := Annotate(main, targets)
+	regions := Regions(main, ann, !opts.NoMerge)
+	rep := newReport(main, ann, regions)
+	if opts.RequireOffload {
+		if err := rep.hostError(); err != nil {
+			return nil, rep, err
+		}
+	}
+	if len(regions) == 0 {
+		return mod, rep, nil
+	}
+	out, err := Outline(mod, regions, opts)
+	if err != nil {
+		return nil, rep, err
+	}
+	return out, rep, nil
+}
+
+// Annotation is what Annotate decided for each call of a function.
+type Annotation struct {
+	// Target is the external target a call goes to (absent: the host).
+	Target map[*graph.Call]*target.Target
+	// Why says, for a call left on the host, why each external target
+	// refused it ("dnnl: float16 is not supported").
+	Why map[*graph.Call][]string
+}
+
+// Annotate asks each external target, in list order, whether it takes
+// each call of fn (operator calls and calls of composite functions); the
+// first that does gets it. Calls with a tuple-valued result, and calls of
+// non-composite functions, stay on the host.
+func Annotate(fn *graph.Function, targets []*target.Target) *Annotation {
+	ann := &Annotation{Target: map[*graph.Call]*target.Target{}, Why: map[*graph.Call][]string{}}
+	var ext []*target.Target
+	for _, t := range targets {
+		if t.Kind.Supports != nil {
+			ext = append(ext, t)
+		}
+	}
+	graph.PostOrder(fn.Body, func(e graph.Expr) {
+		c, ok := e.(*graph.Call)
+		if !ok {
+			return
+		}
+		if len(ext) == 0 {
+			ann.Why[c] = []string{"no external target in the target list"}
+			return
+		}
+		if f, isFn := c.Fn.(*graph.Function); isFn && f.StrAttr(graph.AttrComposite) == "" {
+			ann.Why[c] = []string{"call of a function that is not a composite"}
+			return
+		}
+		if _, isTuple := c.Type().(*ir.TupleType); isTuple {
+			ann.Why[c] = []string{"tuple-valued result"}
+			return
+		}
+		var why []string
+		for _, t := range ext {
+			if comp := compositeName(c); comp != "" {
+				if prefix, _, _ := strings.Cut(comp, "."); prefix != t.Kind.Name {
+					why = append(why, fmt.Sprintf("%s: composite %s is for %s", t.Kind.Name, comp, prefix))
+					continue
+				}
+			}
+			if err := t.Kind.Supports(c); err != nil {
+				why = append(why, t.Kind.Name+": "+err.Error())
+				continue
+			}
+			ann.Target[c] = t
+			return
+		}
+		ann.Why[c] = why
+	})
+	return ann
+}
+
+// compositeName is the Composite attribute of a call's function, or "".
+func compositeName(c *graph.Call) string {
+	if f, ok := c.Fn.(*graph.Function); ok {
+		return f.StrAttr(graph.AttrComposite)
+	}
+	return ""
+}
+
+// callName names a call in reports: its operator or composite.
+func callName(c *graph.Call) string {
+	if c.Op != nil {
+		return c.Op.Name
+	}
+	if comp := compositeName(c); comp != "" {
+		return comp
+	}
+	return "call"
+}

@@ -1,0 +1,145 @@
+package partition
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/graph/op"
+)
+
+// HostTarget is the Target of report entries left on the host.
+const HostTarget = "host"
+
+// Report says where each call of the model went and why.
+type Report struct {
+	// Nodes has one entry per call, in topological order.
+	Nodes []NodeReport `json:"nodes"`
+	// Counts is the number of calls per target (HostTarget included).
+	Counts map[string]int `json:"counts"`
+	// Regions is the number of outlined functions per external target.
+	Regions map[string]int `json:"regions"`
+}
+
+// NodeReport is one call of the report.
+type NodeReport struct {
+	// Node is the ONNX node the call came from (its span), or "".
+	Node string `json:"node,omitempty"`
+	// Op is the operator or composite name.
+	Op string `json:"op"`
+	// Target is the external target's kind name, or HostTarget.
+	Target string `json:"target"`
+	// Region numbers the call's outlined function within its target
+	// (0, 1, ...); -1 on the host.
+	Region int `json:"region"`
+	// Why says why a call stayed on the host (each target's refusal), or
+	// why an offloaded call was kept apart from a neighbouring region.
+	Why []string `json:"why,omitempty"`
+}
+
+func newReport(fn *graph.Function, ann *Annotation, regions []*Region) *Report {
+	rep := &Report{Counts: map[string]int{}, Regions: map[string]int{}}
+	regionOf := map[*graph.Call]int{}
+	cut := map[*graph.Call]string{}
+	for _, r := range regions {
+		k := r.Target.Kind.Name
+		for _, c := range r.Calls {
+			regionOf[c] = rep.Regions[k]
+		}
+		for c, why := range r.Cuts {
+			cut[c] = why
+		}
+		rep.Regions[k]++
+	}
+	graph.PostOrder(fn.Body, func(e graph.Expr) {
+		c, ok := e.(*graph.Call)
+		if !ok || c.Op == op.DeviceCopy || c.Op == op.OnDevice {
+			return
+		}
+		n := NodeReport{Node: c.Span, Op: callName(c), Target: HostTarget, Region: -1}
+		if t, ok := ann.Target[c]; ok {
+			n.Target = t.Kind.Name
+			n.Region = regionOf[c]
+			if why, ok := cut[c]; ok {
+				n.Why = []string{why}
+			}
+		} else {
+			n.Why = ann.Why[c]
+			if len(n.Why) == 0 {
+				n.Why = []string{"no external target takes it"}
+			}
+		}
+		rep.Counts[n.Target]++
+		rep.Nodes = append(rep.Nodes, n)
+	})
+	return rep
+}
+
+// hostError is the error of RequireOffload: the calls left on the host.
+func (r *Report) hostError() error {
+	var left []string
+	for _, n := range r.Nodes {
+		if n.Target == HostTarget {
+			name := n.Op
+			if n.Node != "" {
+				name = n.Node + " (" + n.Op + ")"
+			}
+			left = append(left, name+": "+strings.Join(n.Why, "; "))
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	const max = 5
+	more := ""
+	if len(left) > max {
+		more = fmt.Sprintf(" and %d more", len(left)-max)
+		left = left[:max]
+	}
+	return fmt.Errorf("partition: full offload required, but %d call(s) stay on the host: %s%s", r.Counts[HostTarget], strings.Join(left, "; "), more)
+}
+
+// WriteText prints the report: counts per target, then one line per call.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	targets := make([]string, 0, len(r.Counts))
+	for t := range r.Counts {
+		targets = append(targets, t)
+	}
+	sort.Strings(targets)
+	b.WriteString("partition:")
+	for _, t := range targets {
+		fmt.Fprintf(&b, " %s %d", t, r.Counts[t])
+		if n := r.Regions[t]; n > 0 {
+			fmt.Fprintf(&b, " (%d regions)", n)
+		}
+		b.WriteByte(',')
+	}
+	if _, err := io.WriteString(w, strings.TrimSuffix(b.String(), ",")+"\n"); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, n := range r.Nodes {
+		node := n.Node
+		if node == "" {
+			node = "-"
+		}
+		where := n.Target
+		if n.Region >= 0 {
+			where = fmt.Sprintf("%s #%d", n.Target, n.Region)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", node, n.Op, where, strings.Join(n.Why, "; "))
+	}
+	return tw.Flush()
+}
+
+// WriteJSON prints the report as one JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
