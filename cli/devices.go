@@ -8,6 +8,7 @@ import (
 
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/target"
 )
 
@@ -126,4 +127,34 @@ func deviceNote(mod *graph.Module, e graph.Expr) string {
 		s += " " + vd.Target.String()
 	}
 	return s
+}
+
+// partitionView partitions mod for the external targets of the placement
+// and returns the report and, per call of mod's main, the target it goes
+// to ("ccompiler", or "host"). Without external targets it returns nil.
+func partitionView(mod *graph.Module, p *placement) (*partition.Report, func(graph.Expr) string, error) {
+	external := false
+	for _, t := range p.list.Targets {
+		external = external || t.Kind.Supports != nil
+	}
+	if !external {
+		return nil, nil, nil
+	}
+	_, rep, err := partition.Partition(mod, p.list.Targets, partition.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	where := map[graph.Expr]string{}
+	i := 0
+	graph.PostOrder(mod.Main().Body, func(e graph.Expr) {
+		if _, ok := e.(*graph.Call); ok && i < len(rep.Nodes) {
+			n := rep.Nodes[i]
+			i++
+			where[e] = n.Target
+			if n.Region >= 0 {
+				where[e] = fmt.Sprintf("%s #%d", n.Target, n.Region)
+			}
+		}
+	})
+	return rep, func(e graph.Expr) string { return where[e] }, nil
 }

@@ -229,3 +229,31 @@ func TestCompileCcompilerReport(t *testing.T) {
 		t.Errorf("--require-offload: exit %d, %q", code, stderr)
 	}
 }
+
+func TestInspectShowsPartition(t *testing.T) {
+	args := []string{"inspect", filepath.Join(mlpDir, "model.onnx"), "-t", "ccompiler, c"}
+	code, stdout, stderr := kiln(args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"partition: ccompiler 3 (3 regions), host 6", "/1/Relu     nn.relu     host          ccompiler: nn.relu is not supported", "/* ccompiler #1 */"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("text lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, stderr = kiln(append(args, "--format", "json")...)
+	if code != 0 {
+		t.Fatalf("json: exit %d: %s", code, stderr)
+	}
+	var info ModelInfo
+	if err := json.Unmarshal([]byte(stdout), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Partition == nil || info.Partition.Counts["ccompiler"] != 3 || info.Nodes[1].Device != "ccompiler #0" || info.Nodes[0].Device != "host" {
+		t.Errorf("json partition %+v, nodes %+v", info.Partition, info.Nodes[:2])
+	}
+	code, stdout, _ = kiln(append(args, "--format", "dot")...)
+	if code != 0 || !strings.Contains(stdout, `\n@ccompiler"`) {
+		t.Errorf("dot: exit %d:\n%s", code, stdout)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -69,10 +70,13 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "inspect", err)
 	}
-	// With targets or placements, show the planned module: each node with
-	// its device, and the device copies planning inserted. (Partitioning
-	// for external targets is not shown yet.)
+	// With external code generators among the targets, show where
+	// partitioning sends each node (the imported graph annotated with the
+	// target of every call, preceded by the partition report). Otherwise,
+	// with targets or placements, show the planned module: each node with
+	// its device, and the device copies planning inserted.
 	var devOf func(graph.Expr) string
+	var rep *partition.Report
 	if *targets != "" || devs.given() {
 		ts := *targets
 		if ts == "" {
@@ -82,24 +86,37 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(stderr, "inspect", err)
 		}
-		planned, err := place.plan(model.Module)
-		if err != nil {
+		if rep, devOf, err = partitionView(model.Module, place); err != nil {
 			return fail(stderr, "inspect", err)
 		}
-		m2 := *model
-		m2.Module = planned
-		model = &m2
-		devOf = func(e graph.Expr) string { return deviceNote(planned, e) }
+		if rep == nil {
+			planned, err := place.plan(model.Module)
+			if err != nil {
+				return fail(stderr, "inspect", err)
+			}
+			m2 := *model
+			m2.Module = planned
+			model = &m2
+			devOf = func(e graph.Expr) string { return deviceNote(planned, e) }
+		}
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	switch *format {
 	case "text":
+		if rep != nil {
+			if err := rep.WriteText(w); err != nil {
+				return fail(stderr, "inspect", err)
+			}
+			fmt.Fprintln(w)
+		}
 		err = graph.Print(w, model.Module, graph.PrintOptions{InlineAllConstants: *allConsts, ShowSpans: *spans, Annotate: devOf})
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		err = enc.Encode(describe(model, devOf))
+		info := describe(model, devOf)
+		info.Partition = rep
+		err = enc.Encode(info)
 	case "dot":
 		err = writeDot(w, model, devOf)
 	}
@@ -143,6 +160,9 @@ type ModelInfo struct {
 	Nodes   []NodeJSON        `json:"nodes"`
 	Result  []string          `json:"result"`
 	Extra   map[string]string `json:"functions,omitempty"`
+	// Partition is the partition report when inspect was given external
+	// targets (each node's "device" then names its target).
+	Partition *partition.Report `json:"partition,omitempty"`
 }
 
 // ValueJSON is a named, typed graph input or output.
