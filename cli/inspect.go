@@ -11,8 +11,8 @@ import (
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
-	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
