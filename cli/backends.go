@@ -1,16 +1,19 @@
 package cli
 
 import (
+	"github.com/kiln-dev/kiln/backend/cblas"
 	"github.com/kiln-dev/kiln/backend/ccompiler"
+	"github.com/kiln-dev/kiln/backend/dnnl"
 	"github.com/kiln-dev/kiln/target"
 )
 
 // The external backends built into the kiln command are registered in
-// target.Default, the registry -t is parsed against. A vendor's own
-// command (a main package calling cli.Main) registers its kinds the same
-// way before calling Main.
+// target.Default, the registry -t is parsed against (dnnl's Register also
+// registers the runtime loader of its modules, so kiln run finds it). A
+// vendor's own command (a main package calling cli.Main) registers its
+// kinds the same way before calling Main.
 func init() {
-	for _, register := range []func(*target.Registry) error{ccompiler.Register} {
+	for _, register := range []func(*target.Registry) error{ccompiler.Register, dnnl.Register, cblas.Register} {
 		if err := register(target.Default); err != nil {
 			panic(err) // a built-in name registered twice: a programming error
 		}

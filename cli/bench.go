@@ -116,7 +116,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if progress != nil {
 			fmt.Fprintf(progress, "  %-22s %v\n", "import", time.Since(t0).Round(time.Microsecond))
 		}
-		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, NoFuse: *noFuse, Progress: progress}); err != nil {
+		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, NoFuse: *noFuse, Progress: progress, ModuleName: moduleName(pos[0])}); err != nil {
 			return fail(stderr, "bench", err)
 		}
 		rep.CompileS = time.Since(t0).Seconds()

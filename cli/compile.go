@@ -32,6 +32,20 @@ type compileOptions struct {
 	RequireOffload bool
 	// Report receives the partition report, or is nil.
 	Report *partition.Report
+	// ModuleName names the model in partitioned functions' symbols
+	// (kiln_<module>_<compiler>_main_<n>); see moduleName.
+	ModuleName string
+}
+
+// moduleName is the module name of the model given as arg on the command
+// line: the directory's or file's base name without ".onnx" (for
+// DIR/model.onnx, DIR's name).
+func moduleName(arg string) string {
+	clean := filepath.Clean(arg)
+	if strings.EqualFold(filepath.Base(clean), "model.onnx") {
+		clean = filepath.Dir(clean)
+	}
+	return strings.TrimSuffix(defaultArtifactName(clean), ".kiln")
 }
 
 // compileModel compiles an imported model into the artifact directory
@@ -60,6 +74,7 @@ func compileModel(m *onnx.Model, opts compileOptions) (*build.Result, time.Durat
 		Progress:       opts.Progress,
 		RequireOffload: opts.RequireOffload,
 		Report:         opts.Report,
+		ModuleName:     opts.ModuleName,
 	})
 	return res, time.Since(t0), err
 }
@@ -173,7 +188,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	}
 	tImport := time.Since(t0)
 	var rep partition.Report
-	opts := compileOptions{Place: place, Out: *out, NoFuse: *noFuse, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep}
+	opts := compileOptions{Place: place, Out: *out, NoFuse: *noFuse, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0])}
 	if *verbose {
 		fmt.Fprintf(stdout, "  %-22s %v\n", "import", tImport.Round(time.Microsecond))
 		opts.Progress = stdout

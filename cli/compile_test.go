@@ -20,7 +20,7 @@ func TestParseTargetList(t *testing.T) {
 	}
 	for in, want := range map[string]string{
 		"":        "no target given",
-		"dnnl, c": `unknown target kind "dnnl"`,
+		"tpu9, c": `unknown target kind "tpu9"`,
 		"c, c":    `both of kind "c"`,
 		"c -x=1":  "unknown option -x",
 	} {
@@ -172,7 +172,7 @@ func TestCompileErrorsLeaveNoArtifact(t *testing.T) {
 	}{
 		{[]string{"-o", filepath.Join(file, "out")}, "kiln compile: "},
 		{[]string{"-o", notArtifact}, "is not a kiln artifact; refusing to overwrite it"},
-		{[]string{"-o", filepath.Join(dir, "x"), "-t", "dnnl, c"}, `unknown target kind "dnnl"`},
+		{[]string{"-o", filepath.Join(dir, "x"), "-t", "tpu9, c"}, `unknown target kind "tpu9"`},
 		{[]string{"-o", filepath.Join(dir, "x"), "--freeze", "input=" + filepath.Join(dir, "none.npy")}, "no such file"},
 	}
 	for _, c := range cases {

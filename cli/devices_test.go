@@ -2,60 +2,15 @@ package cli
 
 import (
 	"encoding/json"
-	"github.com/kiln-dev/kiln/internal/shared"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/internal/shared"
 	"github.com/kiln-dev/kiln/tensor"
 )
-
-func TestTargetsCommand(t *testing.T) {
-	code, stdout, stderr := kiln("targets")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	for _, want := range []string{"c  (device cpu, keys cpu, host)", "hooks: none", "-mcpu    string = native", "-opt     int = 3", "tags:", "x86-avx512      c -mcpu=skylake-avx512"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("kiln targets lacks %q:\n%s", want, stdout)
-		}
-	}
-	code, stdout, stderr = kiln("targets", "--json")
-	if code != 0 {
-		t.Fatalf("--json: exit %d: %s", code, stderr)
-	}
-	var got TargetsJSON
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
-		t.Fatal(err)
-	}
-	var c *struct{}
-	for _, k := range got.Kinds {
-		if k.Name != "c" {
-			continue
-		}
-		c = &struct{}{}
-		if k.DeviceType != "cpu" || !k.Host || len(k.Hooks) != 0 {
-			t.Errorf("kind c: %+v", k)
-		}
-		found := false
-		for _, o := range k.Options {
-			if o.Name == "mcpu" {
-				found = o.Kind == "string" && o.Default == "native" && !o.Common
-			}
-		}
-		if !found {
-			t.Errorf("kind c: option mcpu (string, default native) missing: %+v", k.Options)
-		}
-	}
-	if c == nil || len(got.Tags) < 4 {
-		t.Errorf("--json: kinds %d (c found: %v), tags %d", len(got.Kinds), c != nil, len(got.Tags))
-	}
-	if code, _, stderr := kiln("targets", "extra"); code != 2 || !strings.Contains(stderr, "usage") {
-		t.Errorf("targets extra: exit %d, %q", code, stderr)
-	}
-}
 
 func TestDeviceFlagErrors(t *testing.T) {
 	lenet := filepath.Join(sharedRoot(t), "models", "lenet")
@@ -133,6 +88,66 @@ func TestCompileWithPlacement(t *testing.T) {
 	}
 	if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestRunAndBenchWithPlacement puts lenet's convolutions on a second CPU
+// device from `kiln run --engine compiled` and `kiln bench`: run's outputs
+// match PyTorch's, and bench compiles more kernels than without the
+// placement (the convolutions no longer fuse with their neighbours on
+// cpu:0). A bad label fails before compiling.
+func TestRunAndBenchWithPlacement(t *testing.T) {
+	lenet := filepath.Join(sharedRoot(t), "models", "lenet")
+	place := []string{"--target-label", "big=c", "--target-label", "little=c", "--place", "op:nn.conv2d = little:1"}
+
+	outDir := t.TempDir()
+	args := append([]string{"run", lenet, "--engine", "compiled", "--input", filepath.Join(lenet, "test_data_set_0", "input_0.pb"),
+		"--output-dir", outDir, "--output-format", "pb"}, place...)
+	code, _, stderr := kiln(args...)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	files, err := filepath.Glob(filepath.Join(outDir, "*.pb"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("run wrote %v (%v), want one output", files, err)
+	}
+	got, _, err := ReadTensor(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := ReadTensor(filepath.Join(lenet, "test_data_set_0", "output_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
+		t.Error(err)
+	}
+
+	bench := func(extra ...string) BenchReport {
+		t.Helper()
+		code, stdout, stderr := kiln(append([]string{"bench", lenet, "--runs", "2", "--json"}, extra...)...)
+		if code != 0 {
+			t.Fatalf("bench %v: exit %d: %s", extra, code, stderr)
+		}
+		var r BenchReport
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("bench %v: %v\n%s", extra, err, stdout)
+		}
+		return r
+	}
+	plain, placed := bench(), bench(place...)
+	if placed.Runs != 2 || placed.MedianMs <= 0 || placed.Kernels <= plain.Kernels {
+		t.Errorf("bench with placement: %+v; without: %d kernels", placed, plain.Kernels)
+	}
+
+	for _, cmd := range [][]string{
+		{"run", lenet, "--engine", "compiled", "--input", filepath.Join(lenet, "test_data_set_0", "input_0.pb")},
+		{"bench", lenet, "--runs", "1"},
+	} {
+		code, _, stderr := kiln(append(cmd, "--place", "op:nn.conv2d = little:1")...)
+		if code != 1 || !strings.Contains(stderr, `unknown label "little"`) || strings.Contains(stderr, "C compile") {
+			t.Errorf("%s with an unknown label: exit %d, %q", cmd[0], code, stderr)
+		}
 	}
 }
 

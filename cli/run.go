@@ -210,7 +210,7 @@ func compileAndRun(path, targets string, devs *deviceFlags, vals map[string]*ten
 		return fail(stderr, "run", err)
 	}
 	defer os.RemoveAll(tmp)
-	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact")})
+	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact"), ModuleName: moduleName(path)})
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

@@ -14,14 +14,19 @@ import (
 const defaultTargets = "c"
 
 // parseTargetList reads a -t value, a comma-separated list of target
-// strings (host last by convention), with target.ParseList against
-// target.Default. The host (the last CPU target that can host) must be of
-// kind "c", the only host code generator so far.
+// strings (host last by convention), against target.Default. The host (the
+// last CPU target that can host) must be of kind "c", the only host code
+// generator so far.
 func parseTargetList(s string) (*target.TargetList, error) {
+	return parseTargetListIn(target.Default, s)
+}
+
+// parseTargetListIn is parseTargetList against the kinds and tags of r.
+func parseTargetListIn(r *target.Registry, s string) (*target.TargetList, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("-t: no target given (e.g. -t c)")
 	}
-	l, err := target.ParseList(s)
+	l, err := r.ParseList(s)
 	if err != nil {
 		return nil, fmt.Errorf("-t: %w", err)
 	}

@@ -111,9 +111,17 @@ func findFunction(m Module, name string, seen map[Module]bool) (PackedFunc, *nat
 	return nil, nil, false
 }
 
-// SetNumThreads sets the thread count of every library in m and its
-// imports that exports kiln_set_num_threads (n <= 0: the library default)
-// and returns how many did.
+// ThreadSetter is a module with its own thread pool (a DSOModule whose
+// library exports kiln_set_num_threads, or an external runtime's module
+// such as dnnl's). SetNumThreads reports whether the module took the
+// count.
+type ThreadSetter interface {
+	SetNumThreads(n int) bool
+}
+
+// SetNumThreads sets the thread count of every module in m and its
+// imports that implements ThreadSetter (n <= 0: the module's default) and
+// returns how many took it.
 func SetNumThreads(m Module, n int) int {
 	count := 0
 	var walk func(Module, map[Module]bool)
@@ -122,7 +130,7 @@ func SetNumThreads(m Module, n int) int {
 			return
 		}
 		seen[m] = true
-		if d, ok := m.(*DSOModule); ok && d.SetNumThreads(n) {
+		if d, ok := m.(ThreadSetter); ok && d.SetNumThreads(n) {
 			count++
 		}
 		for _, imp := range m.Imports() {

@@ -8,6 +8,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_go
 need_packages node:nodejs npm:npm
+need_backends
 
 MODELS=${MODELS:-"resnet18 mobilenet_v2 squeezenet1_1 tiny_bert"}
 RUNS=${RUNS:-30}

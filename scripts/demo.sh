@@ -6,7 +6,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_go
-need_packages gcc:gcc # the compiled engine builds C and loads it with cgo
+need_backends # gcc (the compiled engine builds C, cgo), libdnnl-dev, libopenblas-dev
 
 MODEL=examples/models/mlp
 ART=out/demo/mlp.kiln

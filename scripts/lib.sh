@@ -30,6 +30,32 @@ need_packages() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 }
 
+# need_debs PACKAGE... installs the Debian packages that are not installed
+# (libraries, which need_packages cannot find on PATH).
+need_debs() {
+	local missing=() pkg
+	for pkg in "$@"; do
+		dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "error: missing ${missing[*]} and no apt-get to install them" >&2
+		exit 1
+	fi
+	local sudo=""
+	[ "$(id -u)" -ne 0 ] && sudo="sudo"
+	echo "== installing ${missing[*]}"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+}
+
+# need_backends installs what kiln's built-in external backends link
+# against: oneDNN (dnnl), OpenBLAS (cblas) and a C compiler for cgo.
+need_backends() {
+	need_packages gcc:gcc
+	need_debs libdnnl-dev libopenblas-dev
+}
+
 # build_kiln builds the CLI into out/kiln.
 build_kiln() {
 	mkdir -p out

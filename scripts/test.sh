@@ -16,7 +16,7 @@ MIN_REF_PASS=${MIN_REF_PASS:-990}
 MIN_COMPILED_PASS=${MIN_COMPILED_PASS:-990}
 
 need_go
-need_packages gcc:gcc # the race detector needs cgo
+need_backends # gcc (cgo, race detector, compiled engine), libdnnl-dev, libopenblas-dev
 
 echo "== go vet"
 go vet ./...
@@ -87,5 +87,9 @@ if [ -d "$models" ]; then
 	out/kiln test-onnx --engine compiled -t c --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models-compiled.txt
 	echo "== real models (compiled engine -t \"ccompiler, c\": add/subtract/multiply offloaded as generated C)"
 	out/kiln test-onnx --engine compiled -t "ccompiler, c" --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models-ccompiler.txt
+	echo "== real models (compiled engine -t \"dnnl, c\": oneDNN through the JSON runtime)"
+	out/kiln test-onnx --engine compiled -t "dnnl, c" --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models-dnnl.txt
+	echo "== real models (compiled engine -t \"cblas, c\": dense/matmul as cblas_sgemm in host TIR)"
+	out/kiln test-onnx --engine compiled -t "cblas, c" --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models-cblas.txt
 fi
 echo "== all checks passed"

@@ -279,11 +279,10 @@ func (g *gen) use(name string) {
 
 // symbolOf is the C symbol of f's packed function.
 func symbolOf(f *tir.PrimFunc) string {
-	name := f.Name
 	if s, ok := f.Attrs[tir.AttrGlobalSymbol].(string); ok && s != "" {
-		name = s
+		return exportedSymbol(s)
 	}
-	return sanitize(name)
+	return sanitize(f.Name)
 }
 
 func (g *gen) funcInfo(f *tir.PrimFunc, logical map[*tir.Var]*tir.Buffer) FuncInfo {

@@ -49,6 +49,29 @@ func TestSanitize(t *testing.T) {
 	}
 }
 
+// TestExportedSymbol checks that a fixed global_symbol (a partitioned
+// function's kiln_<module>_<compiler>_main_<n>) is kept as the C symbol,
+// while names of kiln's runtime, C and libc are still renamed.
+func TestExportedSymbol(t *testing.T) {
+	for in, want := range map[string]string{
+		"kiln_mlp_cblas_main_0": "kiln_mlp_cblas_main_0",
+		"my_kernel":             "my_kernel",
+		"kiln_oom":              "v_kiln_oom",
+		"kiln_set_num_threads":  "v_kiln_set_num_threads",
+		"kiln_shape_f_0":        "v_kiln_shape_f_0",
+		"KILN_X":                "v_KILN_X",
+		"int":                   "v_int",
+		"expf":                  "v_expf",
+		"__x":                   "v___x",
+		"int-arith":             "int_arith",
+		"0abc":                  "v_0abc",
+	} {
+		if got := exportedSymbol(in); got != want {
+			t.Errorf("exportedSymbol(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestFloatLit(t *testing.T) {
 	tests := []struct {
 		d    ir.DType

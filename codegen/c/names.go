@@ -143,3 +143,37 @@ func commentSafe(s string) string {
 	s = strings.ReplaceAll(s, "/*", "/ *")
 	return strings.ReplaceAll(s, "\n", " ")
 }
+
+// runtimeNames are the identifiers kiln's generated code and C runtime
+// header define; runtimePrefixes start families of generated helpers.
+var (
+	runtimeNames = wordSet(`kiln_tensor kiln_packed_func kiln_check_arg kiln_check_num_args kiln_device_type
+kiln_dtype_code kiln_dtype_name kiln_get_last_error kiln_set_last_error kiln_last_error kiln_oom kiln_lib
+kiln_set_num_threads kiln_thread_count kiln_threads kiln_bf16_to_f32 kiln_f16_to_f32 kiln_f2i64 kiln_f2u64
+kiln_f64_to_bf16 kiln_f64_to_f16 kiln_round_bf16 kiln_round_f16`)
+	runtimePrefixes = []string{"kiln_shape_", "kiln_min_", "kiln_max_", "kiln_floordiv_", "kiln_floormod_", "KILN_"}
+)
+
+// exportedSymbol returns s unchanged when it can be the C symbol of a
+// function whose global_symbol a pass or target hook fixed (for example a
+// partitioned function's kiln_<module>_<compiler>_main_<n>, which the
+// graph program calls by that name): a C identifier that is no keyword,
+// C library function or name of kiln's runtime. Otherwise it returns
+// sanitize(s), as for any other name.
+func exportedSymbol(s string) string {
+	if s == "" || cKeywords[s] || libcNames[s] || runtimeNames[s] || strings.HasPrefix(s, "__") {
+		return sanitize(s)
+	}
+	for _, p := range runtimePrefixes {
+		if strings.HasPrefix(s, p) {
+			return sanitize(s)
+		}
+	}
+	for i, r := range s {
+		ok := r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (i > 0 && r >= '0' && r <= '9')
+		if !ok {
+			return sanitize(s)
+		}
+	}
+	return s
+}

@@ -1,0 +1,94 @@
+// Package dnnl is kiln's oneDNN external backend (seed 002's "codegen
+// for your own representation"): partitioning gives it the convolutions,
+// dense and matmul products, pooling, relu, elementwise add / subtract /
+// multiply, bias_add and batch_norm calls of a model (float32, NCHW) and
+// the composite functions listed in Composites; its RelayToRuntime hook
+// serialises each partitioned function as a JSON graph (package
+// runtime/jsonrt), its ConstantUpdater hands the weights to the build by
+// name, and at load time the JSON runtime runs the graph with kernels
+// built from oneDNN primitives (Debian's libdnnl-dev, 2.6) through cgo.
+//
+//	partition (Supported, composites) → build: RelayToRuntime (Generate) + ConstantUpdater
+//	→ artifact modules/NN_<symbol>.dnnl_json + constants.bin
+//	→ LoadArtifact: Loader → jsonrt.Module with oneDNN kernels → SetConstants (weights reordered once) → Run
+//
+// Kernels create their oneDNN primitives once per module load (one CPU
+// engine and stream per module). Convolution and inner-product weights
+// that are constants are reordered once, when the constants are set,
+// into the blocked layout oneDNN picks; activations between oneDNN
+// kernels stay in the blocked layouts the primitives prefer and are
+// reordered to plain row-major only at the function's outputs (or where
+// a kernel needs plain data). Bias, relu and the residual add of the
+// composites are fused as the primitive's bias and post-ops (eltwise
+// relu, sum).
+//
+// Threads: oneDNN here runs on OpenMP (libgomp, as kiln's generated C).
+// Each kernel call sets omp_set_num_threads on the calling OS thread
+// just before executing, to the count given to the module's
+// SetNumThreads (0, the default: every processor, omp_get_num_procs).
+// runtime.SetNumThreads reaches only DSO modules today; the JSON module
+// has the same SetNumThreads(int) bool method for it.
+package dnnl
+
+import (
+	"sync"
+
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/runtime"
+	"github.com/kiln-dev/kiln/runtime/jsonrt"
+	"github.com/kiln-dev/kiln/target"
+)
+
+// ModuleKind is the runtime module kind of dnnl's JSON modules (the
+// artifact's modules/*.dnnl_json files).
+const ModuleKind = "dnnl_json"
+
+// Kind is the "dnnl" target kind.
+var Kind = &target.Kind{
+	Name:       "dnnl",
+	DeviceType: target.CPU,
+	Keys:       []string{"dnnl", "cpu"},
+	Doc:        "oneDNN (libdnnl) external codegen: conv2d, dense/matmul, pooling, relu, add, batch_norm as a JSON graph run with oneDNN primitives",
+	Hooks:      target.Hooks{RelayToRuntime: relayToRuntime, ConstantUpdater: constantUpdater},
+	Supports:   Supported,
+}
+
+// Register adds Kind to r and registers the runtime loader of dnnl's
+// modules (once per process).
+func Register(r *target.Registry) error {
+	if err := RegisterLoader(); err != nil {
+		return err
+	}
+	return r.Register(Kind)
+}
+
+var registerLoader = sync.OnceValue(func() error {
+	return runtime.RegisterLoader(jsonrt.NewLoader(ModuleKind, func() (jsonrt.KernelSet, error) { return newKernelSet() }))
+})
+
+// RegisterLoader registers the runtime.Loader of ModuleKind so that
+// build.LoadArtifact can read dnnl modules back. It runs once per
+// process (from this package's init); later calls return the first
+// result.
+func RegisterLoader() error { return registerLoader() }
+
+func init() {
+	if err := RegisterLoader(); err != nil {
+		// Only a programming error (another package registering the
+		// same module kind) gets here.
+		panic(err)
+	}
+}
+
+// relayToRuntime generates the JSON graph of one partitioned function.
+func relayToRuntime(_ *target.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
+	g, _, err := Generate(fn, symbol)
+	if err != nil {
+		return nil, err
+	}
+	set, err := newKernelSet()
+	if err != nil {
+		return nil, err
+	}
+	return jsonrt.New(ModuleKind, g, set)
+}

@@ -1,0 +1,389 @@
+package jsonrt
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/runtime"
+	"github.com/kiln-dev/kiln/tensor"
+)
+
+// Layout is a backend's private description of how an intermediate value
+// is laid out in memory (oneDNN's blocked formats, for example). nil
+// means dense row-major of the entry's dtype and shape, the only layout
+// allowed for the graph's inputs, constants and outputs. The base never
+// looks inside a Layout; it only passes a producer's choice to the
+// consumers.
+type Layout any
+
+// KernelSet is a backend's kernels: the typed plug-in point of the JSON
+// runtime. A loader makes one KernelSet per module, so it may hold
+// per-module state (an engine and a stream).
+type KernelSet interface {
+	// Check validates kernel node id when a graph is loaded or built: a
+	// known operator, its attributes, its number of inputs and its types.
+	// Errors should name the operator.
+	Check(g *Graph, id int) error
+	// Prepare builds kernel node id once the constants are bound (once
+	// per module). Nodes are prepared in order, so the layouts of a
+	// node's inputs are known.
+	Prepare(ctx *PrepareContext) (Kernel, error)
+}
+
+// Kernel runs one kernel node.
+type Kernel interface {
+	// Run computes the node's outputs: args are the inputs then the
+	// outputs. Each array's memory holds the value in the layout agreed
+	// at Prepare (the array's dtype and shape are the plain ones; a
+	// non-nil layout may use more bytes).
+	Run(args []*runtime.NDArray) error
+}
+
+// ThreadSetter is implemented by a KernelSet whose kernels use a thread
+// pool; Module.SetNumThreads forwards to it.
+type ThreadSetter interface {
+	SetNumThreads(n int)
+}
+
+// PrepareContext is what KernelSet.Prepare receives for one node.
+type PrepareContext struct {
+	// Graph is the module's graph and ID the node being prepared.
+	Graph *Graph
+	ID    int
+	// Node is Graph.Nodes[ID].
+	Node *Node
+
+	consts     []*runtime.NDArray
+	inLayouts  []Layout
+	plainOut   []bool
+	outLayouts []Layout
+	outBytes   []int64
+}
+
+// Attrs returns the node's attributes.
+func (c *PrepareContext) Attrs() ir.Attrs { return c.Node.AttrMap() }
+
+// InputType returns input i's dtype and shape.
+func (c *PrepareContext) InputType(i int) (ir.DType, ir.Shape) {
+	return c.Graph.Type(c.Node.Inputs[i])
+}
+
+// OutputType returns output j's dtype and shape.
+func (c *PrepareContext) OutputType(j int) (ir.DType, ir.Shape) {
+	return c.Graph.Type(Entry{Node: c.ID, Index: j})
+}
+
+// Const returns input i's value when it is a constant (in plain layout,
+// already bound), else nil. A kernel may preprocess it (reorder weights)
+// and keep the result; Run still receives the array.
+func (c *PrepareContext) Const(i int) *runtime.NDArray { return c.consts[i] }
+
+// InputLayout returns the layout input i is produced in (nil: plain).
+func (c *PrepareContext) InputLayout(i int) Layout { return c.inLayouts[i] }
+
+// MustBePlain reports whether output j must be written in plain layout
+// (it is an output of the graph).
+func (c *PrepareContext) MustBePlain(j int) bool { return c.plainOut[j] }
+
+// SetOutputLayout declares that output j is written in layout l, using
+// nbytes bytes (at least the plain size is always allocated). Setting a
+// non-nil layout on an output that MustBePlain is an error at the end of
+// Prepare.
+func (c *PrepareContext) SetOutputLayout(j int, l Layout, nbytes int64) {
+	c.outLayouts[j], c.outBytes[j] = l, nbytes
+}
+
+// Module is a JSON runtime module: a validated Graph, the backend's
+// KernelSet and, once prepared, the kernels, constants and intermediate
+// buffers. It exports one packed function, the graph's symbol. Calls
+// are serialised by a mutex (the intermediates are shared).
+type Module struct {
+	runtime.ModuleBase
+	kind  string
+	graph *Graph
+	set   KernelSet
+
+	mu       sync.Mutex
+	consts   map[int]*runtime.NDArray // by const node id
+	prepared bool
+	kernels  []Kernel           // by node id (nil for input/const)
+	entryOf  [][]int            // node id, output index → flat entry
+	bufs     []*runtime.NDArray // by entry: preallocated intermediates
+	vals     []*runtime.NDArray // scratch for a call
+}
+
+// New makes a module of the given kind (runtime.Module Kind, the key of
+// its runtime.Loader) over g, checking every kernel node with set.
+func New(kind string, g *Graph, set KernelSet) (*Module, error) {
+	if kind == "" || set == nil {
+		return nil, fmt.Errorf("jsonrt: a module needs a kind and a kernel set")
+	}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	for i := range g.Nodes {
+		if g.Nodes[i].Op != OpKernel {
+			continue
+		}
+		if err := set.Check(g, i); err != nil {
+			return nil, fmt.Errorf("jsonrt: %s: node %d (%s): %w", g.Symbol, i, g.Nodes[i].Name, err)
+		}
+	}
+	m := &Module{kind: kind, graph: g, set: set}
+	n := 0
+	m.entryOf = make([][]int, len(g.Nodes))
+	for i := range g.Nodes {
+		m.entryOf[i] = make([]int, len(g.Nodes[i].Shape))
+		for k := range m.entryOf[i] {
+			m.entryOf[i][k] = n
+			n++
+		}
+	}
+	return m, nil
+}
+
+// Load parses data (SaveBinary's output) into a module of the given kind.
+func Load(kind string, data []byte, set KernelSet) (*Module, error) {
+	g, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return New(kind, g, set)
+}
+
+// NewLoader returns the runtime.Loader of a backend's JSON modules:
+// newSet makes the KernelSet of each loaded module.
+func NewLoader(kind string, newSet func() (KernelSet, error)) runtime.Loader {
+	return runtime.Loader{Kind: kind, Load: func(data []byte) (runtime.Module, error) {
+		set, err := newSet()
+		if err != nil {
+			return nil, err
+		}
+		return Load(kind, data, set)
+	}}
+}
+
+// Graph returns the module's graph.
+func (m *Module) Graph() *Graph { return m.graph }
+
+// Name returns the symbol.
+func (m *Module) Name() string { return m.graph.Symbol }
+
+// Kind returns the module kind.
+func (m *Module) Kind() string { return m.kind }
+
+// SaveBinary returns the graph's JSON (constants are not included; the
+// build stores them from the backend's ConstantUpdater).
+func (m *Module) SaveBinary() ([]byte, error) { return m.graph.Marshal() }
+
+// GetFunction looks the symbol up, then the imports.
+func (m *Module) GetFunction(name string) (runtime.PackedFunc, bool) {
+	return runtime.FindFunction(m, name)
+}
+
+// SetNumThreads forwards the thread count to the kernel set when it has
+// a thread pool (ThreadSetter) and reports whether it did. n <= 0 means
+// the pool's default.
+func (m *Module) SetNumThreads(n int) bool {
+	ts, ok := m.set.(ThreadSetter)
+	if ok {
+		ts.SetNumThreads(n)
+	}
+	return ok
+}
+
+// SetConstants binds every const node by name. A missing constant, or
+// one whose dtype or shape differs from the node's, is an error naming
+// it. Constants are copied into the module; the kernels are then
+// prepared (again, when constants are set a second time).
+func (m *Module) SetConstants(consts map[string]*tensor.Tensor) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	bound := map[int]*runtime.NDArray{}
+	for _, id := range m.graph.Consts() {
+		n := &m.graph.Nodes[id]
+		v, ok := consts[n.Name]
+		if !ok {
+			return fmt.Errorf("jsonrt: %s: constant %q is missing", m.graph.Symbol, n.Name)
+		}
+		dt, shape := m.graph.Type(Entry{Node: id})
+		if v.DType != dt || !v.Shape.Equal(shape) {
+			return fmt.Errorf("jsonrt: %s: constant %q is %s%v, want %s%v", m.graph.Symbol, n.Name, v.DType, v.Shape, dt, shape)
+		}
+		a, err := runtime.FromTensor(v, runtime.CPUDevice(0))
+		if err != nil {
+			return fmt.Errorf("jsonrt: %s: constant %q: %w", m.graph.Symbol, n.Name, err)
+		}
+		bound[id] = a
+	}
+	m.consts = bound
+	m.prepared = false
+	return m.prepare()
+}
+
+// prepare builds the kernels and allocates the intermediates (m.mu held).
+func (m *Module) prepare() error {
+	g := m.graph
+	if len(g.Consts()) > 0 && m.consts == nil {
+		return fmt.Errorf("jsonrt: %s: constants were not set", g.Symbol)
+	}
+	isHead := map[Entry]bool{}
+	for _, h := range g.Heads {
+		isHead[Entry{Node: h.Node, Index: h.Index}] = true
+	}
+	nEntries := 0
+	for _, e := range m.entryOf {
+		nEntries += len(e)
+	}
+	layouts := make([]Layout, nEntries)
+	kernels := make([]Kernel, len(g.Nodes))
+	bufs := make([]*runtime.NDArray, nEntries)
+	for id := range g.Nodes {
+		n := &g.Nodes[id]
+		if n.Op == OpConst {
+			bufs[m.entryOf[id][0]] = m.consts[id]
+		}
+		if n.Op != OpKernel {
+			continue
+		}
+		ctx := &PrepareContext{Graph: g, ID: id, Node: n,
+			consts:     make([]*runtime.NDArray, len(n.Inputs)),
+			inLayouts:  make([]Layout, len(n.Inputs)),
+			plainOut:   make([]bool, len(n.Shape)),
+			outLayouts: make([]Layout, len(n.Shape)),
+			outBytes:   make([]int64, len(n.Shape)),
+		}
+		for i, e := range n.Inputs {
+			if g.Nodes[e.Node].Op == OpConst {
+				ctx.consts[i] = m.consts[e.Node]
+			}
+			ctx.inLayouts[i] = layouts[m.entryOf[e.Node][e.Index]]
+		}
+		for j := range n.Shape {
+			ctx.plainOut[j] = isHead[Entry{Node: id, Index: j}]
+		}
+		k, err := m.set.Prepare(ctx)
+		if err != nil {
+			return fmt.Errorf("jsonrt: %s: node %d (%s): %w", g.Symbol, id, n.Name, err)
+		}
+		kernels[id] = k
+		for j := range n.Shape {
+			if ctx.plainOut[j] && ctx.outLayouts[j] != nil {
+				return fmt.Errorf("jsonrt: %s: node %d (%s): output %d is a graph output but the kernel chose a non-plain layout", g.Symbol, id, n.Name, j)
+			}
+			ent := m.entryOf[id][j]
+			layouts[ent] = ctx.outLayouts[j]
+			dt, shape := g.Type(Entry{Node: id, Index: j})
+			plain := shape.NumElements() * int64(dt.Size())
+			nbytes := max(plain, ctx.outBytes[j], 1)
+			raw, err := runtime.Empty(ir.Uint8, ir.Shape{nbytes}, runtime.CPUDevice(0))
+			if err != nil {
+				return fmt.Errorf("jsonrt: %s: node %d (%s): %w", g.Symbol, id, n.Name, err)
+			}
+			if bufs[ent], err = raw.View(dt, shape, 0); err != nil {
+				return err
+			}
+		}
+	}
+	m.kernels, m.bufs = kernels, bufs
+	m.vals = make([]*runtime.NDArray, nEntries)
+	m.prepared = true
+	return nil
+}
+
+// GetLocalFunction returns the packed function of the graph's symbol:
+// inputs (one per input node, in order) then outputs (one per head).
+func (m *Module) GetLocalFunction(name string) (runtime.PackedFunc, bool) {
+	if name != m.graph.Symbol {
+		return nil, false
+	}
+	return m.call, true
+}
+
+func (m *Module) call(args []*runtime.NDArray) error {
+	g := m.graph
+	ins := g.Inputs()
+	if len(args) != len(ins)+len(g.Heads) {
+		return fmt.Errorf("%s: got %d arguments, want %d inputs and %d outputs", g.Symbol, len(args), len(ins), len(g.Heads))
+	}
+	check := func(k int, e Entry, what string) error {
+		a := args[k]
+		if a == nil {
+			return fmt.Errorf("%s: %s is nil", g.Symbol, what)
+		}
+		dt, shape := g.Type(e)
+		if a.DType() != dt || !a.Shape().Equal(shape) {
+			return fmt.Errorf("%s: %s is %s%v, want %s%v", g.Symbol, what, a.DType(), a.Shape(), dt, shape)
+		}
+		if a.Device().Type != runtime.CPU {
+			return fmt.Errorf("%s: %s is on %s, want a CPU device", g.Symbol, what, a.Device())
+		}
+		return nil
+	}
+	for k, id := range ins {
+		if err := check(k, Entry{Node: id}, fmt.Sprintf("input %d (%s)", k, g.Nodes[id].Name)); err != nil {
+			return err
+		}
+	}
+	for k, h := range g.Heads {
+		if err := check(len(ins)+k, h, fmt.Sprintf("output %d", k)); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.prepared {
+		if err := m.prepare(); err != nil {
+			return err
+		}
+	}
+	vals := m.vals
+	copy(vals, m.bufs)
+	for k, id := range ins {
+		vals[m.entryOf[id][0]] = args[k]
+	}
+	// A head computed by a kernel is written straight into the output
+	// array (its first occurrence); the others are copied afterwards.
+	direct := make([]bool, len(g.Heads))
+	written := map[int]bool{}
+	for k, h := range g.Heads {
+		ent := m.entryOf[h.Node][h.Index]
+		if g.Nodes[h.Node].Op == OpKernel && !written[ent] {
+			vals[ent] = args[len(ins)+k]
+			written[ent], direct[k] = true, true
+		}
+	}
+	run := func() error {
+		var kargs []*runtime.NDArray
+		for id := range g.Nodes {
+			k := m.kernels[id]
+			if k == nil {
+				continue
+			}
+			n := &g.Nodes[id]
+			kargs = kargs[:0]
+			for _, e := range n.Inputs {
+				kargs = append(kargs, vals[m.entryOf[e.Node][e.Index]])
+			}
+			for _, ent := range m.entryOf[id] {
+				kargs = append(kargs, vals[ent])
+			}
+			if err := k.Run(kargs); err != nil {
+				return fmt.Errorf("%s: node %d (%s): %w", g.Symbol, id, n.Name, err)
+			}
+		}
+		return nil
+	}
+	if err := run(); err != nil {
+		return err
+	}
+	for k, h := range g.Heads {
+		if !direct[k] {
+			if err := args[len(ins)+k].CopyFromArray(vals[m.entryOf[h.Node][h.Index]]); err != nil {
+				return fmt.Errorf("%s: output %d: %w", g.Symbol, k, err)
+			}
+		}
+	}
+	return nil
+}
