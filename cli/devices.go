@@ -144,16 +144,31 @@ func partitionView(mod *graph.Module, p *placement) (*partition.Report, func(gra
 	if err != nil {
 		return nil, nil, err
 	}
+	// Report entries are matched to the calls by ONNX node and operator
+	// (partitioning rebuilds the graph, merging composites, so calls
+	// differ), in order for repeated pairs.
+	type key struct{ node, op string }
+	pending := map[key][]partition.NodeReport{}
+	for _, n := range rep.Nodes {
+		k := key{n.Node, n.Op}
+		pending[k] = append(pending[k], n)
+	}
 	where := map[graph.Expr]string{}
-	i := 0
 	graph.PostOrder(mod.Main().Body, func(e graph.Expr) {
-		if _, ok := e.(*graph.Call); ok && i < len(rep.Nodes) {
-			n := rep.Nodes[i]
-			i++
-			where[e] = n.Target
-			if n.Region >= 0 {
-				where[e] = fmt.Sprintf("%s #%d", n.Target, n.Region)
-			}
+		c, ok := e.(*graph.Call)
+		if !ok || c.Op == nil {
+			return
+		}
+		k := key{c.Span, c.Op.Name}
+		q := pending[k]
+		if len(q) == 0 {
+			return
+		}
+		n := q[0]
+		pending[k] = q[1:]
+		where[e] = n.Target
+		if n.Region >= 0 {
+			where[e] = fmt.Sprintf("%s #%d", n.Target, n.Region)
 		}
 	})
 	return rep, func(e graph.Expr) string { return where[e] }, nil

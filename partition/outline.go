@@ -177,6 +177,12 @@ func Outline(mod *graph.Module, regions []*Region, opts Options) (*graph.Module,
 			graph.AttrPrimitive:    true,
 			graph.AttrGlobalSymbol: sym,
 		})
+		if pass := r.Target.Kind.PartitionPass; pass != nil {
+			var err error
+			if fn, err = runPartitionPass(pass, fn); err != nil {
+				return nil, fmt.Errorf("partition: %s: the %s partition pass: %w", sym, comp, err)
+			}
+		}
 		o.call = graph.NewFuncCall(fn, args)
 		o.n = len(results)
 		done[r] = o
@@ -297,4 +303,38 @@ func children(e graph.Expr) []graph.Expr {
 		return []graph.Expr{x.Tuple}
 	}
 	return nil
+}
+
+// runPartitionPass runs a kind's PartitionPass on an outlined function
+// and checks that the result still fits its calls: same parameter and
+// result types, and the Compiler, Primitive and global_symbol
+// attributes kept.
+func runPartitionPass(pass func(*graph.Function) (*graph.Function, error), fn *graph.Function) (*graph.Function, error) {
+	if err := graph.InferFunction(nil, fn); err != nil {
+		return nil, err
+	}
+	want := fn.FuncType()
+	out, err := pass(fn)
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		return nil, fmt.Errorf("returned no function")
+	}
+	if err := graph.InferFunction(nil, out); err != nil {
+		return nil, fmt.Errorf("returned an ill-typed function: %w", err)
+	}
+	if !ir.TypeEqual(out.FuncType(), want) {
+		return nil, fmt.Errorf("changed the function's type from %s to %s", want, out.FuncType())
+	}
+	for _, k := range []string{graph.AttrCompiler, graph.AttrPrimitive, graph.AttrGlobalSymbol} {
+		v, ok := out.Attrs[k]
+		if !ok {
+			return nil, fmt.Errorf("dropped the %s attribute", k)
+		}
+		if !(ir.Attrs{k: v}).Equal(ir.Attrs{k: fn.Attrs[k]}) {
+			return nil, fmt.Errorf("changed the %s attribute", k)
+		}
+	}
+	return out, nil
 }

@@ -50,9 +50,23 @@ func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*grap
 	if main == nil {
 		return nil, nil, fmt.Errorf("partition: module has no main function")
 	}
+	main, refused, err := mergeComposites(main, targets)
+	if err != nil {
+		return nil, nil, err
+	}
 	ann := Annotate(main, targets)
+	// A composite no target took goes back to its operators, which are
+	// then annotated one by one.
+	inlined, err := inlineComposites(main, func(c *graph.Call) bool { return ann.Target[c] != nil })
+	if err != nil {
+		return nil, nil, fmt.Errorf("partition: %w", err)
+	}
+	if inlined != main {
+		main = inlined
+		ann = Annotate(main, targets)
+	}
 	regions := Regions(main, ann, !opts.NoMerge)
-	rep := newReport(main, ann, regions)
+	rep := newReport(main, ann, regions, refused)
 	if opts.RequireOffload {
 		if err := rep.hostError(); err != nil {
 			return nil, rep, err
@@ -61,11 +75,38 @@ func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*grap
 	if len(regions) == 0 {
 		return mod, rep, nil
 	}
+	if main != mod.Main() {
+		mod = mod.ShallowCopy()
+		mod.Funcs["main"] = main
+	}
 	out, err := Outline(mod, regions, opts)
 	if err != nil {
 		return nil, rep, err
 	}
 	return out, rep, nil
+}
+
+// mergeComposites runs MergeComposite with the pattern table of each
+// external target, in target order, and returns the matches the tables'
+// checks refused, by the ONNX node of their root.
+func mergeComposites(main *graph.Function, targets []*target.Target) (*graph.Function, map[string][]string, error) {
+	refused := map[string][]string{}
+	for _, t := range targets {
+		if t.Kind.Supports == nil || len(t.Kind.Patterns) == 0 {
+			continue
+		}
+		out, rej, err := MergeComposite(main, t.Kind.Patterns)
+		if err != nil {
+			return nil, nil, fmt.Errorf("partition: target %s: %w", t.Kind.Name, err)
+		}
+		for _, r := range rej {
+			if c, ok := r.Root.(*graph.Call); ok && c.Span != "" {
+				refused[c.Span] = append(refused[c.Span], fmt.Sprintf("%s: composite %s refused: %s", t.Kind.Name, r.Composite, r.Reason))
+			}
+		}
+		main = out
+	}
+	return main, refused, nil
 }
 
 // Annotation is what Annotate decided for each call of a function.

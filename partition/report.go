@@ -29,8 +29,11 @@ type Report struct {
 type NodeReport struct {
 	// Node is the ONNX node the call came from (its span), or "".
 	Node string `json:"node,omitempty"`
-	// Op is the operator or composite name.
+	// Op is the operator's name.
 	Op string `json:"op"`
+	// Composite names the composite function the call was merged into
+	// (MergeComposite), or "".
+	Composite string `json:"composite,omitempty"`
 	// Target is the external target's kind name, or HostTarget.
 	Target string `json:"target"`
 	// Region numbers the call's outlined function within its target
@@ -41,7 +44,7 @@ type NodeReport struct {
 	Why []string `json:"why,omitempty"`
 }
 
-func newReport(fn *graph.Function, ann *Annotation, regions []*Region) *Report {
+func newReport(fn *graph.Function, ann *Annotation, regions []*Region, refused map[string][]string) *Report {
 	rep := &Report{Counts: map[string]int{}, Regions: map[string]int{}}
 	regionOf := map[*graph.Call]int{}
 	cut := map[*graph.Call]string{}
@@ -68,13 +71,29 @@ func newReport(fn *graph.Function, ann *Annotation, regions []*Region) *Report {
 				n.Why = []string{why}
 			}
 		} else {
-			n.Why = ann.Why[c]
+			n.Why = append(append([]string(nil), refused[c.Span]...), ann.Why[c]...)
 			if len(n.Why) == 0 {
 				n.Why = []string{"no external target takes it"}
 			}
 		}
-		rep.Counts[n.Target]++
-		rep.Nodes = append(rep.Nodes, n)
+		comp := compositeName(c)
+		if comp == "" {
+			rep.Counts[n.Target]++
+			rep.Nodes = append(rep.Nodes, n)
+			return
+		}
+		// A composite call stands for the operators of its function: one
+		// entry each.
+		graph.PostOrder(c.Fn.(*graph.Function).Body, func(e graph.Expr) {
+			inner, ok := e.(*graph.Call)
+			if !ok || inner.Op == nil {
+				return
+			}
+			m := n
+			m.Node, m.Op, m.Composite = inner.Span, inner.Op.Name, comp
+			rep.Counts[m.Target]++
+			rep.Nodes = append(rep.Nodes, m)
+		})
 	})
 	return rep
 }
@@ -131,6 +150,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		where := n.Target
 		if n.Region >= 0 {
 			where = fmt.Sprintf("%s #%d", n.Target, n.Region)
+		}
+		if n.Composite != "" {
+			where += " (" + n.Composite + ")"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", node, n.Op, where, strings.Join(n.Why, "; "))
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/pattern"
 )
 
 // DeviceType is a DLPack-style device type.
@@ -68,6 +69,17 @@ type Kind struct {
 	// report shows it). A nil Supports takes nothing: the kind is not an
 	// external code generator.
 	Supports func(call *graph.Call) error
+	// Patterns is the kind's pattern table for MergeComposite, which
+	// partitioning runs before asking Supports: each match becomes a
+	// call of a function with Composite set to the entry's name
+	// ("<kind>.<name>"), which Supports then sees as one call. The order
+	// is the priority.
+	Patterns []pattern.Entry
+	// PartitionPass, when set, runs on each function partitioned for the
+	// kind (the per-target optimisation of PartitionGraph) and returns
+	// the function to use; it must keep the parameters' and result's
+	// types.
+	PartitionPass func(fn *graph.Function) (*graph.Function, error)
 }
 
 // CCodegen is what a kind adds to the default C code generation of its

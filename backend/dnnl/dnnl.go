@@ -51,6 +51,7 @@ var Kind = &target.Kind{
 	Doc:        "oneDNN (libdnnl) external codegen: conv2d, dense/matmul, pooling, relu, add, batch_norm as a JSON graph run with oneDNN primitives",
 	Hooks:      target.Hooks{RelayToRuntime: relayToRuntime, ConstantUpdater: constantUpdater},
 	Supports:   Supported,
+	Patterns:   Patterns,
 }
 
 // Register adds Kind to r and registers the runtime loader of dnnl's
