@@ -317,6 +317,11 @@ func (e *GraphExecutor) LoadParams(r io.Reader) error {
 func (e *GraphExecutor) Run() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// Kernels run OpenMP parallel regions, and OpenMP keeps a thread
+	// team per calling OS thread: a run that moved between OS threads
+	// would wake several teams, which then compete for the cores.
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
 	return e.run()
 }
 

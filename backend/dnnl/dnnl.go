@@ -1,6 +1,6 @@
 // Package dnnl is kiln's oneDNN external backend (seed 002's "codegen
 // for your own representation"): partitioning gives it the convolutions,
-// dense and matmul products, pooling, relu, elementwise add / subtract /
+// dense and matmul products, pooling, relu, clip, elementwise add / subtract /
 // multiply, bias_add and batch_norm calls of a model (float32, NCHW) and
 // the composite functions listed in Composites; its RelayToRuntime hook
 // serialises each partitioned function as a JSON graph (package
@@ -48,7 +48,7 @@ var Kind = &target.Kind{
 	Name:       "dnnl",
 	DeviceType: target.CPU,
 	Keys:       []string{"dnnl", "cpu"},
-	Doc:        "oneDNN (libdnnl) external codegen: conv2d, dense/matmul, pooling, relu, add, batch_norm as a JSON graph run with oneDNN primitives",
+	Doc:        "oneDNN (libdnnl) external codegen: conv2d, dense/matmul, pooling, relu, clip, add, batch_norm as a JSON graph run with oneDNN primitives",
 	Hooks:      target.Hooks{RelayToRuntime: relayToRuntime, ConstantUpdater: constantUpdater},
 	Supports:   Supported,
 	Patterns:   Patterns,

@@ -198,6 +198,10 @@ func anchorComposite(spec string, x, w []int64, attrs ir.Attrs, biasAsAdd bool) 
 		if cs.Relu {
 			e = call(op.Relu, nil, e)
 		}
+		if cs.Clip {
+			// relu6-like bounds that cut both tails of the random data.
+			e = call(op.Clip, ir.Attrs{"a_min": -0.5, "a_max": 0.75}, e)
+		}
 		return outer, composite(spec, params, e, args...), inputs
 	}}
 }
@@ -221,6 +225,8 @@ func TestOpsAgainstReference(t *testing.T) {
 		anchorComposite(CompositeConv2DBiasAdd, []int64{1, 8, 10, 10}, []int64{16, 8, 3, 3}, conv([]int64{1, 1}, []int64{1, 1, 1, 1}, []int64{1, 1}, 1), true),
 		anchorComposite(CompositeConv2DBiasAddRelu, []int64{2, 16, 8, 8}, []int64{16, 16, 3, 3}, conv([]int64{1, 1}, []int64{1, 1, 1, 1}, []int64{1, 1}, 1), false),
 		anchorComposite(CompositeDenseBias, []int64{4, 32}, []int64{10, 32}, nil, true),
+		anchorComposite(CompositeConv2DBiasClip, []int64{1, 16, 12, 12}, []int64{16, 1, 3, 3}, conv([]int64{1, 1}, []int64{1, 1, 1, 1}, []int64{1, 1}, 16), false),
+		anchorComposite(CompositeConv2DClip, []int64{1, 8, 10, 10}, []int64{16, 8, 1, 1}, conv([]int64{1, 1}, []int64{0, 0, 0, 0}, []int64{1, 1}, 1), false),
 		anchorComposite(CompositeDenseRelu, []int64{3, 2, 16}, []int64{8, 16}, nil, false),
 		anchorComposite(CompositeDenseBiasRelu, []int64{4, 32}, []int64{10, 32}, nil, false),
 		{name: "dense", kernel: "nn.dense", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
@@ -256,6 +262,10 @@ func TestOpsAgainstReference(t *testing.T) {
 			// the output's shape but arriving as plain 1-D data.
 			x := fvar("x", 1, 120)
 			return []*graph.Var{x}, call(op.Add, nil, x, graph.NewConstant(randTensor(rng, 120))), []*tensor.Tensor{randTensor(rng, 1, 120)}
+		}},
+		{name: "clip", kernel: "clip", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
+			x := fvar("x", 2, 8, 5, 5)
+			return []*graph.Var{x}, call(op.Clip, ir.Attrs{"a_min": -0.25, "a_max": 0.5}, x), []*tensor.Tensor{randTensor(rng, 2, 8, 5, 5)}
 		}},
 		{name: "relu", kernel: "nn.relu", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
 			x := fvar("x", 3, 5, 7)
@@ -423,8 +433,8 @@ func TestCompositesAreDocumented(t *testing.T) {
 		}
 		seen[c.Name] = true
 	}
-	if len(seen) != 10 {
-		t.Errorf("%d composites, want 10", len(seen))
+	if len(seen) != 12 {
+		t.Errorf("%d composites, want 12", len(seen))
 	}
 }
 

@@ -381,8 +381,32 @@ func queryMD(pd C.dnnl_primitive_desc_t, what C.dnnl_query_t) C.dnnl_memory_desc
 	return C.kd_query_md(C.const_dnnl_primitive_desc_t(pd), what)
 }
 
-// postOps builds the attribute with a sum (when sum) and a relu.
-func postOps(sum, relu bool) (C.dnnl_primitive_attr_t, error) {
+// activation is the eltwise post-op of an anchor: none, relu, or clip to
+// [lo, hi].
+type activation struct {
+	relu, clip bool
+	lo, hi     float64
+}
+
+// activationOf reads a composite's activation (clip bounds from the
+// kernel attributes clip_min and clip_max).
+func activationOf(spec *CompositeSpec, attrs ir.Attrs) (activation, error) {
+	a := activation{relu: spec.Relu, clip: spec.Clip}
+	if spec.Clip {
+		var err error
+		if a.lo, err = attrFloat(attrs, "clip_min"); err != nil {
+			return a, err
+		}
+		if a.hi, err = attrFloat(attrs, "clip_max"); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
+}
+
+// postOps builds the attribute with a sum (when sum) and the activation.
+func postOps(sum bool, act activation) (C.dnnl_primitive_attr_t, error) {
+	relu := act.relu || act.clip
 	var attr C.dnnl_primitive_attr_t
 	if st := C.dnnl_primitive_attr_create(&attr); st != C.dnnl_success {
 		return nil, dnnlError("attributes", st)
@@ -398,7 +422,10 @@ func postOps(sum, relu bool) (C.dnnl_primitive_attr_t, error) {
 	if sum {
 		C.dnnl_post_ops_append_sum(po, 1)
 	}
-	if relu {
+	switch {
+	case act.clip:
+		C.dnnl_post_ops_append_eltwise(po, 1, C.dnnl_eltwise_clip, C.float(act.lo), C.float(act.hi))
+	case act.relu:
 		C.dnnl_post_ops_append_eltwise(po, 1, C.dnnl_eltwise_relu, 0, 0)
 	}
 	if st := C.dnnl_primitive_attr_set_post_ops(attr, po); st != C.dnnl_success {
@@ -432,18 +459,25 @@ func (s *kernelSet) Prepare(ctx *jsonrt.PrepareContext) (jsonrt.Kernel, error) {
 	b := &builder{s: s, ctx: ctx, k: &kernel{set: s}}
 	var main C.kd_step
 	if spec, ok := compositeSpec(name); ok {
-		main, err = b.anchor(spec.Anchor, attrs, ins, out, spec.Bias, spec.Add, spec.Relu)
+		var act activation
+		if act, err = activationOf(spec, attrs); err == nil {
+			main, err = b.anchor(spec.Anchor, attrs, ins, out, spec.Bias, spec.Add, act)
+		}
 	} else {
 		o, _ := operator(name)
 		switch o {
 		case op.Conv2D, op.Dense:
-			main, err = b.anchor(o, attrs, ins, out, false, false, false)
+			main, err = b.anchor(o, attrs, ins, out, false, false, activation{})
 		case op.MatMul:
 			main, err = b.matmul(attrs, ins, out)
 		case op.MaxPool2D, op.AvgPool2D, op.GlobalAvgPool2D:
 			main, err = b.pool(o, attrs, ins, out)
 		case op.Relu:
-			main, err = b.relu()
+			main, err = b.eltwise(C.dnnl_eltwise_relu, 0, 0)
+		case op.Clip:
+			lo, _ := attrFloat(attrs, "a_min")
+			hi, _ := attrFloat(attrs, "a_max")
+			main, err = b.eltwise(C.dnnl_eltwise_clip, lo, hi)
 		case op.Add, op.Subtract, op.Multiply, op.BiasAdd:
 			main, err = b.binary(o, attrs, ins, out)
 		case op.BatchNorm:
@@ -460,9 +494,9 @@ func (s *kernelSet) Prepare(ctx *jsonrt.PrepareContext) (jsonrt.Kernel, error) {
 
 // anchor builds a convolution or inner product with its bias and
 // post-ops. Operands: data, weight, bias?, residual?.
-func (b *builder) anchor(o *op.Op, attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorType, bias, sum, relu bool) (C.kd_step, error) {
+func (b *builder) anchor(o *op.Op, attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorType, bias, sum bool, act activation) (C.kd_step, error) {
 	var main C.kd_step
-	attr, err := postOps(sum, relu)
+	attr, err := postOps(sum, act)
 	if err != nil {
 		return main, err
 	}
@@ -695,12 +729,13 @@ func (b *builder) pool(o *op.Op, attrs ir.Attrs, ins []*ir.TensorType, out *ir.T
 	return step(b.primitive(pd), args), b.err
 }
 
-// relu builds an eltwise relu in the input's layout.
-func (b *builder) relu() (C.kd_step, error) {
+// eltwise builds an elementwise primitive (relu; clip to [alpha, beta])
+// in the input's layout.
+func (b *builder) eltwise(alg C.dnnl_alg_kind_t, alpha, beta float64) (C.kd_step, error) {
 	var main C.kd_step
 	md := b.inputLayout(0)
 	var d C.dnnl_eltwise_desc_t
-	if st := C.dnnl_eltwise_forward_desc_init(&d, C.dnnl_forward_inference, C.dnnl_eltwise_relu, &md, 0, 0); st != C.dnnl_success {
+	if st := C.dnnl_eltwise_forward_desc_init(&d, C.dnnl_forward_inference, alg, &md, C.float(alpha), C.float(beta)); st != C.dnnl_success {
 		return main, dnnlError("eltwise descriptor", st)
 	}
 	pd, err := b.createPD(unsafe.Pointer(&d), nil)

@@ -21,6 +21,8 @@ const (
 	CompositeConv2DBiasAddRelu = "dnnl.conv2d_bias_add_relu"
 	CompositeDenseBias         = "dnnl.dense_bias"
 	CompositeDenseRelu         = "dnnl.dense_relu"
+	CompositeConv2DBiasClip    = "dnnl.conv2d_bias_clip"
+	CompositeConv2DClip        = "dnnl.conv2d_clip"
 	CompositeDenseBiasRelu     = "dnnl.dense_bias_relu"
 )
 
@@ -48,6 +50,10 @@ type CompositeSpec struct {
 	Anchor *op.Op
 	// Bias, Add and Relu say which of the three follow the anchor.
 	Bias, Add, Relu bool
+	// Clip is a final clip (MobileNet's relu6) instead of the relu, run
+	// as oneDNN's eltwise clip post-op; the bounds travel as the
+	// kernel attributes clip_min and clip_max.
+	Clip bool
 }
 
 // Composites lists the composite functions dnnl takes, in the priority
@@ -63,12 +69,14 @@ var Composites = []CompositeSpec{
 	{Name: CompositeDenseBiasRelu, Doc: "nn.relu(nn.bias_add(nn.dense(x, w), b)) or nn.relu(add(nn.dense(x, w), b))", Anchor: op.Dense, Bias: true, Relu: true},
 	{Name: CompositeDenseBias, Doc: "nn.bias_add(nn.dense(x, w), b) or add(nn.dense(x, w), b)", Anchor: op.Dense, Bias: true},
 	{Name: CompositeDenseRelu, Doc: "nn.relu(nn.dense(x, w))", Anchor: op.Dense, Relu: true},
+	{Name: CompositeConv2DBiasClip, Doc: "clip(nn.bias_add(nn.conv2d(x, w), b))", Anchor: op.Conv2D, Bias: true, Clip: true},
+	{Name: CompositeConv2DClip, Doc: "clip(nn.conv2d(x, w))", Anchor: op.Conv2D, Clip: true},
 }
 
 // Operators dnnl takes as single calls (float32 only, see Supported).
 var Operators = []*op.Op{
 	op.Conv2D, op.Dense, op.MatMul, op.MaxPool2D, op.AvgPool2D, op.GlobalAvgPool2D,
-	op.Relu, op.Add, op.Subtract, op.Multiply, op.BiasAdd, op.BatchNorm,
+	op.Relu, op.Clip, op.Add, op.Subtract, op.Multiply, op.BiasAdd, op.BatchNorm,
 }
 
 func compositeSpec(name string) (*CompositeSpec, bool) {
@@ -181,6 +189,14 @@ func matchComposite(spec *CompositeSpec, fn *graph.Function) (*compositeMatch, e
 		}
 		e = c.Args[0]
 	}
+	var clip *graph.Call
+	if spec.Clip {
+		c, ok := isCall(e, op.Clip)
+		if !ok {
+			return nil, fmt.Errorf("body is %s, want clip", graph.Describe(e))
+		}
+		clip, e = c, c.Args[0]
+	}
 	if spec.Add {
 		c, ok := isCall(e, op.Add)
 		if !ok {
@@ -212,6 +228,10 @@ func matchComposite(spec *CompositeSpec, fn *graph.Function) (*compositeMatch, e
 		return nil, fmt.Errorf("want %s, found %s", spec.Anchor.Name, graph.Describe(e))
 	}
 	m := &compositeMatch{attrs: anchor.Attrs.Clone(), operands: []graph.Expr{anchor.Args[0], anchor.Args[1]}}
+	if clip != nil {
+		m.attrs["clip_min"] = clip.Attrs.Float("a_min")
+		m.attrs["clip_max"] = clip.Attrs.Float("a_max")
+	}
 	if bias != nil {
 		m.operands = append(m.operands, bias)
 	}
@@ -352,6 +372,19 @@ func checkOp(name string, attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorTy
 		}
 		return nil
 	case op.Relu:
+		return nil
+	case op.Clip:
+		lo, err := attrFloat(attrs, "a_min")
+		if err != nil {
+			return err
+		}
+		hi, err := attrFloat(attrs, "a_max")
+		if err != nil {
+			return err
+		}
+		if !(lo <= hi) {
+			return fmt.Errorf("clip bounds [%g, %g] are empty", lo, hi)
+		}
 		return nil
 	case op.Add, op.Subtract, op.Multiply:
 		_, err := binaryOrder(o, ins[0].Shape, ins[1].Shape, out.Shape)

@@ -11,7 +11,7 @@ import (
 // composite of Composites, in the same (priority) order: the anchor
 // (nn.conv2d or nn.dense of any two inputs), then the bias (nn.bias_add,
 // or add, of any input), the residual add (either operand order) and
-// nn.relu as the composite asks. Each entry's check asks Supported about
+// nn.relu or clip as the composite asks. Each entry's check asks Supported about
 // the composite call the match would become, so a match oneDNN cannot
 // run here (another dtype, a bias of the wrong shape) is refused with
 // the reason and its operators are partitioned one by one.
@@ -30,6 +30,9 @@ func compositePatterns() []pattern.Entry {
 		}
 		if spec.Relu {
 			p = pattern.IsOp(op.Relu, p)
+		}
+		if spec.Clip {
+			p = pattern.IsOp(op.Clip, p)
 		}
 		out = append(out, pattern.Entry{Name: name, Pattern: p, Check: func(r *pattern.Result) error {
 			c, err := r.Outline(ir.Attrs{graph.AttrComposite: name})
