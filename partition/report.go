@@ -133,7 +133,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	b.WriteString("partition:")
 	for _, t := range targets {
 		fmt.Fprintf(&b, " %s %d", t, r.Counts[t])
-		if n := r.Regions[t]; n > 0 {
+		if n := r.Regions[t]; n == 1 {
+			b.WriteString(" (1 region)")
+		} else if n > 1 {
 			fmt.Fprintf(&b, " (%d regions)", n)
 		}
 		b.WriteByte(',')

@@ -2,7 +2,8 @@
 # kiln's main demo: build kiln, compile the example MLP (an ONNX model
 # exported from PyTorch, shipped in examples/models/mlp) for the host CPU,
 # run and benchmark the compiled artifact, and compare its outputs with
-# PyTorch's; then do the same on the reference interpreter.
+# PyTorch's; then the same with oneDNN as an external backend (-t "dnnl,
+# c", printing the partition report) and on the reference interpreter.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_go
@@ -35,6 +36,23 @@ out/kiln bench "$ART" --runs 20
 echo
 echo "== comparing the compiled model with PyTorch's outputs (rtol 1e-3, atol 1e-5)"
 out/kiln test-onnx --engine compiled -t c -v "$MODEL"
+
+echo
+echo "== kiln compile $MODEL -t \"dnnl, c\" (BYOC: oneDNN takes what it supports; the partition report says where each ONNX node went)"
+out/kiln compile "$MODEL/model.onnx" -t "dnnl, c" -o "$ART-dnnl" -v | sed -n '/^partition:/,$p'
+
+echo
+echo "== kiln run $ART-dnnl"
+out/kiln run "$ART-dnnl" --input "input=$MODEL/test_data_set_0/input_0.pb" --output-dir out/demo/dnnl
+
+echo
+echo "== kiln bench $ART-dnnl --runs 20"
+out/kiln bench "$ART-dnnl" --runs 20
+
+echo
+echo "== comparing -t \"dnnl, c\" and -t \"cblas, c\" with PyTorch's outputs (rtol 1e-3, atol 1e-5)"
+out/kiln test-onnx --engine compiled -t "dnnl, c" "$MODEL"
+out/kiln test-onnx --engine compiled -t "cblas, c" "$MODEL"
 
 echo
 echo "== kiln run $MODEL (reference engine)"
