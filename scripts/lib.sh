@@ -11,6 +11,20 @@ need_go() {
 	fi
 }
 
+# apt_install PACKAGE... installs Debian packages (with sudo when not root).
+apt_install() {
+	[ $# -eq 0 ] && return 0
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "error: missing $* and no apt-get to install them" >&2
+		exit 1
+	fi
+	local sudo=""
+	[ "$(id -u)" -ne 0 ] && sudo="sudo"
+	echo "== installing $*"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@"
+}
+
 # need_packages CMD:PACKAGE... installs the Debian PACKAGE for each CMD that
 # is missing (only then, and only with apt-get available).
 need_packages() {
@@ -18,16 +32,7 @@ need_packages() {
 	for spec in "$@"; do
 		command -v "${spec%%:*}" >/dev/null 2>&1 || missing+=("${spec#*:}")
 	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	if ! command -v apt-get >/dev/null 2>&1; then
-		echo "error: missing ${missing[*]} and no apt-get to install them" >&2
-		exit 1
-	fi
-	local sudo=""
-	[ "$(id -u)" -ne 0 ] && sudo="sudo"
-	echo "== installing ${missing[*]}"
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+	apt_install "${missing[@]}"
 }
 
 # need_debs PACKAGE... installs the Debian packages that are not installed
@@ -37,16 +42,7 @@ need_debs() {
 	for pkg in "$@"; do
 		dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	if ! command -v apt-get >/dev/null 2>&1; then
-		echo "error: missing ${missing[*]} and no apt-get to install them" >&2
-		exit 1
-	fi
-	local sudo=""
-	[ "$(id -u)" -ne 0 ] && sudo="sudo"
-	echo "== installing ${missing[*]}"
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+	apt_install "${missing[@]}"
 }
 
 # need_backends installs what kiln's built-in external backends link
