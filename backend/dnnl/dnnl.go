@@ -22,12 +22,11 @@
 // composites are fused as the primitive's bias and post-ops (eltwise
 // relu, sum).
 //
-// Threads: oneDNN here runs on OpenMP (libgomp, as kiln's generated C).
-// Each kernel call sets omp_set_num_threads on the calling OS thread
-// just before executing, to the count given to the module's
-// SetNumThreads (0, the default: every processor, omp_get_num_procs).
-// runtime.SetNumThreads reaches only DSO modules today; the JSON module
-// has the same SetNumThreads(int) bool method for it.
+// Threads: oneDNN here runs on OpenMP (libgomp, as kiln's generated C)
+// and splits each primitive's work for the thread count at its creation,
+// so primitives are created, and run, with the count given to
+// runtime.SetNumThreads (0, the default: every processor); a new count
+// makes the JSON module build its kernels again before the next run.
 package dnnl
 
 import (

@@ -16,6 +16,10 @@ typedef struct {
 
 static void* kd_allocate(void) { return DNNL_MEMORY_ALLOCATE; }
 
+// kd_set_threads sets the calling thread's OpenMP thread count (n <= 0:
+// every processor).
+static void kd_set_threads(int n) { omp_set_num_threads(n > 0 ? n : omp_get_num_procs()); }
+
 // kd_run binds the run's buffers, sets the OpenMP thread count on this
 // OS thread and executes the steps in order.
 static int kd_run(dnnl_stream_t s, int nthreads, int nbind, dnnl_memory_t* mems, void** ptrs, int nsteps, kd_step* steps) {
@@ -23,7 +27,7 @@ static int kd_run(dnnl_stream_t s, int nthreads, int nbind, dnnl_memory_t* mems,
 		dnnl_status_t st = dnnl_memory_set_data_handle(mems[i], ptrs[i]);
 		if (st != dnnl_success) return (int)st;
 	}
-	omp_set_num_threads(nthreads > 0 ? nthreads : omp_get_num_procs());
+	kd_set_threads(nthreads);
 	for (int i = 0; i < nsteps; i++) {
 		dnnl_status_t st = dnnl_primitive_execute(steps[i].prim, s, steps[i].nargs, steps[i].args);
 		if (st != dnnl_success) return (int)st;
@@ -80,9 +84,14 @@ func (s *kernelSet) init() error {
 	return s.err
 }
 
-// SetNumThreads sets the OpenMP thread count kernels run with (n <= 0:
-// every processor).
-func (s *kernelSet) SetNumThreads(n int) { s.threads.Store(int32(max(0, min(n, 1<<20)))) }
+// SetNumThreads sets the OpenMP thread count kernels are built and run
+// with (n <= 0: every processor) and reports whether it changed: oneDNN
+// splits a primitive's work for the thread count at its creation, so the
+// module then builds its kernels again.
+func (s *kernelSet) SetNumThreads(n int) bool {
+	v := int32(max(0, min(n, 1<<20)))
+	return s.threads.Swap(v) != v
+}
 
 func dnnlError(what string, st C.dnnl_status_t) error {
 	return fmt.Errorf("oneDNN: %s: status %d", what, int(st))
@@ -447,6 +456,11 @@ func (s *kernelSet) Prepare(ctx *jsonrt.PrepareContext) (jsonrt.Kernel, error) {
 	if err := s.init(); err != nil {
 		return nil, err
 	}
+	// Primitives take the calling thread's OpenMP thread count at
+	// creation: give them the count they will run with.
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	C.kd_set_threads(C.int(s.threads.Load()))
 	ins, out, err := nodeTypes(ctx.Graph, ctx.ID)
 	if err != nil {
 		return nil, err

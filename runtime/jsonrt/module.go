@@ -41,9 +41,12 @@ type Kernel interface {
 }
 
 // ThreadSetter is implemented by a KernelSet whose kernels use a thread
-// pool; Module.SetNumThreads forwards to it.
+// pool; Module.SetNumThreads forwards to it. It reports whether the
+// count changed, in which case the module builds its kernels again before
+// the next run (kernels such as oneDNN's fix their work split for the
+// thread count they are built with).
 type ThreadSetter interface {
-	SetNumThreads(n int)
+	SetNumThreads(n int) (changed bool)
 }
 
 // PrepareContext is what KernelSet.Prepare receives for one node.
@@ -187,10 +190,15 @@ func (m *Module) GetFunction(name string) (runtime.PackedFunc, bool) {
 // the pool's default.
 func (m *Module) SetNumThreads(n int) bool {
 	ts, ok := m.set.(ThreadSetter)
-	if ok {
-		ts.SetNumThreads(n)
+	if !ok {
+		return false
 	}
-	return ok
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ts.SetNumThreads(n) {
+		m.prepared = false
+	}
+	return true
 }
 
 // SetConstants binds every const node by name. A missing constant, or

@@ -337,3 +337,53 @@ func TestConstantAndCallErrors(t *testing.T) {
 		t.Errorf("found a function the module does not export")
 	}
 }
+
+// threadKernels is goKernels with a thread count, as oneDNN's kernel set:
+// a changed count makes the module build its kernels again.
+type threadKernels struct {
+	goKernels
+	n int
+}
+
+func (s *threadKernels) SetNumThreads(n int) bool {
+	changed := n != s.n
+	s.n = n
+	return changed
+}
+
+func TestSetNumThreadsRebuildsKernels(t *testing.T) {
+	set := &threadKernels{}
+	m, err := New("kiln_test_json", testGraph(), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := tensor.FromFloat32s(ir.Shape{2, 3}, []float32{1, -2, 3, -4, 5, -6})
+	c := tensor.FromFloat32s(ir.Shape{2, 3}, []float32{10, 20, 30, 40, 50, 60})
+	if err := m.SetConstants(map[string]*tensor.Tensor{"c": c}); err != nil {
+		t.Fatal(err)
+	}
+	want := run(t, m, x)
+	steps := []struct {
+		n        int
+		prepared int // kernel builds so far (4 kernel nodes per build)
+	}{{0, 4}, {1, 8}, {1, 8}, {2, 12}}
+	for _, s := range steps {
+		if !m.SetNumThreads(s.n) {
+			t.Fatalf("SetNumThreads(%d) = false for a thread-pool kernel set", s.n)
+		}
+		if got := run(t, m, x); !reflect.DeepEqual(got, want) {
+			t.Errorf("%d threads: got %v, want %v", s.n, got, want)
+		}
+		if set.prepared != s.prepared {
+			t.Errorf("after SetNumThreads(%d): %d kernel builds, want %d", s.n, set.prepared, s.prepared)
+		}
+	}
+	// A kernel set without a thread pool does not take a count.
+	plain, err := New("kiln_test_json", testGraph(), &goKernels{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.SetNumThreads(2) {
+		t.Errorf("SetNumThreads on a kernel set without threads = true")
+	}
+}
