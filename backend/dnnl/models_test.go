@@ -18,23 +18,7 @@ import (
 // outputs must match PyTorch's (rtol 1e-3, atol 1e-4, as kiln's
 // conformance runs).
 func TestResNet18(t *testing.T) {
-	dir, err := shared.Path("models", "resnet18")
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := registry(t).ParseList("dnnl, c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "art")
-	var rep partition.Report
-	if _, err := build.Compile(model.Module, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: out, Report: &rep, ModuleName: "resnet18"}); err != nil {
-		t.Fatal(err)
-	}
+	rep := compileShared(t, "resnet18")
 	convs, composites := 0, map[string]int{}
 	for _, n := range rep.Nodes {
 		if n.Op != "nn.conv2d" {
@@ -52,6 +36,53 @@ func TestResNet18(t *testing.T) {
 	want := map[string]int{CompositeConv2DBiasRelu: 9, CompositeConv2DBiasAddRelu: 8, CompositeConv2DBias: 3}
 	if fmt.Sprint(composites) != fmt.Sprint(want) {
 		t.Errorf("composites %v, want %v", composites, want)
+	}
+}
+
+// TestMobileNetV2 checks that MobileNet's conv → bias → clip (relu6)
+// chains become dnnl.conv2d_bias_clip composites (clip as a post-op, the
+// pattern table's priority putting it before conv2d_bias) and that the
+// outputs match.
+func TestMobileNetV2(t *testing.T) {
+	rep := compileShared(t, "mobilenet_v2")
+	clips := 0
+	for _, n := range rep.Nodes {
+		if n.Op == "clip" {
+			clips++
+			if n.Target != "dnnl" || n.Composite != CompositeConv2DBiasClip {
+				t.Errorf("%s: clip on %s in %q", n.Node, n.Target, n.Composite)
+			}
+		}
+		if n.Op == "nn.conv2d" && (n.Target != "dnnl" || n.Composite == "") {
+			t.Errorf("%s: conv2d on %s in %q", n.Node, n.Target, n.Composite)
+		}
+	}
+	if clips != 35 {
+		t.Errorf("%d clips, want mobilenet_v2's 35", clips)
+	}
+}
+
+// compileShared compiles ../shared/models/NAME with "dnnl, c", runs the
+// artifact on the stored input and compares with PyTorch's output (rtol
+// 1e-3, atol 1e-4), and returns the partition report.
+func compileShared(t *testing.T, name string) *partition.Report {
+	t.Helper()
+	dir, err := shared.Path("models", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := registry(t).ParseList("dnnl, c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "art")
+	var rep partition.Report
+	if _, err := build.Compile(model.Module, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: out, Report: &rep, ModuleName: name}); err != nil {
+		t.Fatal(err)
 	}
 	art, err := build.LoadArtifact(out)
 	if err != nil {
@@ -72,4 +103,5 @@ func TestResNet18(t *testing.T) {
 	if err := tensor.AllClose(got[0], ref, 1e-3, 1e-4); err != nil {
 		t.Errorf("output: %v", err)
 	}
+	return &rep
 }

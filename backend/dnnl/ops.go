@@ -63,14 +63,14 @@ var Composites = []CompositeSpec{
 	{Name: CompositeConv2DBiasAdd, Doc: "add(nn.bias_add(nn.conv2d(x, w), b), y)", Anchor: op.Conv2D, Bias: true, Add: true},
 	{Name: CompositeConv2DAddRelu, Doc: "nn.relu(add(nn.conv2d(x, w), y))", Anchor: op.Conv2D, Add: true, Relu: true},
 	{Name: CompositeConv2DBiasRelu, Doc: "nn.relu(nn.bias_add(nn.conv2d(x, w), b))", Anchor: op.Conv2D, Bias: true, Relu: true},
+	{Name: CompositeConv2DBiasClip, Doc: "clip(nn.bias_add(nn.conv2d(x, w), b))", Anchor: op.Conv2D, Bias: true, Clip: true},
 	{Name: CompositeConv2DAdd, Doc: "add(nn.conv2d(x, w), y)", Anchor: op.Conv2D, Add: true},
 	{Name: CompositeConv2DBias, Doc: "nn.bias_add(nn.conv2d(x, w), b)", Anchor: op.Conv2D, Bias: true},
 	{Name: CompositeConv2DRelu, Doc: "nn.relu(nn.conv2d(x, w))", Anchor: op.Conv2D, Relu: true},
+	{Name: CompositeConv2DClip, Doc: "clip(nn.conv2d(x, w))", Anchor: op.Conv2D, Clip: true},
 	{Name: CompositeDenseBiasRelu, Doc: "nn.relu(nn.bias_add(nn.dense(x, w), b)) or nn.relu(add(nn.dense(x, w), b))", Anchor: op.Dense, Bias: true, Relu: true},
 	{Name: CompositeDenseBias, Doc: "nn.bias_add(nn.dense(x, w), b) or add(nn.dense(x, w), b)", Anchor: op.Dense, Bias: true},
 	{Name: CompositeDenseRelu, Doc: "nn.relu(nn.dense(x, w))", Anchor: op.Dense, Relu: true},
-	{Name: CompositeConv2DBiasClip, Doc: "clip(nn.bias_add(nn.conv2d(x, w), b))", Anchor: op.Conv2D, Bias: true, Clip: true},
-	{Name: CompositeConv2DClip, Doc: "clip(nn.conv2d(x, w))", Anchor: op.Conv2D, Clip: true},
 }
 
 // Operators dnnl takes as single calls (float32 only, see Supported).
