@@ -14,6 +14,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/kiln-dev/kiln/codegen/c"
 )
 
 // Exit statuses.
@@ -122,11 +124,26 @@ func notYet(stderr io.Writer, what string) int {
 	return exitUsage
 }
 
-// fail prints a one-line error and returns exitFail.
+// fail prints a one-line error and returns exitFail. A C compiler failure
+// is followed by the compiler's diagnostics (at most compilerLines lines),
+// indented.
 func fail(stderr io.Writer, cmd string, err error) int {
 	fmt.Fprintf(stderr, "kiln %s: %s\n", cmd, oneLine(err.Error()))
+	var ce *c.CompileError
+	if errors.As(err, &ce) && ce.Output != "" {
+		lines := strings.Split(ce.Output, "\n")
+		if len(lines) > compilerLines {
+			lines = append(lines[:compilerLines], fmt.Sprintf("... (%d more lines)", len(lines)-compilerLines))
+		}
+		for _, l := range lines {
+			fmt.Fprintf(stderr, "    %s\n", l)
+		}
+	}
 	return exitFail
 }
+
+// compilerLines bounds the C compiler diagnostics fail prints.
+const compilerLines = 40
 
 // oneLine keeps the first line of a message (the importer appends stacks
 // to internal errors).

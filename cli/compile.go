@@ -11,6 +11,7 @@ import (
 
 	"github.com/kiln-dev/kiln/build"
 	"github.com/kiln-dev/kiln/frontend/onnx"
+	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
@@ -143,6 +144,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print per-stage timings, graph pass statistics and the full partition report")
 	requireOffload := fs.Bool("require-offload", false, "fail when partitioning leaves operators on the host")
 	reportJSON := fs.String("report-json", "", "write the partition report as JSON to this file")
+	reportHTML := fs.String("report-html", "", "write the graph coloured by target and the partition report as one HTML page to this file")
 	var imp importOptions
 	imp.register(fs)
 	var devs deviceFlags
@@ -215,6 +217,19 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, "compile", err)
 		}
 	}
+	if *reportHTML != "" {
+		var devOf func(graph.Expr) string
+		var r *partition.Report
+		if rep.Counts != nil {
+			r, devOf = &rep, reportTargets(model.Module, &rep)
+		}
+		err := writeFileAtomic(*reportHTML, func(w io.Writer) error {
+			return writeHTML(w, moduleName(pos[0]), describe(model, devOf), r)
+		})
+		if err != nil {
+			return fail(stderr, "compile", fmt.Errorf("--report-html: %v", err))
+		}
+	}
 	md := res.Metadata
 	fmt.Fprintf(stdout, "compiled %s for %q in %s (import %s, build %s)\n", pos[0], md.Target, roundDur(tImport+tCompile), roundDur(tImport), roundDur(tCompile))
 	fmt.Fprintf(stdout, "  %d kernels, executor %s, %s, %s\n", md.Kernels, md.Executor, plural(len(md.Inputs), "input"), plural(len(md.Outputs), "output"))
@@ -279,13 +294,5 @@ func writePartitionReport(w io.Writer, rep *partition.Report, verbose bool, json
 	if jsonPath == "" {
 		return nil
 	}
-	f, err := os.Create(jsonPath)
-	if err != nil {
-		return err
-	}
-	if err := rep.WriteJSON(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeFileAtomic(jsonPath, rep.WriteJSON)
 }

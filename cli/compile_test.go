@@ -235,3 +235,35 @@ func kilnTempDirs(t *testing.T) int {
 	}
 	return len(m)
 }
+
+// TestCompilerFailure: when the C compiler fails, compile exits 1, prints
+// the compiler's diagnostics under the error, and leaves no artifact.
+func TestCompilerFailure(t *testing.T) {
+	dir := t.TempDir()
+	cc := filepath.Join(dir, "badcc")
+	script := "#!/bin/sh\necho 'kiln_lib.c:12:3: error: boom' >&2\necho 'second line' >&2\nexit 1\n"
+	if err := os.WriteFile(cc, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CC", cc)
+	out := filepath.Join(dir, "m.kiln")
+	code, _, stderr := kiln("compile", filepath.Join(mlpDir, "model.onnx"), "-t", "c", "-o", out)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr)
+	}
+	for _, want := range []string{"kiln_lib.c with " + cc + " failed (exit status 1):\n", "\n    kiln_lib.c:12:3: error: boom\n    second line\n"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "kept") {
+		t.Errorf("stderr claims something was kept:\n%s", stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("artifact %s exists after a failed compile (%v)", out, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("left behind in %s: %v", dir, entries)
+	}
+}

@@ -144,6 +144,12 @@ func partitionView(mod *graph.Module, p *placement) (*partition.Report, func(gra
 	if err != nil {
 		return nil, nil, err
 	}
+	return rep, reportTargets(mod, rep), nil
+}
+
+// reportTargets maps the calls of mod's main function to their targets in
+// rep ("dnnl #2", "host").
+func reportTargets(mod *graph.Module, rep *partition.Report) func(graph.Expr) string {
 	// Report entries are matched to the calls by ONNX node and operator
 	// (partitioning rebuilds the graph, merging composites, so calls
 	// differ), in order for repeated pairs.
@@ -171,5 +177,5 @@ func partitionView(mod *graph.Module, p *placement) (*partition.Report, func(gra
 			where[e] = fmt.Sprintf("%s #%d", n.Target, n.Region)
 		}
 	})
-	return rep, func(e graph.Expr) string { return where[e] }, nil
+	return func(e graph.Expr) string { return where[e] }
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"encoding/xml"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -270,5 +272,74 @@ func TestInspectShowsPartition(t *testing.T) {
 	code, stdout, _ = kiln(append(args, "--format", "dot")...)
 	if code != 0 || !strings.Contains(stdout, `\n@ccompiler"`) {
 		t.Errorf("dot: exit %d:\n%s", code, stdout)
+	}
+}
+
+// TestHTMLReport checks inspect --format html and compile --report-html:
+// one well-formed, self-contained page whose SVG has a box per input, node
+// and output, filled with the colour of its target, and whose tables say
+// why each host node stayed there.
+func TestHTMLReport(t *testing.T) {
+	model := filepath.Join(mlpDir, "model.onnx")
+	code, page, stderr := kiln("inspect", model, "-t", "ccompiler, c", "--format", "html")
+	if code != 0 {
+		t.Fatalf("inspect: exit %d: %s", code, stderr)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "report.html")
+	code, _, stderr = kiln("compile", model, "-t", "ccompiler, c", "-o", filepath.Join(dir, "m.kiln"), "--report-html", file)
+	if code != 0 {
+		t.Fatalf("compile: exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, page := range map[string]string{"inspect": page, "compile": string(b)} {
+		checkHTMLReport(t, name, page)
+	}
+}
+
+func checkHTMLReport(t *testing.T, name, page string) {
+	t.Helper()
+	dec := xml.NewDecoder(strings.NewReader(page))
+	fills := map[string]int{}
+	nodes := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: not well-formed: %v", name, err)
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		for _, a := range se.Attr {
+			if (a.Name.Local == "src" || a.Name.Local == "href") && !strings.HasPrefix(a.Value, "#") {
+				t.Errorf("%s: refers to another file: <%s %s=%q>", name, se.Name.Local, a.Name.Local, a.Value)
+			}
+			if a.Name.Local == "class" && a.Value == "node" {
+				nodes++
+			}
+			if se.Name.Local == "rect" && a.Name.Local == "fill" {
+				fills[a.Value]++
+			}
+		}
+	}
+	// The MLP: one input, nine calls (3 dense, 3 add, 2 relu, softmax), one
+	// output; ccompiler takes the three adds.
+	if nodes != 11 {
+		t.Errorf("%s: %d node boxes, want 11", name, nodes)
+	}
+	if fills[htmlPalette[0]] != 3 || fills[htmlHostColour] != 6 {
+		t.Errorf("%s: fills %v, want 3 %s (ccompiler) and 6 %s (host)", name, fills, htmlPalette[0], htmlHostColour)
+	}
+	for _, want := range []string{"<td>/1/Relu</td><td>nn.relu</td><td>ccompiler: nn.relu is not supported (add, subtract, multiply only)</td>", "<td>ccompiler #1</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("%s: page lacks %q", name, want)
+		}
 	}
 }

@@ -36,9 +36,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch *format {
-	case "text", "json", "dot":
-	case "html":
-		return notYet(stderr, "inspect --format html")
+	case "text", "json", "dot", "html":
 	default:
 		fmt.Fprintf(stderr, "kiln inspect: --format %q: want text, json, dot or html\n", *format)
 		return exitUsage
@@ -119,6 +117,8 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		err = enc.Encode(info)
 	case "dot":
 		err = writeDot(w, model, devOf)
+	case "html":
+		err = writeHTML(w, moduleName(pos[0]), describe(model, devOf), rep)
 	}
 	if err != nil {
 		return fail(stderr, "inspect", err)

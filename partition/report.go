@@ -149,16 +149,23 @@ func (r *Report) WriteText(w io.Writer) error {
 		if node == "" {
 			node = "-"
 		}
-		where := n.Target
-		if n.Region >= 0 {
-			where = fmt.Sprintf("%s #%d", n.Target, n.Region)
-		}
-		if n.Composite != "" {
-			where += " (" + n.Composite + ")"
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", node, n.Op, where, strings.Join(n.Why, "; "))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", node, n.Op, n.Where(), strings.Join(n.Why, "; "))
 	}
 	return tw.Flush()
+}
+
+// Where is the entry's place as the text report prints it: the target,
+// its region number when offloaded, and the composite it belongs to, as in
+// "dnnl #3 (dnnl.conv2d_bias_relu)".
+func (n NodeReport) Where() string {
+	where := n.Target
+	if n.Region >= 0 {
+		where = fmt.Sprintf("%s #%d", n.Target, n.Region)
+	}
+	if n.Composite != "" {
+		where += " (" + n.Composite + ")"
+	}
+	return where
 }
 
 // WriteJSON prints the report as one JSON document.

@@ -130,10 +130,26 @@ func Build(src *Source, dir string, opts BuildOptions) (string, error) {
 		if len(msg) > max {
 			msg = msg[:max] + "\n... (output truncated)"
 		}
-		return "", fmt.Errorf("codegen/c: compiling %s with %s failed (%v); sources kept in %s:\n%s", srcPath, cc[0], err, dir, msg)
+		return "", &CompileError{Compiler: cc[0], Source: srcPath, Err: err, Output: msg}
 	}
 	return libPath, nil
 }
+
+// CompileError is a C compiler failure: which compiler, on which source,
+// how it exited, and what it printed (truncated when very long).
+type CompileError struct {
+	Compiler, Source string
+	Err              error
+	Output           string
+}
+
+// Error is one line saying what failed followed by the compiler's output.
+func (e *CompileError) Error() string {
+	return fmt.Sprintf("codegen/c: compiling %s with %s failed (%v):\n%s", e.Source, e.Compiler, e.Err, e.Output)
+}
+
+// Unwrap returns the compiler process's error.
+func (e *CompileError) Unwrap() error { return e.Err }
 
 // compilerCommand splits the compiler command: explicit, $CC, or "cc".
 func compilerCommand(cc string) []string {
