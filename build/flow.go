@@ -215,9 +215,9 @@ func lowerAll(mod *graph.Module, cfg Config, scratch string, stage func(string, 
 
 	t0 = time.Now()
 	if prims.Len() > 0 {
-		out, err := tirtransform.NewPipeline().Run(prims)
+		out, err := runTIRPasses(ccfg, prims)
 		if err != nil {
-			return nil, fmt.Errorf("TIR passes: %w", err)
+			return nil, err
 		}
 		prims = out
 	}
@@ -337,4 +337,74 @@ func targetNames(cfg *device.CompilationConfig) []string {
 		out[i] = t.String()
 	}
 	return out
+}
+
+// runTIRPasses runs the TIR pipeline: the built-in passes on every
+// PrimFunc, plus, on the PrimFuncs of a kind with TIRPasses (attribute
+// target=<kind name>), the passes the kind adds for its target.
+func runTIRPasses(cfg *device.CompilationConfig, prims *tir.Module) (*tir.Module, error) {
+	groups := map[*target.Target]*tir.Module{}
+	rest := &tir.Module{}
+	for _, f := range prims.Funcs() {
+		kind, _ := f.Attrs[tir.AttrTarget].(string)
+		var owner *target.Target
+		for _, t := range cfg.Primitives {
+			if t.Kind.Name == kind && t.Kind.TIRPasses != nil {
+				owner = t
+				break
+			}
+		}
+		g := rest
+		if owner != nil {
+			if g = groups[owner]; g == nil {
+				g = &tir.Module{}
+				groups[owner] = g
+			}
+		}
+		if err := g.Add(f); err != nil {
+			return nil, err
+		}
+	}
+	if len(groups) == 0 {
+		out, err := tirtransform.NewPipeline().Run(prims)
+		if err != nil {
+			return nil, fmt.Errorf("TIR passes: %w", err)
+		}
+		return out, nil
+	}
+	out := &tir.Module{}
+	run := func(p *tirtransform.Pipeline, m *tir.Module, who string) error {
+		if m.Len() == 0 {
+			return nil
+		}
+		done, err := p.Run(m)
+		if err != nil {
+			return fmt.Errorf("TIR passes%s: %w", who, err)
+		}
+		for _, f := range done.Funcs() {
+			if err := out.Add(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := run(tirtransform.NewPipeline(), rest, ""); err != nil {
+		return nil, err
+	}
+	for _, t := range cfg.Primitives {
+		g := groups[t]
+		if g == nil {
+			continue
+		}
+		p := tirtransform.NewPipeline()
+		for _, pass := range t.Kind.TIRPasses(t) {
+			if err := p.Register(pass); err != nil {
+				return nil, fmt.Errorf("target %s: %w", t.Kind.Name, err)
+			}
+		}
+		if err := run(p, g, " of target "+t.Kind.Name); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

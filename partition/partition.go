@@ -46,6 +46,10 @@ func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*grap
 	if err := graph.InferTypes(mod); err != nil {
 		return nil, nil, fmt.Errorf("partition: %w", err)
 	}
+	mod, err := runGraphPasses(mod, targets, target.PrePartitioning)
+	if err != nil {
+		return nil, nil, err
+	}
 	main := mod.Main()
 	if main == nil {
 		return nil, nil, fmt.Errorf("partition: module has no main function")
@@ -65,25 +69,61 @@ func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*grap
 		main = inlined
 		ann = Annotate(main, targets)
 	}
-	regions := Regions(main, ann, !opts.NoMerge)
+	var merge func(*target.Target) bool
+	if !opts.NoMerge {
+		merge = func(t *target.Target) bool { return t.Kind.Partitioning == nil || !t.Kind.Partitioning.KeepRegionsApart }
+	}
+	regions := Regions(main, ann, merge)
 	rep := newReport(main, ann, regions, refused)
 	if opts.RequireOffload {
 		if err := rep.hostError(); err != nil {
 			return nil, rep, err
 		}
 	}
-	if len(regions) == 0 {
-		return mod, rep, nil
-	}
 	if main != mod.Main() {
 		mod = mod.ShallowCopy()
 		mod.Funcs["main"] = main
 	}
-	out, err := Outline(mod, regions, opts)
-	if err != nil {
-		return nil, rep, err
+	out := mod
+	if len(regions) > 0 {
+		if out, err = Outline(mod, regions, opts); err != nil {
+			return nil, rep, err
+		}
+	}
+	for _, ph := range []target.GraphPhase{target.PostPartitioning0, target.PostPartitioning1} {
+		if out, err = runGraphPasses(out, targets, ph); err != nil {
+			return nil, rep, err
+		}
 	}
 	return out, rep, nil
+}
+
+// runGraphPasses runs the graph passes of phase ph of every target's kind,
+// in target order, each kind's in registration order, type-checking the
+// module after each.
+func runGraphPasses(mod *graph.Module, targets []*target.Target, ph target.GraphPhase) (*graph.Module, error) {
+	for _, t := range targets {
+		if t.Kind.Partitioning == nil {
+			continue
+		}
+		for _, p := range t.Kind.Partitioning.Passes {
+			if p.Phase != ph || p.Run == nil {
+				continue
+			}
+			out, err := p.Run(t, mod)
+			if err != nil {
+				return nil, fmt.Errorf("partition: target %s: %s graph pass %s: %w", t.Kind.Name, ph, p.Name, err)
+			}
+			if out == nil || out.Main() == nil {
+				return nil, fmt.Errorf("partition: target %s: %s graph pass %s returned no main function", t.Kind.Name, ph, p.Name)
+			}
+			if err := graph.InferTypes(out); err != nil {
+				return nil, fmt.Errorf("partition: target %s: %s graph pass %s left an ill-typed module: %w", t.Kind.Name, ph, p.Name, err)
+			}
+			mod = out
+		}
+	}
+	return mod, nil
 }
 
 // mergeComposites runs MergeComposite with the pattern table of each

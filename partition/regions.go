@@ -106,12 +106,12 @@ func (d *dag) cycleIfMerged(a, b map[int]bool) bool {
 	return false
 }
 
-// Regions groups the annotated calls of fn. Without merge every call is
-// its own region. With merge (MergeCompilerRegions), a call joins the
-// region of each producer on the same target, greedily in topological
+// Regions groups the annotated calls of fn. Without merge (nil) every
+// call is its own region. With merge (MergeCompilerRegions), a call on a
+// target merge accepts joins the region of each producer on that target, greedily in topological
 // order, unless the merge would create a dependency cycle through a call
 // outside the region; such refusals are recorded as cuts.
-func Regions(fn *graph.Function, ann *Annotation, merge bool) []*Region {
+func Regions(fn *graph.Function, ann *Annotation, merge func(*target.Target) bool) []*Region {
 	d := newDAG(fn)
 	regionOf := make([]int, len(d.calls)) // region id per call, -1: host
 	members := map[int]map[int]bool{}
@@ -123,10 +123,10 @@ func Regions(fn *graph.Function, ann *Annotation, merge bool) []*Region {
 			members[i] = map[int]bool{i: true}
 		}
 	}
-	if merge {
+	if merge != nil {
 		for i, c := range d.calls {
 			t, ok := ann.Target[c]
-			if !ok {
+			if !ok || !merge(t) {
 				continue
 			}
 			for _, j := range d.deps[i] {

@@ -76,10 +76,21 @@ func ForKey(s string) Key { return Key{Generic: s} }
 type Registry struct {
 	mu    sync.RWMutex
 	impls map[*op.Op]map[Key][]Implementation
+	base  *Registry
 }
 
 // NewRegistry makes an empty registry.
 func NewRegistry() *Registry { return &Registry{impls: map[*op.Op]map[Key][]Implementation{}} }
+
+// NewOverlay makes an empty registry layered over base: its candidates
+// are its own implementations and base's, by priority (its own first
+// among equals). Adding to it leaves base untouched, so a backend can
+// keep its implementations out of the shared table.
+func NewOverlay(base *Registry) *Registry {
+	r := NewRegistry()
+	r.base = base
+	return r
+}
 
 // Add registers an implementation. A second implementation with the same
 // name for the same op and key is an error.
@@ -123,6 +134,9 @@ func (r *Registry) Candidates(c *Call) []Implementation {
 	var out []Implementation
 	for _, k := range keys {
 		out = append(out, m[k]...)
+	}
+	if r.base != nil {
+		out = append(out, r.base.Candidates(c)...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].PLevel > out[j].PLevel })
 	return out

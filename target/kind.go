@@ -8,6 +8,7 @@ import (
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/pattern"
+	tirtransform "github.com/kiln-dev/kiln/tir/transform"
 )
 
 // DeviceType is a DLPack-style device type.
@@ -80,6 +81,63 @@ type Kind struct {
 	// the function to use; it must keep the parameters' and result's
 	// types.
 	PartitionPass func(fn *graph.Function) (*graph.Function, error)
+	// Partitioning adds the kind's graph passes around partitioning and
+	// may keep its regions apart (UMA's partitioner); nil means neither.
+	Partitioning *Partitioning
+	// TIRPasses, when set, returns the passes the build adds to the TIR
+	// pipeline that lowers the kind's PrimFuncs (those with attribute
+	// target=<kind name>) for target t, each in its phase after the
+	// built-ins of that phase. Other PrimFuncs never see them.
+	TIRPasses func(t *Target) []tirtransform.Pass
+}
+
+// GraphPhase is when partitioning runs a kind's graph pass.
+type GraphPhase int
+
+// The graph pass phases, in the order partitioning runs them.
+const (
+	// PrePartitioning runs on the whole module before MergeComposite.
+	PrePartitioning GraphPhase = iota
+	// PostPartitioning0 runs right after PartitionGraph, on the module
+	// with the partitioned functions outlined.
+	PostPartitioning0
+	// PostPartitioning1 runs after every kind's PostPartitioning0 passes,
+	// on the re-typed module: the last graph-level step before the build
+	// hands the kind its functions.
+	PostPartitioning1
+)
+
+// String names the phase as UMA does ("PrePartitioning", ...).
+func (p GraphPhase) String() string {
+	switch p {
+	case PrePartitioning:
+		return "PrePartitioning"
+	case PostPartitioning0:
+		return "PostPartitioning0"
+	case PostPartitioning1:
+		return "PostPartitioning1"
+	}
+	return fmt.Sprintf("GraphPhase(%d)", int(p))
+}
+
+// GraphPass is a module pass a kind runs during partitioning. Run
+// receives the kind's target instance (for its attributes) and returns
+// the new module; it must not modify its input.
+type GraphPass struct {
+	Name  string
+	Phase GraphPhase
+	Run   func(t *Target, mod *graph.Module) (*graph.Module, error)
+}
+
+// Partitioning is a kind's part in partitioning besides Supports and
+// Patterns.
+type Partitioning struct {
+	// Passes run in their phase, in slice order, each kind's in the
+	// order of the compilation's target list.
+	Passes []GraphPass
+	// KeepRegionsApart skips MergeCompilerRegions for the kind: each
+	// offloaded call (or composite) becomes a function of its own.
+	KeepRegionsApart bool
 }
 
 // CCodegen is what a kind adds to the default C code generation of its

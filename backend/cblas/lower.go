@@ -27,7 +27,7 @@ func relayToTIR(ctx *target.HookContext, mod *graph.Module, prims *tir.Module) e
 			return err
 		}
 		if len(consts) > 0 {
-			passConstants(mod, of, fn, consts)
+			target.PassConstants(mod, of, fn, consts)
 			of.Fn = fn
 		}
 		if _, err := target.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
@@ -37,37 +37,13 @@ func relayToTIR(ctx *target.HookContext, mod *graph.Module, prims *tir.Module) e
 	return nil
 }
 
-// prepare inlines the composite functions called in fn, checks that the
-// result can be lowered and lifts its constants into trailing parameters.
-// It returns the new function (fn itself when nothing changed) and the
-// lifted constants in parameter order.
+// prepare inlines the composite functions called in fn, lifts its
+// constants into trailing parameters (target.PrepareForLowering) and
+// checks that the result can be lowered.
 func prepare(fn *graph.Function) (*graph.Function, []*graph.Constant, error) {
-	body := inlineComposites(fn.Body)
-	var consts []*graph.Constant
-	params := append([]*graph.Var(nil), fn.Params...)
-	lifted := map[*graph.Constant]*graph.Var{}
-	graph.PostOrder(body, func(e graph.Expr) {
-		if c, ok := e.(*graph.Constant); ok && lifted[c] == nil {
-			v := graph.NewVar(fmt.Sprintf("cblas_const%d", len(consts)), c.Type())
-			lifted[c] = v
-			consts = append(consts, c)
-			params = append(params, v)
-		}
-	})
-	if len(consts) > 0 {
-		body = graph.Rewrite(body, func(e graph.Expr) graph.Expr {
-			if c, ok := e.(*graph.Constant); ok {
-				return lifted[c]
-			}
-			return e
-		})
-	}
-	out := fn
-	if body != fn.Body || len(consts) > 0 {
-		out = &graph.Function{Params: params, Body: body, Attrs: fn.Attrs.Clone()}
-		if err := graph.InferFunction(nil, out); err != nil {
-			return nil, nil, err
-		}
+	out, consts, err := target.PrepareForLowering(fn, "cblas_const")
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, p := range out.Params {
 		if err := checkTensor(p.Type()); err != nil {
@@ -78,78 +54,6 @@ func prepare(fn *graph.Function) (*graph.Function, []*graph.Constant, error) {
 		return nil, nil, err
 	}
 	return out, consts, nil
-}
-
-// inlineComposites replaces every call of a function literal (a composite
-// of a pattern) under body by the function's body with its parameters
-// bound to the call's arguments.
-func inlineComposites(body graph.Expr) graph.Expr {
-	return graph.Rewrite(body, func(e graph.Expr) graph.Expr {
-		c, ok := e.(*graph.Call)
-		if !ok {
-			return e
-		}
-		inner, ok := c.Fn.(*graph.Function)
-		if !ok || len(inner.Params) != len(c.Args) {
-			return e
-		}
-		bind := map[graph.Expr]graph.Expr{}
-		for i, p := range inner.Params {
-			bind[p] = c.Args[i]
-		}
-		return graph.Rewrite(inlineComposites(inner.Body), func(x graph.Expr) graph.Expr {
-			if r, ok := bind[x]; ok {
-				return r
-			}
-			return x
-		})
-	})
-}
-
-// passConstants rewrites every call of the owned function in mod to pass
-// the lifted constants after its arguments, and to call fn (the function
-// with the extra parameters) instead; a module-level function is replaced
-// under its name.
-func passConstants(mod *graph.Module, of target.OwnedFunction, fn *graph.Function, consts []*graph.Constant) {
-	extra := make([]graph.Expr, len(consts))
-	for i, c := range consts {
-		extra[i] = c
-	}
-	for _, name := range mod.Names() {
-		if name == of.Name {
-			continue
-		}
-		f := mod.Funcs[name]
-		body := graph.Rewrite(f.Body, func(e graph.Expr) graph.Expr {
-			call, ok := e.(*graph.Call)
-			if !ok || call.Op != nil {
-				return e
-			}
-			callee := call.Fn
-			switch g := call.Fn.(type) {
-			case *graph.Function:
-				if g != of.Fn {
-					return e
-				}
-				callee = fn
-			case *graph.GlobalVar:
-				if of.Name == "" || g.Name != of.Name {
-					return e
-				}
-			default:
-				return e
-			}
-			nc := graph.NewFuncCall(callee, append(append([]graph.Expr(nil), call.Args...), extra...))
-			nc.Span = call.Span
-			return nc
-		})
-		if body != f.Body {
-			mod.Funcs[name] = &graph.Function{Params: f.Params, Body: body, RetType: f.RetType, Attrs: f.Attrs}
-		}
-	}
-	if of.Name != "" {
-		mod.Funcs[of.Name] = fn
-	}
 }
 
 // gemm is the geometry of one matrix product as a (batch of) row-major
