@@ -71,7 +71,9 @@ func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*grap
 	}
 	var merge func(*target.Target) bool
 	if !opts.NoMerge {
-		merge = func(t *target.Target) bool { return t.Kind.Partitioning == nil || !t.Kind.Partitioning.KeepRegionsApart }
+		merge = func(t *target.Target) bool {
+			return t.Kind.Partitioning == nil || !t.Kind.Partitioning.KeepRegionsApart
+		}
 	}
 	regions := Regions(main, ann, merge)
 	rep := newReport(main, ann, regions, refused)
