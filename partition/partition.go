@@ -130,9 +130,9 @@ func runGraphPasses(mod *graph.Module, targets []*target.Target, ph target.Graph
 
 // mergeComposites runs MergeComposite with the pattern table of each
 // external target, in target order, and returns the matches the tables'
-// checks refused, by the ONNX node of their root.
-func mergeComposites(main *graph.Function, targets []*target.Target) (*graph.Function, map[string][]string, error) {
-	refused := map[string][]string{}
+// checks refused, by their root call (refusalOf).
+func mergeComposites(main *graph.Function, targets []*target.Target) (*graph.Function, map[refusalKey][]string, error) {
+	refused := map[refusalKey][]string{}
 	for _, t := range targets {
 		if t.Kind.Supports == nil || len(t.Kind.Patterns) == 0 {
 			continue
@@ -142,13 +142,29 @@ func mergeComposites(main *graph.Function, targets []*target.Target) (*graph.Fun
 			return nil, nil, fmt.Errorf("partition: target %s: %w", t.Kind.Name, err)
 		}
 		for _, r := range rej {
-			if c, ok := r.Root.(*graph.Call); ok && c.Span != "" {
-				refused[c.Span] = append(refused[c.Span], fmt.Sprintf("%s: composite %s refused: %s", t.Kind.Name, r.Composite, r.Reason))
+			if c, ok := r.Root.(*graph.Call); ok {
+				k := refusalOf(c)
+				refused[k] = append(refused[k], fmt.Sprintf("%s: composite %s refused: %s", t.Kind.Name, r.Composite, r.Reason))
 			}
 		}
 		main = out
 	}
 	return main, refused, nil
+}
+
+// refusalKey finds a refused composite's root call again after later
+// rewrites: by ONNX node and operator, or, for a call without an ONNX
+// node, by the call itself.
+type refusalKey struct {
+	span, op string
+	call     *graph.Call
+}
+
+func refusalOf(c *graph.Call) refusalKey {
+	if c.Span == "" {
+		return refusalKey{call: c}
+	}
+	return refusalKey{span: c.Span, op: callName(c)}
 }
 
 // Annotation is what Annotate decided for each call of a function.

@@ -44,7 +44,7 @@ type NodeReport struct {
 	Why []string `json:"why,omitempty"`
 }
 
-func newReport(fn *graph.Function, ann *Annotation, regions []*Region, refused map[string][]string) *Report {
+func newReport(fn *graph.Function, ann *Annotation, regions []*Region, refused map[refusalKey][]string) *Report {
 	rep := &Report{Counts: map[string]int{}, Regions: map[string]int{}}
 	regionOf := map[*graph.Call]int{}
 	cut := map[*graph.Call]string{}
@@ -71,7 +71,7 @@ func newReport(fn *graph.Function, ann *Annotation, regions []*Region, refused m
 				n.Why = []string{why}
 			}
 		} else {
-			n.Why = append(append([]string(nil), refused[c.Span]...), ann.Why[c]...)
+			n.Why = append(append([]string(nil), refused[refusalOf(c)]...), ann.Why[c]...)
 			if len(n.Why) == 0 {
 				n.Why = []string{"no external target takes it"}
 			}

@@ -1,0 +1,135 @@
+// Package umatest holds helpers for testing UMA backends: a registry with
+// the host kind and the backend, compiling a graph module for a target
+// string into an artifact and running it, and loading the models of
+// ../shared (compared with their reference outputs). Test code of uma and its examples uses it; a vendor's tests
+// can too.
+package umatest
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/frontend/onnx"
+	"github.com/kiln-dev/kiln/internal/shared"
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/partition"
+	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/tensor"
+)
+
+// Registry makes a registry holding kind "c" and the kinds the register
+// functions add.
+func Registry(t testing.TB, register ...func(*target.Registry) error) *target.Registry {
+	t.Helper()
+	r := target.NewRegistry()
+	if err := r.Register(target.C); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range register {
+		if err := f(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// Compiled is an artifact a test built and ran.
+type Compiled struct {
+	// Dir is the artifact directory.
+	Dir string
+	// Outputs are the run's outputs, flattened.
+	Outputs []*tensor.Tensor
+	// Report is the partition report (empty without external targets).
+	Report partition.Report
+}
+
+// CompileRun compiles mod for targets (parsed in r) into a fresh
+// directory, loads the artifact and runs it on inputs (one per main
+// parameter, in order).
+func CompileRun(t testing.TB, r *target.Registry, targets string, mod *graph.Module, inputs []*tensor.Tensor) *Compiled {
+	t.Helper()
+	l, err := r.ParseList(targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Compiled{Dir: filepath.Join(t.TempDir(), "art")}
+	if _, err := build.Compile(mod, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: c.Dir, Report: &c.Report, ModuleName: "test"}); err != nil {
+		t.Fatalf("compiling for %q: %v", targets, err)
+	}
+	art, err := build.LoadArtifact(c.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]*tensor.Tensor{}
+	for i, p := range mod.Main().Params {
+		vals[p.Name] = inputs[i]
+	}
+	if c.Outputs, err = art.Run(vals); err != nil {
+		t.Fatalf("running the %q artifact: %v", targets, err)
+	}
+	return c
+}
+
+// Source reads a file of the artifact (the generated C, say).
+func (c *Compiled) Source(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.Dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// RandomInputs makes uniform [-1, 1) inputs for main's parameters.
+func RandomInputs(rng *rand.Rand, mod *graph.Module) []*tensor.Tensor {
+	var ins []*tensor.Tensor
+	for _, p := range mod.Main().Params {
+		tt := p.Type().(*ir.TensorType)
+		v := tensor.New(tt.DType, tt.Shape)
+		for i := range v.Float32s() {
+			v.Float32s()[i] = rng.Float32()*2 - 1
+		}
+		ins = append(ins, v)
+	}
+	return ins
+}
+
+// CompileModel compiles ../shared/models/NAME for targets (parsed in r),
+// runs it on the stored inputs of test_data_set_0 and compares every
+// output with the stored reference (PyTorch's) within rtol 1e-3, atol
+// 1e-4, as kiln's conformance runs do.
+func CompileModel(t testing.TB, r *target.Registry, targets, name string) *Compiled {
+	t.Helper()
+	dir, err := shared.Path("models", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs []*tensor.Tensor
+	for i := range model.Inputs {
+		in, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("input_%d.pb", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, in)
+	}
+	c := CompileRun(t, r, targets, model.Module, inputs)
+	for i, got := range c.Outputs {
+		want, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("output_%d.pb", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
+			t.Errorf("%s output %d: %v", name, i, err)
+		}
+	}
+	return c
+}
