@@ -5,6 +5,7 @@ import (
 	"github.com/kiln-dev/kiln/backend/ccompiler"
 	"github.com/kiln-dev/kiln/backend/dnnl"
 	"github.com/kiln-dev/kiln/target"
+	ultratrail "github.com/kiln-dev/kiln/uma/examples/ultra_trail"
 	vanilla "github.com/kiln-dev/kiln/uma/examples/vanilla_accelerator"
 )
 
@@ -14,7 +15,7 @@ import (
 // vendor's own command (a main package calling cli.Main) registers its
 // kinds the same way before calling Main.
 func init() {
-	for _, register := range []func(*target.Registry) error{ccompiler.Register, dnnl.Register, cblas.Register, vanilla.Register} {
+	for _, register := range []func(*target.Registry) error{ccompiler.Register, dnnl.Register, cblas.Register, vanilla.Register, ultratrail.Register} {
 		if err := register(target.Default); err != nil {
 			panic(err) // a built-in name registered twice: a programming error
 		}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/kiln-dev/kiln/build"
 	"github.com/kiln-dev/kiln/frontend/onnx"
-	"github.com/kiln-dev/kiln/internal/shared"
 	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/internal/shared"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/target"
