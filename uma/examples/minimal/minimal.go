@@ -34,7 +34,7 @@ func Register(r *target.Registry) error {
 	eligible := func(m *pattern.Result) error {
 		c := m.Root.(*graph.Call)
 		s, pb, pe, _, _ := op.SpatialAttrs(c.Attrs, 2) // validated by the importer
-		k := c.Args[1].Type().(*ir.TensorType).Shape // OIHW
+		k := c.Args[1].Type().(*ir.TensorType).Shape   // OIHW
 		if s[0] != 1 || s[1] != 1 || c.Attrs.Int("groups") != 1 || pb[0] != pb[1] || pb[0] != pe[0] || pe[0] != pe[1] || k[2] != k[3] || c.Args[0].Type().(*ir.TensorType).Shape[0] != 1 {
 			return fmt.Errorf("want batch 1, stride 1, one group, square kernel, equal padding")
 		}
