@@ -36,9 +36,10 @@ var commands = []command{
 	{"compile", "compile a model for targets into a runnable artifact", runCompile},
 	{"run", "run a model on input files and print or save its outputs", runRun},
 	{"bench", "measure a compiled model's latency", runBench},
-	{"inspect", "print a model's graph IR (text, json or dot)", runInspect},
+	{"inspect", "print a model's graph IR (text, json, dot or html)", runInspect},
 	{"targets", "list the registered targets", runTargets},
 	{"test-onnx", "run ONNX backend-test directories and compare outputs", runTestONNX},
+	{"new-backend", "scaffold a UMA accelerator backend package", runNewBackend},
 }
 
 // Main runs the kiln command line on args (without the program name) and
@@ -66,7 +67,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: kiln COMMAND [arguments]\n\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'kiln COMMAND -h' for a command's flags.")
 }
