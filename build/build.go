@@ -74,6 +74,12 @@ type Config struct {
 	DumpGraph io.Writer
 	// Progress, when set, receives one line per finished stage with its time.
 	Progress io.Writer
+	// Executor is ExecutorGraph (the default when empty: graph.json run by
+	// the runtime's graph executor) or ExecutorAOT (a C project with one
+	// run function and static memory; see package aot).
+	Executor string
+	// AOT configures the AOT executor.
+	AOT AOTOptions
 }
 
 // TensorMeta names and types one model input or output.
@@ -101,6 +107,8 @@ type Metadata struct {
 	// Constants names the file holding the constants target modules
 	// asked for (ConstantUpdater), or is empty.
 	Constants string `json:"constants,omitempty"`
+	// AOT describes an AOT artifact (executor "aot"), or is nil.
+	AOT *AOTMeta `json:"aot,omitempty"`
 }
 
 // Stage is the time one compilation stage took.
@@ -151,9 +159,19 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 	}
 	defer os.RemoveAll(scratch)
 
+	switch cfg.Executor {
+	case "", ExecutorGraph, ExecutorAOT:
+	default:
+		return nil, fmt.Errorf("build: unknown executor %q (want %s or %s)", cfg.Executor, ExecutorGraph, ExecutorAOT)
+	}
 	low, err := lowerAll(mod, cfg, scratch, stage)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Executor == ExecutorAOT {
+		if low.prims, err = liftWorkspaces(low.prims); err != nil {
+			return nil, fmt.Errorf("TIR passes: %w", err)
+		}
 	}
 	res.Impls = low.impls
 	main := low.mod.Main()
@@ -171,6 +189,22 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 		return nil, fmt.Errorf("internal error: the generated graph program is invalid: %w", err)
 	}
 	stage("executor codegen", t0)
+
+	if cfg.Executor == ExecutorAOT {
+		tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(cfg.Out)), ".kiln-build-")
+		if err != nil {
+			return nil, fmt.Errorf("build: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		res.Metadata = Metadata{Kiln: Version, Target: targetListString(low.cfg), Devices: devicesOf(gj)}
+		if err := compileAOT(cfg, low, gj, params, outputNames, tmp, scratch, res, stage); err != nil {
+			return nil, err
+		}
+		if err := replaceDir(tmp, cfg.Out); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
 
 	t0 = time.Now()
 	env := &hookEnv{cfg: low.cfg, labels: cfg.Labels, scratch: scratch}
@@ -308,7 +342,17 @@ func replaceDir(tmp, out string) error {
 // Artifact is a loaded artifact ready to run.
 type Artifact struct {
 	Metadata Metadata
-	Exec     *runtime.GraphExecutor
+	// Exec runs a graph artifact; nil for an AOT artifact, whose Run
+	// executes its compiled test program.
+	Exec *runtime.GraphExecutor
+	dir  string
+}
+
+// Close releases the executor (nothing for an AOT artifact).
+func (a *Artifact) Close() {
+	if a.Exec != nil {
+		a.Exec.Close()
+	}
 }
 
 // LoadArtifact loads an artifact directory: its library, graph program and
@@ -321,6 +365,15 @@ func LoadArtifact(dir string) (*Artifact, error) {
 	}
 	if err := json.Unmarshal(data, &md); err != nil {
 		return nil, fmt.Errorf("%s/metadata.json: %w", dir, err)
+	}
+	if md.Executor == ExecutorAOT {
+		if md.AOT == nil || md.AOT.Binary == "" || filepath.Base(md.AOT.Binary) != md.AOT.Binary {
+			return nil, fmt.Errorf("%s/metadata.json: an AOT artifact without a valid \"aot\" section", dir)
+		}
+		if _, err := os.Stat(filepath.Join(dir, md.AOT.Binary)); err != nil {
+			return nil, fmt.Errorf("%s: the AOT test program is missing: %w", dir, err)
+		}
+		return &Artifact{Metadata: md, dir: dir}, nil
 	}
 	lib, err := runtime.LoadLibrary(filepath.Join(dir, "kiln_lib.so"))
 	if err != nil {
@@ -381,6 +434,9 @@ func LoadArtifact(dir string) (*Artifact, error) {
 
 // Run sets the inputs by name, runs and returns the outputs in order.
 func (a *Artifact) Run(inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	if a.Exec == nil {
+		return runAOT(a.dir, a.Metadata, inputs)
+	}
 	return a.Exec.Execute(inputs)
 }
 

@@ -51,7 +51,7 @@ func (c *compiledEngine) prepare(m *onnx.Model) error {
 		c.cfg.temps.track(tmp, true)
 	}
 	if c.art != nil {
-		c.art.Exec.Close()
+		c.art.Close()
 		c.art = nil
 	}
 	out := filepath.Join(c.tmp, fmt.Sprintf("artifact%d", c.n))
@@ -78,7 +78,7 @@ func (c *compiledEngine) run(m *onnx.Model, argv []*tensor.Tensor) ([]*tensor.Te
 
 func (c *compiledEngine) close() {
 	if c.art != nil {
-		c.art.Exec.Close()
+		c.art.Close()
 		c.art = nil
 	}
 	if c.tmp != "" {

@@ -227,7 +227,7 @@ func runArtifact(dir string, inputs []string, vals map[string]*tensor.Tensor, o 
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
-	defer art.Exec.Close()
+	defer art.Close()
 	tLoad := time.Since(t0)
 	if vals == nil {
 		decl, err := artifactInputs(art.Metadata)

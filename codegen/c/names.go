@@ -3,6 +3,8 @@ package c
 import (
 	"strconv"
 	"strings"
+
+	"github.com/kiln-dev/kiln/ir"
 )
 
 // cKeywords are the C99/C11 keywords and the names of types and macros the
@@ -176,4 +178,26 @@ func exportedSymbol(s string) string {
 		}
 	}
 	return s
+}
+
+// StorageType is the C type of one element of a buffer of dtype d as the
+// generated functions take it ("float", "int64_t", "uint16_t" for
+// float16, ...), for code that declares buffers for them (the AOT
+// executor's harness).
+func StorageType(d ir.DType) string { return storageType(d) }
+
+// DTypeCode is the kiln_dtype_code enumerator and the bit width of d, as
+// a kiln_tensor describes it; an unsupported dtype is an error.
+func DTypeCode(d ir.DType) (code string, bits int, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ge, ok := p.(genError)
+			if !ok {
+				panic(p)
+			}
+			err = ge.err
+		}
+	}()
+	code, bits = dtypeCode(d)
+	return code, bits, nil
 }

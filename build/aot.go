@@ -1,0 +1,380 @@
+package build
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kiln-dev/kiln/aot"
+	cgen "github.com/kiln-dev/kiln/codegen/c"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/runtime"
+	"github.com/kiln-dev/kiln/tensor"
+	"github.com/kiln-dev/kiln/tir"
+	tirtransform "github.com/kiln-dev/kiln/tir/transform"
+)
+
+// Executors Config.Executor accepts.
+const (
+	ExecutorGraph = "graph"
+	ExecutorAOT   = "aot"
+)
+
+// AOTOptions configure the ahead-of-time executor.
+type AOTOptions struct {
+	// UnpackedAPI calls the host's kernels through their unpacked form
+	// (raw pointers, no argument checks) instead of the packed one.
+	UnpackedAPI bool
+	// ConstantsAsCArray writes the weights as a C array; otherwise as a
+	// binary file included by the assembler. Nil chooses the C array up
+	// to 4 MiB of constants.
+	ConstantsAsCArray *bool
+}
+
+// AOTMeta is the "aot" section of an AOT artifact's metadata.json.
+type AOTMeta struct {
+	// Module is the C name of the model: the entry is kiln_<Module>_run.
+	Module string `json:"module"`
+	// WorkspaceBytes is the planned workspace pool.
+	WorkspaceBytes int64 `json:"workspace_bytes"`
+	// LowerBound is the largest total size of simultaneously live
+	// intermediate tensors: no plan can use less.
+	LowerBound int64 `json:"workspace_lower_bound"`
+	// Algorithm is the planner whose result was kept.
+	Algorithm string `json:"planner"`
+	// ConstantsBytes is the constants pool.
+	ConstantsBytes int64 `json:"constants_bytes"`
+	// Binary is the test program built from the project (main.c).
+	Binary string `json:"binary"`
+}
+
+// constantsCArrayLimit is the largest constants pool written as a C array
+// by default.
+const constantsCArrayLimit = 4 << 20
+
+// aotModuleName is the C name of the model.
+func aotModuleName(name string) string {
+	if name == "" {
+		name = "default"
+	}
+	return aot.Identifier(strings.ToLower(name))
+}
+
+// liftWorkspaces applies LiftWorkspaces to every PrimFunc: the AOT
+// executor plans their scratch buffers.
+func liftWorkspaces(prims *tir.Module) (*tir.Module, error) {
+	return tirtransform.LiftWorkspaces().Apply(prims)
+}
+
+// compileAOT writes the AOT C project of a lowered model into tmp, builds
+// its test program with the C compiler, and fills res.Metadata.
+func compileAOT(cfg Config, low *lowered, gj *GraphJSON, params map[string]*tensor.Tensor, outputNames []string, tmp, scratch string, res *Result, stage func(string, time.Time)) error {
+	t0 := time.Now()
+	env := &hookEnv{cfg: low.cfg, labels: cfg.Labels, scratch: scratch}
+	defPrims, hookMods, err := codegenTargets(env, low.prims)
+	if err != nil {
+		return err
+	}
+	copts := cgen.Options{StackLimit: cgen.DefaultStackLimit, NoPipeline: true, AllowEmpty: true}
+	applyCCodegen(low.cfg, &copts, nil)
+	src, err := cgen.Generate(defPrims, copts)
+	if err != nil {
+		return fmt.Errorf("C codegen: %w", err)
+	}
+	bopts := cgen.BuildOptionsForTarget(low.cfg.Host)
+	applyCCodegen(low.cfg, nil, &bopts)
+	files := map[string][]byte{cgen.SourceName: []byte(src.Code)}
+	for i, em := range append(append([]externalModule(nil), low.external...), hookMods...) {
+		m, ok := em.module.(*runtime.CSourceModule)
+		if !ok {
+			return fmt.Errorf("target %s: its %q module cannot be called from the AOT executor's C (only C source modules can); use --executor graph", em.target.Kind.Name, em.module.Kind())
+		}
+		if strings.Contains(m.Code, "malloc(") {
+			return fmt.Errorf("target %s: its generated C allocates with malloc, which the AOT executor's static memory plan does not allow", em.target.Kind.Name)
+		}
+		files[fmt.Sprintf("ext%d_%s.c", i, fileSafe(m.Label, em.target.Kind.Name))] = []byte(m.Code)
+		bopts.ExtraFlags = append(bopts.ExtraFlags, m.CFlags...)
+		bopts.LDFlags = append(bopts.LDFlags, m.LDFlags...)
+	}
+	for _, f := range bopts.ExtraSources {
+		files[f.Name] = f.Data
+	}
+	module := aotModuleName(cfg.ModuleName)
+	prog, err := aotProgram(module, gj, params, low, src, cfg.AOT.UnpackedAPI, outputNames, res)
+	if err != nil {
+		return err
+	}
+	var asArray bool
+	var constBytes int64
+	for _, c := range prog.Constants {
+		constBytes += int64(len(c.Data)) + aot.Alignment
+	}
+	if cfg.AOT.ConstantsAsCArray != nil {
+		asArray = *cfg.AOT.ConstantsAsCArray
+	} else {
+		asArray = constBytes <= constantsCArrayLimit
+	}
+	var names []string
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	gen, err := aot.Generate(prog, aot.Options{ConstantsAsCArray: asArray, LDLibs: bopts.LDFlags, CFlags: bopts.ExtraFlags, Sources: names})
+	if err != nil {
+		return err
+	}
+	for n, d := range gen.Files {
+		files[n] = d
+	}
+	for name, data := range files {
+		if err := writeFile(tmp, name, data); err != nil {
+			return err
+		}
+	}
+	if err := cgen.WriteHeaders(filepath.Join(tmp, "include")); err != nil {
+		return err
+	}
+	stage("codegen", t0)
+
+	t0 = time.Now()
+	bin := "kiln_" + module
+	if err := buildAOTBinary(tmp, bin, bopts); err != nil {
+		return err
+	}
+	stage("C compile", t0)
+	res.Metadata.Executor = ExecutorAOT
+	res.Metadata.Kernels = len(prog.Calls)
+	res.Metadata.Params = "linked"
+	res.Metadata.AOT = &AOTMeta{Module: module, WorkspaceBytes: gen.Plan.Size, LowerBound: gen.Plan.LowerBound, Algorithm: gen.Plan.Algorithm, ConstantsBytes: gen.ConstantsBytes, Binary: bin}
+	mj, err := json.MarshalIndent(res.Metadata, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile(tmp, "metadata.json", mj)
+}
+
+// buildAOTBinary compiles every .c file of dir into the test program with
+// the flags of the project's Makefile plus -Werror: the generated C must
+// compile warning-free.
+func buildAOTBinary(dir, bin string, bopts cgen.BuildOptions) error {
+	srcs, err := filepath.Glob(filepath.Join(dir, "*.c"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(srcs)
+	cc := strings.Fields(bopts.CC)
+	if len(cc) == 0 {
+		cc = strings.Fields(os.Getenv("CC"))
+	}
+	if len(cc) == 0 {
+		cc = []string{"cc"}
+	}
+	args := append(cc[1:], aot.CFlags...)
+	args = append(args, "-Werror", "-Iinclude", "-I.")
+	args = append(args, bopts.ExtraFlags...)
+	for _, s := range srcs {
+		args = append(args, filepath.Base(s))
+	}
+	args = append(args, "-o", bin, "-lm")
+	args = append(args, bopts.LDFlags...)
+	cmd := exec.Command(cc[0], args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(out.String())
+		if len(msg) > 8000 {
+			msg = msg[:8000] + "\n... (output truncated)"
+		}
+		return fmt.Errorf("C compiler: %w", &cgen.CompileError{Compiler: cc[0], Source: "the AOT project", Err: err, Output: msg})
+	}
+	return nil
+}
+
+// aotProgram turns the graph program into the AOT executor's program:
+// inputs and constants from its "null" nodes, one call per kernel node
+// (with the workspaces LiftWorkspaces gave the PrimFunc as extra
+// temporaries), outputs written in place by the kernels that produce them.
+func aotProgram(module string, gj *GraphJSON, params map[string]*tensor.Tensor, low *lowered, src *cgen.Source, unpacked bool, outputNames []string, res *Result) (*aot.Program, error) {
+	main := low.mod.Main()
+	p := &aot.Program{Module: module}
+	inputIndex := map[string]int{}
+	for i, prm := range main.Params {
+		tt, ok := prm.Type().(*ir.TensorType)
+		if !ok {
+			return nil, fmt.Errorf("aot: input %s is not a tensor", prm.Name)
+		}
+		inputIndex[prm.Name] = i
+		p.Inputs = append(p.Inputs, aot.Tensor{Name: prm.Name, DType: tt.DType, Shape: tt.Shape})
+		res.Metadata.Inputs = append(res.Metadata.Inputs, meta(prm.Name, tt))
+	}
+	entryType := func(e int) (aot.Tensor, error) {
+		dt, err := ir.ParseDType(gj.Attrs.DLType[e])
+		if err != nil {
+			return aot.Tensor{}, err
+		}
+		return aot.Tensor{DType: dt, Shape: ir.Shape(gj.Attrs.Shape[e])}, nil
+	}
+	entryID := func(node, index int) int { return gj.NodeRowPtr[node] + index }
+	// Outputs: the first head naming an entry gets it; later ones copy.
+	headOf := map[int]int{}
+	for k, h := range gj.Heads {
+		e := entryID(h[0], h[1])
+		t, err := entryType(e)
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("out%d", k)
+		if k < len(outputNames) && outputNames[k] != "" {
+			name = outputNames[k]
+		}
+		t.Name = name
+		p.Outputs = append(p.Outputs, t)
+		res.Metadata.Outputs = append(res.Metadata.Outputs, TensorMeta{Name: name, DType: t.DType.String(), Shape: append([]int64{}, t.Shape...)})
+		if _, dup := headOf[e]; !dup {
+			headOf[e] = k
+		}
+	}
+	refOf := map[int]aot.Ref{}
+	funcInfo := map[string]cgen.FuncInfo{}
+	for _, f := range src.Funcs {
+		funcInfo[f.Symbol] = f
+	}
+	for n, node := range gj.Nodes {
+		switch node.Op {
+		case "null":
+			if v, ok := params[node.Name]; ok {
+				refOf[entryID(n, 0)] = aot.Ref{Kind: aot.RefConstant, Index: len(p.Constants)}
+				p.Constants = append(p.Constants, v)
+				continue
+			}
+			i, ok := inputIndex[node.Name]
+			if !ok {
+				return nil, fmt.Errorf("aot: graph input %q is neither an input nor a parameter", node.Name)
+			}
+			refOf[entryID(n, 0)] = aot.Ref{Kind: aot.RefInput, Index: i}
+		case "kiln_op":
+			fn, _ := node.Attrs["func_name"].(string)
+			c := aot.Call{Func: fn}
+			for _, in := range node.Inputs {
+				r, ok := refOf[entryID(in[0], in[1])]
+				if !ok {
+					return nil, fmt.Errorf("aot: %s reads an entry computed later", fn)
+				}
+				c.Args = append(c.Args, r)
+			}
+			nout := gj.NodeRowPtr[n+1] - gj.NodeRowPtr[n]
+			for i := 0; i < nout; i++ {
+				e := entryID(n, i)
+				if k, ok := headOf[e]; ok {
+					refOf[e] = aot.Ref{Kind: aot.RefOutput, Index: k}
+				} else {
+					t, err := entryType(e)
+					if err != nil {
+						return nil, err
+					}
+					t.Name = fmt.Sprintf("%s_out%d", fn, i)
+					refOf[e] = aot.Ref{Kind: aot.RefTemp, Index: len(p.Temps)}
+					p.Temps = append(p.Temps, t)
+				}
+				c.Args = append(c.Args, refOf[e])
+			}
+			if pf := low.prims.Lookup(fn); pf != nil {
+				nws, _ := pf.Attrs[tirtransform.AttrWorkspaces].(int64)
+				for _, v := range pf.Params[len(pf.Params)-int(nws):] {
+					b := pf.BufferMap[v]
+					c.Args = append(c.Args, aot.Ref{Kind: aot.RefTemp, Index: len(p.Temps)})
+					p.Temps = append(p.Temps, aot.Tensor{Name: fn + "_" + b.Name, DType: b.DType, Shape: b.Shape})
+				}
+				if len(c.Args) != len(pf.Params) {
+					return nil, fmt.Errorf("aot: %s takes %d arguments, the program passes %d", fn, len(pf.Params), len(c.Args))
+				}
+			}
+			if fi, ok := funcInfo[fn]; ok && unpacked && allBuffers(fi) {
+				c.UnpackedDecl, c.Unpacked = fi.UnpackedDecl, fi.Unpacked
+			}
+			p.Calls = append(p.Calls, c)
+		default:
+			return nil, fmt.Errorf("aot: node %s (%s): the AOT executor runs on one device; device copies need the graph executor", node.Name, node.Op)
+		}
+	}
+	for k, h := range gj.Heads {
+		e := entryID(h[0], h[1])
+		if r := refOf[e]; r.Kind != aot.RefOutput || r.Index != k {
+			p.Copies = append(p.Copies, aot.Copy{From: r, Output: k})
+		}
+	}
+	return p, nil
+}
+
+// allBuffers reports whether every parameter of a generated function is a
+// buffer (the unpacked form then takes only pointers).
+func allBuffers(fi cgen.FuncInfo) bool {
+	for _, p := range fi.Params {
+		if p.Kind != "buffer" {
+			return false
+		}
+	}
+	return true
+}
+
+// runAOT runs an AOT artifact's test program on inputs (by name): each
+// input is written to a raw file, the program writes each output to a
+// raw file, which is read back.
+func runAOT(dir string, md Metadata, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	work, err := os.MkdirTemp("", "kiln-aot-run-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	var args []string
+	for i, in := range md.Inputs {
+		t, ok := inputs[in.Name]
+		if !ok {
+			return nil, fmt.Errorf("missing input %q", in.Name)
+		}
+		if t.DType.String() != in.DType || !t.Shape.Equal(ir.Shape(in.Shape)) {
+			return nil, fmt.Errorf("input %q: got %s %v, want %s %v", in.Name, t.DType, t.Shape, in.DType, in.Shape)
+		}
+		p := filepath.Join(work, fmt.Sprintf("in%d.bin", i))
+		if err := os.WriteFile(p, t.Data, 0o644); err != nil {
+			return nil, err
+		}
+		args = append(args, p)
+	}
+	if len(inputs) != len(md.Inputs) {
+		return nil, fmt.Errorf("got %d inputs, the model takes %d", len(inputs), len(md.Inputs))
+	}
+	for i := range md.Outputs {
+		args = append(args, filepath.Join(work, fmt.Sprintf("out%d.bin", i)))
+	}
+	cmd := exec.Command(filepath.Join(dir, md.AOT.Binary), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s: %v: %s", md.AOT.Binary, err, strings.TrimSpace(out.String()))
+	}
+	var outs []*tensor.Tensor
+	for i, o := range md.Outputs {
+		raw, err := os.ReadFile(filepath.Join(work, fmt.Sprintf("out%d.bin", i)))
+		if err != nil {
+			return nil, err
+		}
+		dt, err := ir.ParseDType(o.DType)
+		if err != nil {
+			return nil, err
+		}
+		t, err := tensor.FromBytes(dt, ir.Shape(o.Shape), raw)
+		if err != nil {
+			return nil, fmt.Errorf("output %q: %w", o.Name, err)
+		}
+		outs = append(outs, t)
+	}
+	return outs, nil
+}

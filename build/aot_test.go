@@ -1,0 +1,99 @@
+package build
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/frontend/onnx"
+	"github.com/kiln-dev/kiln/internal/shared"
+	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/tensor"
+)
+
+// compileAOTModel compiles ../shared/models/NAME with the AOT executor for
+// targets, runs the project's program (built with plain cc) on the stored
+// inputs and compares with PyTorch's outputs (rtol 1e-3, atol 1e-4).
+func compileAOTModel(t *testing.T, r *target.Registry, targets, name string) (string, *Result) {
+	t.Helper()
+	dir, err := shared.Path("models", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := r.ParseList(targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), name+".kiln")
+	var names []string
+	for _, o := range model.Outputs {
+		names = append(names, o.Name)
+	}
+	res, err := Compile(model.Module, names, Config{Host: l.Host, Targets: l.Targets, Out: out, ModuleName: name, Executor: ExecutorAOT})
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := LoadArtifact(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := map[string]*tensor.Tensor{}
+	for i, in := range model.Inputs {
+		v, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("input_%d.pb", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[in.Name] = v
+	}
+	got, err := art.Run(inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range got {
+		want, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("output_%d.pb", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tensor.AllClose(g, want, 1e-3, 1e-4); err != nil {
+			t.Errorf("%s output %d: %v", name, i, err)
+		}
+	}
+	return out, res
+}
+
+// TestAOTModels compiles every shared model for the host with the AOT
+// executor: outputs match PyTorch's, no generated file calls malloc, and
+// the workspace is within 1.1x of the liveness lower bound.
+func TestAOTModels(t *testing.T) {
+	r := target.NewRegistry()
+	if err := r.Register(target.C); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"conv1d_kws", "lenet", "mlp", "mobilenet_v2", "resnet18", "squeezenet1_1", "tiny_bert"} {
+		t.Run(name, func(t *testing.T) {
+			dir, res := compileAOTModel(t, r, "c", name)
+			a := res.Metadata.AOT
+			if a == nil || a.WorkspaceBytes < a.LowerBound || float64(a.WorkspaceBytes) > 1.1*float64(a.LowerBound) {
+				t.Errorf("workspace %+v: not within 1.1x of the lower bound", a)
+			}
+			t.Logf("%s: workspace %d bytes (%s), lower bound %d (%.3fx), constants %d bytes, %d kernels",
+				name, a.WorkspaceBytes, a.Algorithm, a.LowerBound, float64(a.WorkspaceBytes)/float64(max(a.LowerBound, 1)), a.ConstantsBytes, res.Metadata.Kernels)
+			srcs, _ := filepath.Glob(filepath.Join(dir, "*.c"))
+			for _, s := range srcs {
+				b, err := os.ReadFile(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(string(b), "malloc(") || strings.Contains(string(b), "free(") {
+					t.Errorf("%s allocates memory", filepath.Base(s))
+				}
+			}
+		})
+	}
+}
