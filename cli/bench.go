@@ -125,7 +125,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "bench", err)
 	}
-	defer art.Exec.Close()
+	defer art.Close()
+	if art.Exec == nil {
+		return fail(stderr, "bench", fmt.Errorf("%s is an AOT artifact: kiln bench measures the graph executor; time the project's program (make && ./kiln_MODEL ...) instead", dir))
+	}
 	rep.Target, rep.Kernels = art.Metadata.Target, art.Metadata.Kernels
 	decl, err := artifactInputs(art.Metadata)
 	if err != nil {

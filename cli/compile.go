@@ -36,6 +36,10 @@ type compileOptions struct {
 	// ModuleName names the model in partitioned functions' symbols
 	// (kiln_<module>_<compiler>_main_<n>); see moduleName.
 	ModuleName string
+	// Executor is build.ExecutorGraph (default) or build.ExecutorAOT.
+	Executor string
+	// AOT configures the AOT executor.
+	AOT build.AOTOptions
 }
 
 // moduleName is the module name of the model given as arg on the command
@@ -76,6 +80,8 @@ func compileModel(m *onnx.Model, opts compileOptions) (*build.Result, time.Durat
 		RequireOffload: opts.RequireOffload,
 		Report:         opts.Report,
 		ModuleName:     opts.ModuleName,
+		Executor:       opts.Executor,
+		AOT:            opts.AOT,
 	})
 	return res, time.Since(t0), err
 }
@@ -137,6 +143,9 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("compile", "MODEL.onnx -t \"TARGETS\" [--executor graph|aot] [-o OUT]", stderr)
 	targets := fs.String("t", "", "comma-separated target strings, host last (e.g. \"c -mcpu=native\")")
 	executor := fs.String("executor", "graph", "executor: graph or aot")
+	interfaceAPI := fs.String("interface-api", "c", "aot: the entry's interface (c: kiln_<model>_run with input/output structs)")
+	unpackedAPI := fs.Bool("unpacked-api", false, "aot: call the host kernels through their unpacked form (raw pointers, no argument checks)")
+	weights := fs.String("weights", "auto", "aot: constants as a C array (c-array), an assembler-included binary (blob), or auto (C array up to 4 MiB)")
 	out := fs.String("o", "", "output artifact directory (default: MODEL's name + .kiln)")
 	noFuse := fs.Bool("no-fuse", false, "compile every operator as its own kernel (no operator fusion)")
 	linkParams := fs.Bool("link-params", false, "link the weights into kiln_lib.so as read-only data instead of writing params.bin")
@@ -157,12 +166,12 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	switch *executor {
-	case "graph":
-	case "aot":
-		return notYet(stderr, "compile --executor aot")
-	default:
-		fmt.Fprintf(stderr, "kiln compile: --executor %q: want graph or aot\n", *executor)
+	aotOpts, code, ok := aotFlags(stderr, *executor, *interfaceAPI, *unpackedAPI, *weights, fs)
+	if !ok {
+		return code
+	}
+	if *executor == "aot" && *linkParams {
+		fmt.Fprintln(stderr, "kiln compile: --link-params is for --executor graph (an AOT project always contains its weights; see --weights)")
 		return exitUsage
 	}
 	if *targets == "" {
@@ -190,7 +199,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	}
 	tImport := time.Since(t0)
 	var rep partition.Report
-	opts := compileOptions{Place: place, Out: *out, NoFuse: *noFuse, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0])}
+	opts := compileOptions{Place: place, Out: *out, NoFuse: *noFuse, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts}
 	if *verbose {
 		fmt.Fprintf(stdout, "  %-22s %v\n", "import", tImport.Round(time.Microsecond))
 		opts.Progress = stdout
@@ -233,8 +242,53 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	md := res.Metadata
 	fmt.Fprintf(stdout, "compiled %s for %q in %s (import %s, build %s)\n", pos[0], md.Target, roundDur(tImport+tCompile), roundDur(tImport), roundDur(tCompile))
 	fmt.Fprintf(stdout, "  %d kernels, executor %s, %s, %s\n", md.Kernels, md.Executor, plural(len(md.Inputs), "input"), plural(len(md.Outputs), "output"))
+	if a := md.AOT; a != nil {
+		ratio := 1.0
+		if a.LowerBound > 0 {
+			ratio = float64(a.WorkspaceBytes) / float64(a.LowerBound)
+		}
+		fmt.Fprintf(stdout, "  AOT: workspace %d bytes (%s; liveness lower bound %d bytes, %.3fx), constants %d bytes, entry kiln_%s_run in kiln_%s.h\n",
+			a.WorkspaceBytes, a.Algorithm, a.LowerBound, ratio, a.ConstantsBytes, a.Module, a.Module)
+	}
 	fmt.Fprintf(stdout, "  artifact: %s\n", res.Dir)
 	return exitOK
+}
+
+// aotFlags checks the executor flags of compile and returns the AOT
+// options (or a usage exit status when ok is false).
+func aotFlags(stderr io.Writer, executor, interfaceAPI string, unpacked bool, weights string, fs *flag.FlagSet) (build.AOTOptions, int, bool) {
+	var o build.AOTOptions
+	switch executor {
+	case "graph":
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, name := range []string{"interface-api", "unpacked-api", "weights"} {
+			if set[name] {
+				fmt.Fprintf(stderr, "kiln compile: --%s is an option of --executor aot\n", name)
+				return o, exitUsage, false
+			}
+		}
+		return o, 0, true
+	case "aot":
+	default:
+		fmt.Fprintf(stderr, "kiln compile: --executor %q: want graph or aot\n", executor)
+		return o, exitUsage, false
+	}
+	if interfaceAPI != "c" {
+		fmt.Fprintf(stderr, "kiln compile: --interface-api %q: want c (kiln_<model>_run with input and output structs)\n", interfaceAPI)
+		return o, exitUsage, false
+	}
+	o.UnpackedAPI = unpacked
+	switch weights {
+	case "auto":
+	case "c-array", "blob":
+		asArray := weights == "c-array"
+		o.ConstantsAsCArray = &asArray
+	default:
+		fmt.Fprintf(stderr, "kiln compile: --weights %q: want c-array, blob or auto\n", weights)
+		return o, exitUsage, false
+	}
+	return o, 0, true
 }
 
 // writePassStats runs the graph passes once more on the model to print

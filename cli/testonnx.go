@@ -37,6 +37,9 @@ type TestConfig struct {
 	Targets *target.TargetList
 	// NoFuse disables operator fusion in the compiled engine.
 	NoFuse bool
+	// Executor is the compiled engine's executor: "graph" (default) or
+	// "aot" (the AOT C project's program, built with cc).
+	Executor string
 	// temps tracks the compiled engine's temporary directories (may be nil).
 	temps *tempDirs
 }
@@ -89,9 +92,8 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 		}
 	case "compiled":
 		switch *executor {
-		case "graph":
-		case "aot":
-			return notYet(stderr, "test-onnx --executor aot")
+		case "graph", "aot":
+			cfg.Executor = *executor
 		default:
 			fmt.Fprintf(stderr, "kiln test-onnx: --executor %q: want graph or aot\n", *executor)
 			return exitUsage
