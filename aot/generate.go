@@ -235,6 +235,18 @@ func runSource(p *Program, ins, outs []string, g *Generated) (string, error) {
 	return b.String(), nil
 }
 
+// ConstantsCArray is the source of kiln_<module>_constants.c defining the
+// constants pool data as a C array (what Options.ConstantsAsCArray
+// writes), for converting a project's binary pool.
+func ConstantsCArray(module string, data []byte) string { return constantsArray(module, data) }
+
+// BlobName and ConstantsName are the files of a project's constants pool:
+// the binary file (when not a C array) and the C source defining it.
+func BlobName(module string) string { return blobName(module) }
+
+// ConstantsName is the C source defining a project's constants pool.
+func ConstantsName(module string) string { return constantsName(module) }
+
 // constantsArray defines the pool as a C array.
 func constantsArray(m string, data []byte) string {
 	var b strings.Builder

@@ -16,7 +16,7 @@ import (
 // compileAOTModel compiles ../shared/models/NAME with the AOT executor for
 // targets, runs the project's program (built with plain cc) on the stored
 // inputs and compares with PyTorch's outputs (rtol 1e-3, atol 1e-4).
-func compileAOTModel(t *testing.T, r *target.Registry, targets, name string) (string, *Result) {
+func compileAOTModel(t *testing.T, r *target.Registry, targets, name string, opts AOTOptions) (string, *Result) {
 	t.Helper()
 	dir, err := shared.Path("models", name)
 	if err != nil {
@@ -35,7 +35,7 @@ func compileAOTModel(t *testing.T, r *target.Registry, targets, name string) (st
 	for _, o := range model.Outputs {
 		names = append(names, o.Name)
 	}
-	res, err := Compile(model.Module, names, Config{Host: l.Host, Targets: l.Targets, Out: out, ModuleName: name, Executor: ExecutorAOT})
+	res, err := Compile(model.Module, names, Config{Host: l.Host, Targets: l.Targets, Out: out, ModuleName: name, Executor: ExecutorAOT, AOT: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestAOTModels(t *testing.T) {
 	}
 	for _, name := range []string{"conv1d_kws", "lenet", "mlp", "mobilenet_v2", "resnet18", "squeezenet1_1", "tiny_bert"} {
 		t.Run(name, func(t *testing.T) {
-			dir, res := compileAOTModel(t, r, "c", name)
+			dir, res := compileAOTModel(t, r, "c", name, AOTOptions{})
 			a := res.Metadata.AOT
 			if a == nil || a.WorkspaceBytes < a.LowerBound || float64(a.WorkspaceBytes) > 1.1*float64(a.LowerBound) {
 				t.Errorf("workspace %+v: not within 1.1x of the lower bound", a)
@@ -95,5 +95,26 @@ func TestAOTModels(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAOTUnpackedAPI: with UnpackedAPI the run function calls the host
+// kernels' unpacked forms (raw pointers), and the results are the same.
+func TestAOTUnpackedAPI(t *testing.T) {
+	r := target.NewRegistry()
+	if err := r.Register(target.C); err != nil {
+		t.Fatal(err)
+	}
+	blob := false
+	dir, res := compileAOTModel(t, r, "c", "lenet", AOTOptions{UnpackedAPI: true, ConstantsAsCArray: &blob})
+	src, err := os.ReadFile(filepath.Join(dir, "kiln_lenet.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), "_unpacked("); n < 2*res.Metadata.Kernels || strings.Contains(string(src), "kiln_tensor args[") {
+		t.Errorf("%d unpacked references for %d kernels (declarations and calls), or packed calls left:\n%s", n, res.Metadata.Kernels, src)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kiln_lenet_constants.bin")); err != nil {
+		t.Errorf("ConstantsAsCArray=false wrote no binary pool: %v", err)
 	}
 }

@@ -39,6 +39,7 @@ var commands = []command{
 	{"inspect", "print a model's graph IR (text, json, dot or html)", runInspect},
 	{"targets", "list the registered targets", runTargets},
 	{"test-onnx", "run ONNX backend-test directories and compare outputs", runTestONNX},
+	{"export", "export an AOT artifact as a standalone C project", runExport},
 	{"new-backend", "scaffold a UMA accelerator backend package", runNewBackend},
 }
 

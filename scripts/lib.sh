@@ -52,6 +52,16 @@ need_backends() {
 	need_debs libdnnl-dev libopenblas-dev
 }
 
+# need_cross installs the Cortex-M cross toolchain the AOT tests build
+# exported C projects with (gcc-arm-none-eabi, newlib) and make, and makes
+# its tests required (KILN_REQUIRE_ARM: a missing toolchain fails them
+# instead of skipping).
+need_cross() {
+	need_packages make:make arm-none-eabi-gcc:gcc-arm-none-eabi
+	need_debs libnewlib-arm-none-eabi
+	export KILN_REQUIRE_ARM=1
+}
+
 # build_kiln builds the CLI into out/kiln.
 build_kiln() {
 	mkdir -p out

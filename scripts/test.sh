@@ -17,6 +17,7 @@ MIN_COMPILED_PASS=${MIN_COMPILED_PASS:-990}
 
 need_go
 need_backends # gcc (cgo, race detector, compiled engine), libdnnl-dev, libopenblas-dev
+need_cross    # make, gcc-arm-none-eabi: AOT C projects built for a Cortex-M4
 
 echo "== go vet"
 go vet ./...

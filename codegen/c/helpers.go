@@ -52,8 +52,11 @@ int32_t kiln_thread_count(void);
 
 // runtimeDefs defines the three runtime functions the ABI header declares.
 // The error buffer is thread-local (C11 _Thread_local, or GCC's __thread
-// in C99 mode).
-const runtimeDefs = `#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+// in C99 mode), or a plain static with -DKILN_NO_THREADS (bare-metal
+// targets without thread-local storage).
+const runtimeDefs = `#if defined(KILN_NO_THREADS)
+#define KILN_THREAD_LOCAL
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 #define KILN_THREAD_LOCAL _Thread_local
 #elif defined(__GNUC__)
 #define KILN_THREAD_LOCAL __thread

@@ -53,12 +53,17 @@ type Compiled struct {
 // parameter, in order).
 func CompileRun(t testing.TB, r *target.Registry, targets string, mod *graph.Module, inputs []*tensor.Tensor) *Compiled {
 	t.Helper()
+	return compileRun(t, r, targets, build.ExecutorGraph, mod, inputs)
+}
+
+func compileRun(t testing.TB, r *target.Registry, targets, executor string, mod *graph.Module, inputs []*tensor.Tensor) *Compiled {
+	t.Helper()
 	l, err := r.ParseList(targets)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &Compiled{Dir: filepath.Join(t.TempDir(), "art")}
-	if _, err := build.Compile(mod, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: c.Dir, Report: &c.Report, ModuleName: "test"}); err != nil {
+	if _, err := build.Compile(mod, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: c.Dir, Report: &c.Report, ModuleName: "test", Executor: executor}); err != nil {
 		t.Fatalf("compiling for %q: %v", targets, err)
 	}
 	art, err := build.LoadArtifact(c.Dir)
@@ -105,6 +110,13 @@ func RandomInputs(rng *rand.Rand, mod *graph.Module) []*tensor.Tensor {
 // 1e-4, as kiln's conformance runs do.
 func CompileModel(t testing.TB, r *target.Registry, targets, name string) *Compiled {
 	t.Helper()
+	return CompileModelExecutor(t, r, targets, name, build.ExecutorGraph)
+}
+
+// CompileModelExecutor is CompileModel with the given executor
+// (build.ExecutorGraph or build.ExecutorAOT: the C project's program).
+func CompileModelExecutor(t testing.TB, r *target.Registry, targets, name, executor string) *Compiled {
+	t.Helper()
 	dir, err := shared.Path("models", name)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +133,7 @@ func CompileModel(t testing.TB, r *target.Registry, targets, name string) *Compi
 		}
 		inputs = append(inputs, in)
 	}
-	c := CompileRun(t, r, targets, model.Module, inputs)
+	c := compileRun(t, r, targets, executor, model.Module, inputs)
 	for i, got := range c.Outputs {
 		want, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("output_%d.pb", i)))
 		if err != nil {

@@ -46,7 +46,9 @@ int32_t kiln_thread_count(void);
 #define KILN_ALIGN64
 #endif
 
-#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#if defined(KILN_NO_THREADS)
+#define KILN_THREAD_LOCAL
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 #define KILN_THREAD_LOCAL _Thread_local
 #elif defined(__GNUC__)
 #define KILN_THREAD_LOCAL __thread

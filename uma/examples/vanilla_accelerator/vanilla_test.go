@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/build"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
@@ -109,5 +110,26 @@ func TestSqueezeNet(t *testing.T) {
 	}
 	if got := strings.Count(c.Source(t, "ext0_vanilla_accelerator.c"), Kernel+"("); got != 25 {
 		t.Errorf("%d kernel calls in the generated C, want 25", got)
+	}
+}
+
+// TestSqueezeNetAOT compiles squeezenet1_1 with the AOT executor: the
+// accelerator's calls sit in the generated run function like the host's,
+// their scratch buffers in the planned workspace, and the program built
+// with cc matches PyTorch's outputs.
+func TestSqueezeNetAOT(t *testing.T) {
+	r := umatest.Registry(t, Register)
+	c := umatest.CompileModelExecutor(t, r, "vanilla_accelerator, c", "squeezenet1_1", build.ExecutorAOT)
+	if c.Report.Counts[Name] != 25 {
+		t.Errorf("report counts %v, want 25 offloaded convolutions", c.Report.Counts)
+	}
+	run := c.Source(t, "kiln_test.c")
+	if got := strings.Count(run, "if (kiln_test_vanilla_accelerator_main_"); got != 25 {
+		t.Errorf("the run function calls the accelerator's functions %d times, want 25", got)
+	}
+	for _, f := range []string{"kiln_test.c", "kiln_lib.c", "ext0_vanilla_accelerator.c"} {
+		if strings.Contains(c.Source(t, f), "malloc(") {
+			t.Errorf("%s calls malloc", f)
+		}
 	}
 }
