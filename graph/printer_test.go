@@ -1,7 +1,7 @@
 package graph_test
 
 import (
-	"flag"
+	"github.com/kiln-dev/kiln/internal/golden"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,8 +13,6 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
 )
-
-var update = flag.Bool("update", false, "rewrite graph/testdata golden files")
 
 // attrsOp has one attribute of every kind, so printing and parsing of each
 // kind is tested without depending on a real operator's declaration.
@@ -164,7 +162,7 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("printing twice differs:\n%s\n---\n%s", got, again)
 			}
 			path := filepath.Join("testdata", c.name+".txt")
-			if *update {
+			if *golden.Update {
 				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 					t.Fatal(err)
 				}

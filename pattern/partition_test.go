@@ -1,10 +1,8 @@
 package pattern
 
 import (
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
+	"github.com/kiln-dev/kiln/internal/golden"
 	"strings"
 	"testing"
 
@@ -12,27 +10,6 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 )
-
-var update = flag.Bool("update", false, "rewrite pattern/testdata golden files")
-
-// golden compares got with testdata/name (rewritten with -update).
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 func printFn(t *testing.T, fn *graph.Function, body graph.Expr) string {
 	t.Helper()
@@ -81,7 +58,7 @@ func TestPartitionAddRelu(t *testing.T) {
 			t.Errorf("function attrs %v, %d params", f.Attrs, len(f.Params))
 		}
 	}
-	golden(t, "add_relu.txt", printFn(t, fn, out))
+	golden.Check(t, "add_relu.txt", printFn(t, fn, out))
 }
 
 // TestPartitionConvBiasOptionalRelu: one pattern matches both forms, and
@@ -112,7 +89,7 @@ func TestPartitionConvBiasOptionalRelu(t *testing.T) {
 	if got, want := strings.Join(forms, " "), "nn.conv2d_nn.bias_add_nn.relu_ nn.conv2d_nn.bias_add_"; got != want {
 		t.Errorf("matched forms %q, want %q", got, want)
 	}
-	golden(t, "conv_bias_relu.txt", printFn(t, fn, out))
+	golden.Check(t, "conv_bias_relu.txt", printFn(t, fn, out))
 }
 
 // TestPartitionRejections: an intermediate result used outside the match,

@@ -1,6 +1,7 @@
 package te_test
 
 import (
+	"github.com/kiln-dev/kiln/internal/golden"
 	"strings"
 	"testing"
 
@@ -62,7 +63,7 @@ func TestGolden(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.build(t).String()
-			checkGolden(t, tc.name+".tir", got)
+			golden.Check(t, tc.name+".tir", got)
 			if again := tc.build(t).String(); again != got {
 				t.Errorf("lowering is not deterministic:\n%s\nvs\n%s", got, again)
 			}

@@ -1,11 +1,8 @@
 package te_test
 
 import (
-	"flag"
 	"math"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/kiln-dev/kiln/ir"
@@ -15,27 +12,6 @@ import (
 	"github.com/kiln-dev/kiln/tir/tirtest"
 	"github.com/kiln-dev/kiln/tir/transform"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
-
-// checkGolden compares got with testdata/name, or rewrites it with -update.
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./te -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s: lowered TIR differs from golden file\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
-}
 
 // refFunc computes the expected outputs (flattened row-major, as float64)
 // from the inputs. Float references compute in float32 with the same

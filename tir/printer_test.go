@@ -1,9 +1,7 @@
 package tir_test
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
+	"github.com/kiln-dev/kiln/internal/golden"
 	"testing"
 
 	"github.com/kiln-dev/kiln/ir"
@@ -12,33 +10,12 @@ import (
 	"github.com/kiln-dev/kiln/tir/tirtest"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
-
-// checkGolden compares got with testdata/name, or rewrites it with -update.
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./tir -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s: printed IR differs from golden file\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
-}
-
 func TestPrintGolden(t *testing.T) {
 	for _, ex := range tirtest.Examples {
 		t.Run(ex.Name, func(t *testing.T) {
 			f := ex.Build()
 			got := f.String()
-			checkGolden(t, ex.Name+".tir", got)
+			golden.Check(t, ex.Name+".tir", got)
 			if again := ex.Build().String(); again != got {
 				t.Errorf("printing is not deterministic:\n%s\nvs\n%s", got, again)
 			}
@@ -80,5 +57,5 @@ func TestPrintConstructs(t *testing.T) {
 	if err := tir.Verify(f); err != nil {
 		t.Fatalf("misc does not verify: %v", err)
 	}
-	checkGolden(t, "misc.tir", f.String())
+	golden.Check(t, "misc.tir", f.String())
 }

@@ -1,7 +1,7 @@
 package c
 
 import (
-	"flag"
+	"github.com/kiln-dev/kiln/internal/golden"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,8 +9,6 @@ import (
 	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/tir/tirtest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // TestGolden compares the generated C of every tirtest example with
 // testdata/NAME.c (regenerate with go test -update).
@@ -26,7 +24,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			path := filepath.Join("testdata", ex.Name+".c")
-			if *update {
+			if *golden.Update {
 				if err := os.WriteFile(path, []byte(src.Code), 0o644); err != nil {
 					t.Fatal(err)
 				}

@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"github.com/kiln-dev/kiln/internal/golden"
 	"reflect"
 	"strconv"
 	"strings"
@@ -146,7 +147,7 @@ func TestFuseOpsGolden(t *testing.T) {
 				t.Errorf("fused functions %q, want %q\n%s", got, c.want, text(t, fused))
 			}
 			out := text(t, fused)
-			golden(t, "fuse_"+c.name+".txt", out)
+			golden.Check(t, "fuse_"+c.name+".txt", out)
 			// The printed module parses back (attributes included).
 			if back := parse(t, out); text(t, back) != out {
 				t.Errorf("printed module does not round-trip")

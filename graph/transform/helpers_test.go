@@ -1,11 +1,8 @@
 package transform
 
 import (
-	"flag"
 	"github.com/kiln-dev/kiln/internal/shared"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,8 +11,6 @@ import (
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/tensor"
 )
-
-var update = flag.Bool("update", false, "rewrite graph/transform/testdata golden files")
 
 // parse reads a module in the text syntax, failing the test on error.
 func parse(t *testing.T, src string) *graph.Module {
@@ -100,25 +95,6 @@ func primitiveNames(m *graph.Module) []string {
 		}
 	})
 	return out
-}
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the golden file (rerun with -update if intended)\ngot:\n%s\nwant:\n%s", name, got, want)
-	}
 }
 
 // sharedDir is the shared test data folder beside the repository root

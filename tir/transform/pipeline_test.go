@@ -3,7 +3,7 @@ package transform
 import (
 	"bytes"
 	"errors"
-	"flag"
+	"github.com/kiln-dev/kiln/internal/golden"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +12,6 @@ import (
 	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/tir/tirtest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 func examplesModule(t *testing.T) *tir.Module {
 	t.Helper()
@@ -56,7 +54,7 @@ func TestPipelineGolden(t *testing.T) {
 	}
 	got := out.String()
 	path := filepath.Join("testdata", "pipeline.tir")
-	if *update {
+	if *golden.Update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
