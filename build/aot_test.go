@@ -7,8 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/backend/ccompiler"
 	"github.com/kiln-dev/kiln/frontend/onnx"
+	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/internal/shared"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/partition"
+	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -116,5 +121,65 @@ func TestAOTUnpackedAPI(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "kiln_lenet_constants.bin")); err != nil {
 		t.Errorf("ConstantsAsCArray=false wrote no binary pool: %v", err)
+	}
+}
+
+// TestAOTExternalTwoOutputs: a ccompiler region with two outputs (add and
+// multiply both used on the host) is called once from the run function
+// with both output buffers, and the results match the reference.
+func TestAOTExternalTwoOutputs(t *testing.T) {
+	r := target.NewRegistry()
+	for _, reg := range []func(*target.Registry) error{func(r *target.Registry) error { return r.Register(target.C) }, ccompiler.Register} {
+		if err := reg(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mod, err := graph.Parse(`def @main(%x: Tensor[(2, 3), float32]) {
+  %0 = add(%x, %x);
+  %1 = multiply(%0, %x);
+  %2 = tanh(%0);
+  %3 = tanh(%1);
+  (%2, %3)
+}`, graph.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := r.ParseList("ccompiler, c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "two.kiln")
+	var rep partition.Report
+	if _, err := Compile(mod, nil, Config{Host: l.Host, Targets: l.Targets, Out: out, ModuleName: "two", Executor: ExecutorAOT, Report: &rep}); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Regions["ccompiler"] != 1 || rep.Counts["ccompiler"] != 2 {
+		t.Fatalf("partition: regions %v counts %v, want one region of two calls", rep.Regions, rep.Counts)
+	}
+	src, err := os.ReadFile(filepath.Join(out, "kiln_two.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), "if (kiln_two_ccompiler_main_0(args, 3)"); n != 1 {
+		t.Errorf("the two-output region is called %d times with 3 arguments, want once:\n%s", n, src)
+	}
+	x := tensor.New(ir.Float32, ir.Shape{2, 3})
+	copy(x.Float32s(), []float32{-1, -0.5, 0, 0.25, 0.5, 1})
+	want, err := ref.Run(mod, []*tensor.Tensor{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := LoadArtifact(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := art.Run(map[string]*tensor.Tensor{"x": x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want.Flatten() {
+		if err := tensor.AllClose(got[i], w, 1e-6, 1e-6); err != nil {
+			t.Errorf("output %d: %v", i, err)
+		}
 	}
 }

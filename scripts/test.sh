@@ -94,6 +94,10 @@ if [ -d "$models" ]; then
 	out/kiln test-onnx --engine compiled -t "cblas, c" --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models-cblas.txt
 	echo "== real models (compiled engine -t \"vanilla_accelerator, c\": UMA example, stride-1 conv2d as a C kernel call)"
 	out/kiln test-onnx --engine compiled -t "vanilla_accelerator, c" --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models-vanilla.txt
+	echo "== real models (AOT executor -t c: the C project's program, built with cc)"
+	out/kiln test-onnx --engine compiled --executor aot -t c --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models-aot.txt
+	echo "== real models (AOT executor -t \"vanilla_accelerator, c\")"
+	out/kiln test-onnx --engine compiled --executor aot -t "vanilla_accelerator, c" --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models-aot-vanilla.txt
 	echo "== real models (compiled engine -t \"ultra_trail, c\": UMA example, conv1d+bias+relu on the simulated array)"
 	out/kiln test-onnx --engine compiled -t "ultra_trail, c" --rtol 1e-3 --atol 1e-4 "$models" | tee out/conformance/models-ultra_trail.txt
 fi
