@@ -67,7 +67,11 @@ func TestGenerateGolden(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for name, data := range g.Files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -120,12 +120,7 @@ func compileAOT(cfg Config, low *lowered, gj *GraphJSON, params map[string]*tens
 	} else {
 		asArray = constBytes <= constantsCArrayLimit
 	}
-	var names []string
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	gen, err := aot.Generate(prog, aot.Options{ConstantsAsCArray: asArray, LDLibs: bopts.LDFlags, CFlags: bopts.ExtraFlags, Sources: names})
+	gen, err := aot.Generate(prog, aot.Options{ConstantsAsCArray: asArray, LDLibs: bopts.LDFlags, CFlags: bopts.ExtraFlags})
 	if err != nil {
 		return err
 	}

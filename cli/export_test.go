@@ -28,9 +28,10 @@ func tool(t *testing.T, name string) string {
 
 // TestExportCProject compiles lenet with the AOT executor, exports the C
 // project with the weights as a C array, builds it with make and a plain
-// cc, runs it on the stored input and compares with PyTorch's output; then
-// cross-compiles and links the same sources for a Cortex-M4 and reports
-// the sizes.
+// cc, runs it on the stored input and compares with PyTorch's output (also
+// under ASan and UBSan); then cross-compiles the same sources for a
+// Cortex-M4 warning-free, links an image for QEMU's mps2-an386, reports
+// the sizes, runs it under qemu-system-arm and compares again.
 func TestExportCProject(t *testing.T) {
 	model, err := shared.Path("models", "lenet")
 	if err != nil {
@@ -119,11 +120,26 @@ func TestExportCProject(t *testing.T) {
 	srcs := []string{"kiln_lenet.c", "kiln_lib.c", "kiln_lenet_constants.c"}
 	run(gcc, append(append(flags, "-c"), srcs...)...)
 	objs := run(size, "kiln_lenet.o", "kiln_lib.o", "kiln_lenet_constants.o")
-	run(gcc, append(append(append(flags, "--specs=nosys.specs", "-o", "lenet_m4.elf"), srcs...), "main.c", "-lm")...)
-	elf := run(size, "lenet_m4.elf")
-	t.Logf("Cortex-M4 objects:\n%s\nlinked with newlib (nosys), main.c included:\n%s", objs, elf)
-	if !strings.Contains(elf, "lenet_m4.elf") {
+	run(make, "m4")
+	elf := run(size, "kiln_lenet_m4.elf")
+	t.Logf("Cortex-M4 objects:\n%s\nlinked for mps2-an386 with newlib (rdimon) and main.c:\n%s", objs, elf)
+	if !strings.Contains(elf, "kiln_lenet_m4.elf") {
 		t.Errorf("no size for the linked image:\n%s", elf)
+	}
+
+	// Run the image on an emulated Cortex-M4 and compare with PyTorch.
+	tool(t, "qemu-system-arm")
+	run(make, "qemu", "ARGS=in.bin out_m4.bin")
+	rawM4, err := os.ReadFile(filepath.Join(proj, "out_m4.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotM4, err := tensor.FromBytes(want.DType, want.Shape, rawM4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.AllClose(gotM4, want, 1e-3, 1e-4); err != nil {
+		t.Errorf("Cortex-M4 (QEMU) output: %v", err)
 	}
 }
 

@@ -53,11 +53,12 @@ need_backends() {
 }
 
 # need_cross installs the Cortex-M cross toolchain the AOT tests build
-# exported C projects with (gcc-arm-none-eabi, newlib) and make, and makes
+# exported C projects with (gcc-arm-none-eabi, newlib), QEMU to run them,
+# and make, and makes
 # its tests required (KILN_REQUIRE_ARM: a missing toolchain fails them
 # instead of skipping).
 need_cross() {
-	need_packages make:make arm-none-eabi-gcc:gcc-arm-none-eabi
+	need_packages make:make arm-none-eabi-gcc:gcc-arm-none-eabi qemu-system-arm:qemu-system-arm
 	need_debs libnewlib-arm-none-eabi
 	export KILN_REQUIRE_ARM=1
 }
