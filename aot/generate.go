@@ -148,7 +148,9 @@ func runSource(p *Program, ins, outs []string, g *Generated) (string, error) {
 	fmt.Fprintf(&b, " * Workspace: %d bytes (%s; liveness lower bound %d bytes). Constants: %d bytes. */\n", g.Plan.Size, g.Plan.Algorithm, g.Plan.LowerBound, g.ConstantsBytes)
 	fmt.Fprintf(&b, "#include <stdint.h>\n#include <string.h>\n#include \"kiln/c_runtime_api.h\"\n#include %q\n\n", headerName(m))
 	fmt.Fprintf(&b, "#if defined(__GNUC__)\n#define KILN_AOT_ALIGN __attribute__((aligned(%d)))\n#else\n#define KILN_AOT_ALIGN\n#endif\n\n", Alignment)
-	fmt.Fprintf(&b, "static uint8_t kiln_%s_workspace[%d] KILN_AOT_ALIGN;\n", m, max(g.Plan.Size, 1))
+	if len(p.Temps) > 0 {
+		fmt.Fprintf(&b, "static uint8_t kiln_%s_workspace[%d] KILN_AOT_ALIGN;\n", m, max(g.Plan.Size, 1))
+	}
 	fmt.Fprintf(&b, "extern const uint8_t kiln_%s_constants[];\n\n", m)
 	// Prototypes, each function once.
 	declared := map[string]bool{}
