@@ -2,9 +2,10 @@
 # All of kiln's checks: go vet, gofmt, go test, the race detector on the
 # concurrent packages, a short fuzz run of the ONNX loader, the ONNX
 # conformance suites on the reference engine and on the compiled engine
-# (`-t c`), and the real models on both. Fails on any vet, gofmt or test
-# failure, when a conformance run passes fewer than its floor
-# (MIN_REF_PASS, MIN_COMPILED_PASS), or when a real model fails.
+# (`-t c`, graph and AOT executors), and the real models on every backend.
+# Fails on any vet, gofmt or test failure, when a conformance run passes
+# fewer than its floor (MIN_REF_PASS, MIN_COMPILED_PASS, MIN_AOT_PASS), or
+# when a real model fails.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -14,6 +15,8 @@ MIN_REF_PASS=${MIN_REF_PASS:-990}
 # The same for `kiln test-onnx --engine compiled -t c` (every test is
 # compiled with the C compiler, so this run takes a few minutes).
 MIN_COMPILED_PASS=${MIN_COMPILED_PASS:-990}
+# The same for the AOT executor (`--executor aot -t c`).
+MIN_AOT_PASS=${MIN_AOT_PASS:-990}
 
 need_go
 need_backends # gcc (cgo, race detector, compiled engine), libdnnl-dev, libopenblas-dev
@@ -53,31 +56,35 @@ if [ ! -d "$SHARED" ]; then
 fi
 mkdir -p out/conformance
 
-# conformance ENGINE FLOOR [test-onnx flags...]: runs the four suites, prints
-# the pass count of each and fails when the total is below FLOOR. Failures
-# do not fail the script (operators are still being written).
+# conformance NAME FLOOR [test-onnx flags...]: runs the four suites with the
+# flags, prints the pass count of each and fails when the total is below
+# FLOOR. NAME labels the run and its logs. Failures do not fail the script
+# (operators are still being written).
 conformance() {
-	local engine=$1 floor=$2 total=0 suite log summary passed start=$SECONDS prefix=""
+	local name=$1 floor=$2 total=0 suite log summary passed start=$SECONDS prefix=""
 	shift 2
-	[ "$engine" = ref ] || prefix="$engine-"
+	[ "$name" = ref ] || prefix="$name-"
 	for suite in node pytorch-converted pytorch-operator simple; do
 		log=out/conformance/$prefix$suite.txt
-		out/kiln test-onnx --engine "$engine" "$@" "$SHARED/$suite" >"$log" 2>/dev/null || true
+		out/kiln test-onnx "$@" "$SHARED/$suite" >"$log" 2>/dev/null || true
 		summary=$(tail -n 1 "$log")
 		printf '  %-18s %s   (log: %s)\n' "$suite" "$summary" "$log"
 		passed=$(sed -n 's/^\([0-9][0-9]*\) passed.*/\1/p' <<<"$summary")
 		total=$((total + ${passed:-0}))
 	done
-	echo "conformance ($engine): $total passed in total (minimum $floor) in $((SECONDS - start)) s"
+	echo "conformance ($name): $total passed in total (minimum $floor) in $((SECONDS - start)) s"
 	if [ "$total" -lt "$floor" ]; then
-		echo "conformance ($engine): fewer than $floor tests pass" >&2
+		echo "conformance ($name): fewer than $floor tests pass" >&2
 		exit 1
 	fi
 }
-conformance ref "$MIN_REF_PASS"
+conformance ref "$MIN_REF_PASS" --engine ref
 
 echo "== ONNX conformance (compiled engine, -t c)"
-conformance compiled "$MIN_COMPILED_PASS" -t c
+conformance compiled "$MIN_COMPILED_PASS" --engine compiled -t c
+
+echo "== ONNX conformance (compiled engine, AOT executor, -t c: every test a C project built with cc)"
+conformance compiled-aot "$MIN_AOT_PASS" --engine compiled --executor aot -t c
 
 models=../shared/models
 if [ -d "$models" ]; then
