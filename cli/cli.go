@@ -4,7 +4,7 @@
 // by importing its packages) by calling Main from its own main package.
 //
 // Exit status: 0 on success, 1 when the command ran and failed (a bad
-// input, a failed test), 2 for usage errors and commands not implemented yet.
+// input, a failed test), 2 for usage errors.
 package cli
 
 import (
@@ -118,13 +118,6 @@ func (l *listFlag) String() string { return strings.Join(*l, " ") }
 
 // Set appends one value.
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
-
-// notYet reports a command or option that is part of the contract but not
-// implemented yet.
-func notYet(stderr io.Writer, what string) int {
-	fmt.Fprintf(stderr, "kiln: %s is not implemented yet\n", what)
-	return exitUsage
-}
 
 // fail prints a one-line error and returns exitFail. A C compiler failure
 // is followed by the compiler's diagnostics (at most compilerLines lines),

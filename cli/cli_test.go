@@ -47,7 +47,7 @@ func copyDir(t *testing.T, src, dst string) {
 	}
 }
 
-func TestUsageAndNotYet(t *testing.T) {
+func TestUsageErrors(t *testing.T) {
 	cases := []struct {
 		args []string
 		code int
@@ -55,10 +55,13 @@ func TestUsageAndNotYet(t *testing.T) {
 	}{
 		{nil, 2, "usage: kiln COMMAND"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
-		{[]string{"compile", mlpDir, "-t", "c", "--executor", "aot"}, 2, "kiln: compile --executor aot is not implemented yet"},
+		{[]string{"compile", mlpDir, "-t", "c", "--executor", "jit"}, 2, `--executor "jit": want graph or aot`},
+		{[]string{"compile", mlpDir, "-t", "c", "--executor", "aot", "--interface-api", "packed"}, 2, `--interface-api "packed": want c`},
+		{[]string{"compile", mlpDir, "-t", "c", "--executor", "aot", "--weights", "rom"}, 2, `--weights "rom": want c-array, blob or auto`},
+		{[]string{"compile", mlpDir, "-t", "c", "--executor", "aot", "--link-params"}, 2, "--link-params is for --executor graph"},
 		{[]string{"compile", mlpDir}, 2, "kiln compile: -t is required"},
 		{[]string{"run", "out.so"}, 1, "kiln run: out.so is neither an .onnx model nor a compiled artifact"},
-		{[]string{"test-onnx", "--engine", "compiled", "--executor", "aot", mlpDir}, 2, "not implemented yet"},
+		{[]string{"test-onnx", "--engine", "compiled", "--executor", "jit", mlpDir}, 2, `--executor "jit": want graph or aot`},
 		{[]string{"inspect", mlpDir, "--format", "svg"}, 2, `--format "svg"`},
 		{[]string{"inspect", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 	}

@@ -55,6 +55,14 @@ out/kiln test-onnx --engine compiled -t "dnnl, c" "$MODEL"
 out/kiln test-onnx --engine compiled -t "cblas, c" "$MODEL"
 
 echo
+echo "== kiln compile $MODEL -t c --executor aot (a C project: one run function, static memory, no malloc)"
+rm -rf "$ART-aot" "$ART-aot-project"
+out/kiln compile "$MODEL/model.onnx" -t c --executor aot -o "$ART-aot"
+out/kiln run "$ART-aot" --input "input=$MODEL/test_data_set_0/input_0.pb" --output-dir out/demo/aot
+out/kiln test-onnx --engine compiled --executor aot -t c "$MODEL"
+out/kiln export "$ART-aot" --format c-project -o "$ART-aot-project"
+
+echo
 echo "== kiln run $MODEL (reference engine)"
 out/kiln run "$MODEL/model.onnx" --input "input=$MODEL/test_data_set_0/input_0.pb" --output-dir out/demo/ref
 
