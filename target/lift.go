@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/tir"
 )
 
 // Helpers for RelayToTIR hooks that lower an owned function with kiln's
@@ -118,4 +119,31 @@ func PassConstants(mod *graph.Module, of OwnedFunction, fn *graph.Function, cons
 	if of.Name != "" {
 		mod.Funcs[of.Name] = fn
 	}
+}
+
+// LowerOwnedFunctions is the body of a RelayToTIR hook that lowers each
+// function its target owns with its own lowering: for every owned
+// function it inlines composites and lifts constants into parameters
+// (PrepareForLowering with prefix), calls lower for the PrimFunc, makes
+// the calls pass the constants (PassConstants) and replaces them with
+// calls of the PrimFunc (ReplaceWithPrimFunc). Errors name the function.
+func LowerOwnedFunctions(ctx *HookContext, mod *graph.Module, prims *tir.Module, prefix string, lower func(symbol string, fn *graph.Function) (*tir.PrimFunc, error)) error {
+	for _, of := range OwnedFunctions(ctx, mod, prims) {
+		fn, consts, err := PrepareForLowering(of.Fn, prefix)
+		if err != nil {
+			return fmt.Errorf("@%s: %w", of.Symbol, err)
+		}
+		pf, err := lower(of.Symbol, fn)
+		if err != nil {
+			return err
+		}
+		if len(consts) > 0 {
+			PassConstants(mod, of, fn, consts)
+			of.Fn = fn
+		}
+		if _, err := ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -69,24 +69,9 @@ func (b *Backend) supports(c *graph.Call) error {
 // and the backend's operator strategies (ahead of the built-in ones);
 // constants become parameters the calls pass.
 func (b *Backend) relayToTIR(ctx *target.HookContext, mod *graph.Module, prims *tir.Module) error {
-	for _, of := range target.OwnedFunctions(ctx, mod, prims) {
-		fn, consts, err := target.PrepareForLowering(of.Fn, b.name+"_const")
-		if err != nil {
-			return fmt.Errorf("@%s: %w", of.Symbol, err)
-		}
-		pf, err := lower.LowerFunction(of.Symbol, fn, ctx.Target, b.strategies)
-		if err != nil {
-			return err
-		}
-		if len(consts) > 0 {
-			target.PassConstants(mod, of, fn, consts)
-			of.Fn = fn
-		}
-		if _, err := target.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
-			return err
-		}
-	}
-	return nil
+	return target.LowerOwnedFunctions(ctx, mod, prims, b.name+"_const", func(symbol string, fn *graph.Function) (*tir.PrimFunc, error) {
+		return lower.LowerFunction(symbol, fn, ctx.Target, b.strategies)
+	})
 }
 
 // tirToRuntime generates the C of the backend's PrimFuncs (already through

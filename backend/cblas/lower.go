@@ -17,43 +17,23 @@ import (
 // arguments, so that they become graph parameters (params.bin) like the
 // host's weights.
 func relayToTIR(ctx *target.HookContext, mod *graph.Module, prims *tir.Module) error {
-	for _, of := range target.OwnedFunctions(ctx, mod, prims) {
-		fn, consts, err := prepare(of.Fn)
-		if err != nil {
-			return fmt.Errorf("@%s: %w", of.Symbol, err)
+	return target.LowerOwnedFunctions(ctx, mod, prims, "cblas_const", func(symbol string, fn *graph.Function) (*tir.PrimFunc, error) {
+		if err := check(fn); err != nil {
+			return nil, fmt.Errorf("@%s: %w", symbol, err)
 		}
-		pf, err := Lower(of.Symbol, fn)
-		if err != nil {
-			return err
-		}
-		if len(consts) > 0 {
-			target.PassConstants(mod, of, fn, consts)
-			of.Fn = fn
-		}
-		if _, err := target.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
-			return err
-		}
-	}
-	return nil
+		return Lower(symbol, fn)
+	})
 }
 
-// prepare inlines the composite functions called in fn, lifts its
-// constants into trailing parameters (target.PrepareForLowering) and
-// checks that the result can be lowered.
-func prepare(fn *graph.Function) (*graph.Function, []*graph.Constant, error) {
-	out, consts, err := target.PrepareForLowering(fn, "cblas_const")
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, p := range out.Params {
+// check reports whether the hook can lower a prepared function (composites
+// inlined, constants lifted into parameters).
+func check(fn *graph.Function) error {
+	for _, p := range fn.Params {
 		if err := checkTensor(p.Type()); err != nil {
-			return nil, nil, fmt.Errorf("parameter %%%s: %w", p.Name, err)
+			return fmt.Errorf("parameter %%%s: %w", p.Name, err)
 		}
 	}
-	if err := checkFunction(out); err != nil {
-		return nil, nil, err
-	}
-	return out, consts, nil
+	return checkFunction(fn)
 }
 
 // gemm is the geometry of one matrix product as a (batch of) row-major
