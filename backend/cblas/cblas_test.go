@@ -1,6 +1,7 @@
 package cblas
 
 import (
+	"github.com/kiln-dev/kiln/backend/backendtest"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -77,38 +78,10 @@ func owned(t *testing.T, types []*ir.TensorType, build func(ps []graph.Expr) gra
 // executor. It returns the directory and the partition report.
 func compileRun(t *testing.T, mod *graph.Module, inputs []*tensor.Tensor) (string, *partition.Report) {
 	t.Helper()
-	want, err := ref.Run(mod, inputs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := targets(t)
-	out := filepath.Join(t.TempDir(), "art")
-	var rep partition.Report
-	if _, err := build.Compile(mod, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: out, Report: &rep, ModuleName: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	art, err := build.LoadArtifact(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals := map[string]*tensor.Tensor{}
-	for i, p := range mod.Main().Params {
-		vals[p.Name] = inputs[i]
-	}
-	got, err := art.Run(vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := want.Flatten()
-	if len(got) != len(ws) {
-		t.Fatalf("%d outputs, want %d", len(got), len(ws))
-	}
-	for i := range got {
-		if err := tensor.AllClose(got[i], ws[i], rtol, atol); err != nil {
-			t.Errorf("output %d: %v", i, err)
-		}
-	}
-	return out, &rep
+	r := backendtest.Registry(t, Register)
+	c := backendtest.CompileRun(t, r, "cblas, c -mcpu=x86-64", mod, inputs)
+	backendtest.CheckAgainstReference(t, mod, inputs, c.Outputs, rtol, atol)
+	return c.Dir, &c.Report
 }
 
 // inputsFor makes random inputs for main's parameters.

@@ -7,12 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/backend/backendtest"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
-	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -30,47 +29,10 @@ func randTensor(rng *rand.Rand, s ir.Shape) *tensor.Tensor {
 // partition report and the artifact directory.
 func compileAndCheck(t *testing.T, mod *graph.Module, inputs []*tensor.Tensor) (*partition.Report, string) {
 	t.Helper()
-	r := target.NewRegistry()
-	for _, k := range []*target.Kind{target.C, Kind} {
-		if err := r.Register(k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := r.ParseList("ccompiler, c -mcpu=x86-64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep partition.Report
-	out := filepath.Join(t.TempDir(), "art")
-	if _, err := build.Compile(mod, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: out, Report: &rep, ModuleName: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	art, err := build.LoadArtifact(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals := map[string]*tensor.Tensor{}
-	for i, p := range mod.Main().Params {
-		vals[p.Name] = inputs[i]
-	}
-	got, err := art.Run(vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := ref.Run(mod, inputs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := want.Flatten()
-	if len(got) != len(ws) {
-		t.Fatalf("%d outputs, want %d", len(got), len(ws))
-	}
-	for i := range got {
-		if err := tensor.AllClose(got[i], ws[i], 1e-5, 1e-6); err != nil {
-			t.Errorf("output %d: %v", i, err)
-		}
-	}
-	return &rep, out
+	r := backendtest.Registry(t, func(r *target.Registry) error { return r.Register(Kind) })
+	c := backendtest.CompileRun(t, r, "ccompiler, c -mcpu=x86-64", mod, inputs)
+	backendtest.CheckAgainstReference(t, mod, inputs, c.Outputs, 1e-5, 1e-6)
+	return &c.Report, c.Dir
 }
 
 func TestElementwiseChains(t *testing.T) {

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/backend/backendtest"
 	"github.com/kiln-dev/kiln/build"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
-	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -81,19 +81,7 @@ func runArtifact(t testing.TB, dir string, mod *graph.Module, inputs []*tensor.T
 
 func checkAgainstRef(t *testing.T, mod *graph.Module, inputs []*tensor.Tensor, got []*tensor.Tensor) {
 	t.Helper()
-	want, err := ref.Run(mod, inputs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := want.Flatten()
-	if len(got) != len(ws) {
-		t.Fatalf("%d outputs, want %d", len(got), len(ws))
-	}
-	for i := range got {
-		if err := tensor.AllClose(got[i], ws[i], rtol, atol); err != nil {
-			t.Errorf("output %d: %v", i, err)
-		}
-	}
+	backendtest.CheckAgainstReference(t, mod, inputs, got, rtol, atol)
 }
 
 // offload is main(params) = f(params) with f(params) = body marked for

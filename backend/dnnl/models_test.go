@@ -2,14 +2,10 @@ package dnnl
 
 import (
 	"fmt"
-	"path/filepath"
+	"github.com/kiln-dev/kiln/backend/backendtest"
 	"testing"
 
-	"github.com/kiln-dev/kiln/build"
-	"github.com/kiln-dev/kiln/frontend/onnx"
-	"github.com/kiln-dev/kiln/internal/shared"
 	"github.com/kiln-dev/kiln/partition"
-	"github.com/kiln-dev/kiln/tensor"
 )
 
 // TestResNet18 compiles ../shared/models/resnet18 with "dnnl, c": the
@@ -63,45 +59,10 @@ func TestMobileNetV2(t *testing.T) {
 }
 
 // compileShared compiles ../shared/models/NAME with "dnnl, c", runs the
-// artifact on the stored input and compares with PyTorch's output (rtol
-// 1e-3, atol 1e-4), and returns the partition report.
+// artifact on the stored inputs, compares with PyTorch's outputs (rtol
+// 1e-3, atol 1e-4) and returns the partition report.
 func compileShared(t *testing.T, name string) *partition.Report {
 	t.Helper()
-	dir, err := shared.Path("models", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := registry(t).ParseList("dnnl, c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "art")
-	var rep partition.Report
-	if _, err := build.Compile(model.Module, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: out, Report: &rep, ModuleName: name}); err != nil {
-		t.Fatal(err)
-	}
-	art, err := build.LoadArtifact(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", "input_0.pb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := art.Run(map[string]*tensor.Tensor{model.Inputs[0].Name: in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", "output_0.pb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tensor.AllClose(got[0], ref, 1e-3, 1e-4); err != nil {
-		t.Errorf("output: %v", err)
-	}
-	return &rep
+	c := backendtest.CompileModel(t, registry(t), "dnnl, c", name)
+	return &c.Report
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-dev/kiln/uma/umatest"
+	"github.com/kiln-dev/kiln/backend/backendtest"
 )
 
 // maxLines is the bound on a backend that offloads conv2d through
@@ -31,8 +31,8 @@ func TestFitsInSixtyLines(t *testing.T) {
 // TestLeNet compiles ../shared/models/lenet with "minimal_conv, c": both
 // convolutions go to the kernel and the outputs match the reference.
 func TestLeNet(t *testing.T) {
-	r := umatest.Registry(t, Register)
-	c := umatest.CompileModel(t, r, "minimal_conv, c", "lenet")
+	r := backendtest.Registry(t, Register)
+	c := backendtest.CompileModel(t, r, "minimal_conv, c", "lenet")
 	convs := 0
 	for _, n := range c.Report.Nodes {
 		if n.Op == "nn.conv2d" {

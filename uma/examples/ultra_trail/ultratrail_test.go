@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-dev/kiln/uma/umatest"
+	"github.com/kiln-dev/kiln/backend/backendtest"
 )
 
 // cycles is the simulator's cycle model, computed independently: per
@@ -21,13 +21,13 @@ func cycles(c, kw, oc, ol, d int64) int64 {
 // outputs match PyTorch's, and the simulator counts the model's MACs and
 // the cycles of its model.
 func TestConv1dKWS(t *testing.T) {
-	r := umatest.Registry(t, Register)
+	r := backendtest.Registry(t, Register)
 	for _, c := range []struct {
 		targets string
 		dim     int64
 	}{{"ultra_trail, c", 8}, {"ultra_trail -dimension=16, c", 16}} {
 		t.Run(c.targets, func(t *testing.T) {
-			got := umatest.CompileModel(t, r, c.targets, "conv1d_kws")
+			got := backendtest.CompileModel(t, r, c.targets, "conv1d_kws")
 			if got.Report.Counts[Name] != 6 || got.Report.Regions[Name] != 2 {
 				t.Errorf("report counts %v regions %v, want 6 operators in 2 regions", got.Report.Counts, got.Report.Regions)
 			}

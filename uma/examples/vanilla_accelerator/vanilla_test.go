@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/backend/backendtest"
 	"github.com/kiln-dev/kiln/build"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
-	"github.com/kiln-dev/kiln/uma/umatest"
 )
 
 // convModule is main(x, w) = conv2d(x, w) with the given padding and
@@ -35,7 +35,7 @@ func convModule(t *testing.T, x, w ir.Shape, pad, stride int64, groups int64) *g
 // several input sizes, with and without padding, and compares the
 // accelerator's outputs with the host path's (rtol 1e-5).
 func TestConvMatchesHost(t *testing.T) {
-	r := umatest.Registry(t, Register)
+	r := backendtest.Registry(t, Register)
 	rng := rand.New(rand.NewSource(1))
 	for _, k := range []int64{3, 5, 7} {
 		for _, in := range []ir.Shape{{1, 3, 9, 9}, {2, 4, 13, 11}, {1, 8, 20, 16}} {
@@ -43,9 +43,9 @@ func TestConvMatchesHost(t *testing.T) {
 				name := fmt.Sprintf("k%d_in%v_pad%d", k, in, pad)
 				t.Run(name, func(t *testing.T) {
 					mod := convModule(t, in, ir.Shape{6, in[1], k, k}, pad, 1, 1)
-					ins := umatest.RandomInputs(rng, mod)
-					acc := umatest.CompileRun(t, r, "vanilla_accelerator, c", mod, ins)
-					host := umatest.CompileRun(t, r, "c", mod, ins)
+					ins := backendtest.RandomInputs(rng, mod)
+					acc := backendtest.CompileRun(t, r, "vanilla_accelerator, c", mod, ins)
+					host := backendtest.CompileRun(t, r, "c", mod, ins)
 					if err := tensor.AllClose(acc.Outputs[0], host.Outputs[0], 1e-5, 1e-5); err != nil {
 						t.Error(err)
 					}
@@ -90,8 +90,8 @@ func TestEligible(t *testing.T) {
 // stride-2 stem stays on the host with the predicate's reason, and the
 // outputs match PyTorch's.
 func TestSqueezeNet(t *testing.T) {
-	r := umatest.Registry(t, Register)
-	c := umatest.CompileModel(t, r, "vanilla_accelerator, c", "squeezenet1_1")
+	r := backendtest.Registry(t, Register)
+	c := backendtest.CompileModel(t, r, "vanilla_accelerator, c", "squeezenet1_1")
 	offloaded := 0
 	for _, n := range c.Report.Nodes {
 		if n.Op != "nn.conv2d" {
@@ -118,8 +118,8 @@ func TestSqueezeNet(t *testing.T) {
 // their scratch buffers in the planned workspace, and the program built
 // with cc matches PyTorch's outputs.
 func TestSqueezeNetAOT(t *testing.T) {
-	r := umatest.Registry(t, Register)
-	c := umatest.CompileModelExecutor(t, r, "vanilla_accelerator, c", "squeezenet1_1", build.ExecutorAOT)
+	r := backendtest.Registry(t, Register)
+	c := backendtest.CompileModelExecutor(t, r, "vanilla_accelerator, c", "squeezenet1_1", build.ExecutorAOT)
 	if c.Report.Counts[Name] != 25 {
 		t.Errorf("report counts %v, want 25 offloaded convolutions", c.Report.Counts)
 	}

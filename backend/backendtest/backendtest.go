@@ -1,9 +1,11 @@
-// Package umatest holds helpers for testing UMA backends: a registry with
-// the host kind and the backend, compiling a graph module for a target
-// string into an artifact and running it, and loading the models of
-// ../shared (compared with their reference outputs). Test code of uma and its examples uses it; a vendor's tests
-// can too.
-package umatest
+// Package backendtest holds helpers for testing backends (BYOC code
+// generators, UMA accelerators): a registry with the host kind and the
+// backend, compiling a graph module for a target string into an artifact
+// and running it (graph or AOT executor), checking outputs against the
+// reference executor, and compiling the models of ../shared against their
+// reference outputs. kiln's backend and UMA example tests use it; a
+// vendor's tests can too.
+package backendtest
 
 import (
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"github.com/kiln-dev/kiln/internal/shared"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
+	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -88,6 +91,25 @@ func (c *Compiled) Source(t testing.TB, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// CheckAgainstReference runs mod on inputs with the reference executor
+// and compares every output with got within rtol and atol.
+func CheckAgainstReference(t testing.TB, mod *graph.Module, inputs, got []*tensor.Tensor, rtol, atol float64) {
+	t.Helper()
+	want, err := ref.Run(mod, inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := want.Flatten()
+	if len(got) != len(ws) {
+		t.Fatalf("%d outputs, want %d", len(got), len(ws))
+	}
+	for i := range got {
+		if err := tensor.AllClose(got[i], ws[i], rtol, atol); err != nil {
+			t.Errorf("output %d: %v", i, err)
+		}
+	}
 }
 
 // RandomInputs makes uniform [-1, 1) inputs for main's parameters.
