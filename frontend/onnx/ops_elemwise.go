@@ -88,99 +88,9 @@ func init() {
 	register("DynamicQuantizeLinear", 11, convertDynamicQuantizeLinear)
 }
 
-// ewb builds a chain of calls for one node, keeping the first error so that
-// compositions read as formulas.
-type ewb struct {
-	c   *Ctx
-	n   *Node
-	err error
-}
-
-// in returns required input i.
-func (b *ewb) in(i int) graph.Expr {
-	if b.err != nil {
-		return nil
-	}
-	x := b.n.Input(i)
-	if x == nil {
-		b.err = b.n.Errorf("input %d is missing", i)
-	}
-	return x
-}
-
-// call applies o to args (none nil unless an earlier step failed).
-func (b *ewb) call(o *op.Op, attrs ir.Attrs, args ...graph.Expr) graph.Expr {
-	if b.err != nil {
-		return nil
-	}
-	e, err := b.c.Call(o, args, attrs)
-	if err != nil {
-		b.err = err
-		return nil
-	}
-	return e
-}
-
-// dtype returns e's element type (Invalid after an error).
-func (b *ewb) dtype(e graph.Expr) ir.DType {
-	t := b.typ(e)
-	if t == nil {
-		return ir.Invalid
-	}
-	return t.DType
-}
-
-// typ returns e's tensor type (nil after an error).
-func (b *ewb) typ(e graph.Expr) *ir.TensorType {
-	if b.err != nil {
-		return nil
-	}
-	t, err := b.c.TensorType(e)
-	if err != nil {
-		b.err = err
-		return nil
-	}
-	return t
-}
-
-// scalar is a rank-0 constant of dtype dt.
-func (b *ewb) scalar(dt ir.DType, v float64) graph.Expr {
-	if b.err != nil {
-		return nil
-	}
-	return b.c.Constant(tensor.Scalar(dt, v))
-}
-
-// scalarLike is a rank-0 constant of e's dtype.
-func (b *ewb) scalarLike(e graph.Expr, v float64) graph.Expr { return b.scalar(b.dtype(e), v) }
-
-// cast converts e to dt, or returns it unchanged when it already has dt.
-func (b *ewb) cast(e graph.Expr, dt ir.DType) graph.Expr {
-	if b.err != nil || b.dtype(e) == dt {
-		return e
-	}
-	return b.call(op.Cast, ir.Attrs{"dtype": dt}, e)
-}
-
-// reshape gives e a new shape (folded when e is constant).
-func (b *ewb) reshape(e graph.Expr, s ir.Shape) graph.Expr {
-	if t := b.typ(e); t == nil || t.Shape.Equal(s) {
-		return e
-	}
-	return b.call(op.Reshape, ir.Attrs{"newshape": []int64(s.Clone())}, e)
-}
-
-// done returns the single output or the first error.
-func (b *ewb) done(outs ...graph.Expr) ([]graph.Expr, error) {
-	if b.err != nil {
-		return nil, b.err
-	}
-	return outs, nil
-}
-
 func ewUnary(o *op.Op) Converter {
 	return func(c *Ctx, n *Node) ([]graph.Expr, error) {
-		b := &ewb{c: c, n: n}
+		b := &builder{c: c, n: n}
 		return b.done(b.call(o, nil, b.in(0))) // consumed_inputs (opset < 6) is ignored
 	}
 }
@@ -191,7 +101,7 @@ func ewUnary(o *op.Op) Converter {
 // reshaped with trailing 1s so that numpy broadcasting then does the rest.
 // Without broadcast=1 the shapes should be equal; numpy broadcasting is a
 // superset, so equal shapes need nothing.
-func (b *ewb) legacyAlign(x, y graph.Expr) graph.Expr {
+func (b *builder) legacyAlign(x, y graph.Expr) graph.Expr {
 	n := b.n
 	if b.err != nil || n.Opset >= 7 || n.Int("broadcast", 0) != 1 || !n.Has("axis") {
 		return y
@@ -217,14 +127,14 @@ func (b *ewb) legacyAlign(x, y graph.Expr) graph.Expr {
 }
 
 // operands returns inputs 0 and 1 with legacy broadcasting applied.
-func (b *ewb) operands() (graph.Expr, graph.Expr) {
+func (b *builder) operands() (graph.Expr, graph.Expr) {
 	x, y := b.in(0), b.in(1)
 	return x, b.legacyAlign(x, y)
 }
 
 func ewBinary(o *op.Op) Converter {
 	return func(c *Ctx, n *Node) ([]graph.Expr, error) {
-		b := &ewb{c: c, n: n}
+		b := &builder{c: c, n: n}
 		x, y := b.operands()
 		return b.done(b.call(o, nil, x, y))
 	}
@@ -235,7 +145,7 @@ func ewBinary(o *op.Op) Converter {
 // involved (the wider one when both are floats) or, for two integer types,
 // in the base's type, then cast to the base's type.
 func convertPow(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x, y := b.operands()
 	xt, yt := b.dtype(x), b.dtype(y)
 	work := xt
@@ -250,7 +160,7 @@ func convertPow(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func convertMod(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	fmod := n.Int("fmod", 0)
 	if fmod != 0 && fmod != 1 {
 		return nil, n.Errorf("fmod must be 0 or 1, got %d", fmod)
@@ -259,7 +169,7 @@ func convertMod(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func convertBitShift(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	var o *op.Op
 	switch d := n.String("direction", ""); d {
 	case "LEFT":
@@ -273,7 +183,7 @@ func convertBitShift(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func convertIsInf(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	attrs := ir.Attrs{
 		"detect_positive": n.Int("detect_positive", 1) != 0,
 		"detect_negative": n.Int("detect_negative", 1) != 0,
@@ -286,7 +196,7 @@ func convertIsInf(c *Ctx, n *Node) ([]graph.Expr, error) {
 // broadcasting accepts too). Mean then divides by the input count.
 func ewVariadic(o *op.Op, mean bool) Converter {
 	return func(c *Ctx, n *Node) ([]graph.Expr, error) {
-		b := &ewb{c: c, n: n}
+		b := &builder{c: c, n: n}
 		if len(n.Inputs) == 0 {
 			return nil, n.Errorf("needs at least one input")
 		}
@@ -302,7 +212,7 @@ func ewVariadic(o *op.Op, mean bool) Converter {
 }
 
 func convertWhere(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	return b.done(b.call(op.Where, nil, b.in(0), b.in(1), b.in(2)))
 }
 
@@ -330,7 +240,7 @@ func castTarget(n *Node) (ir.DType, error) {
 }
 
 func convertCast(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	dt, err := castTarget(n)
 	if err != nil {
 		return nil, err
@@ -339,7 +249,7 @@ func convertCast(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func convertCastLike(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x, like := b.in(0), b.in(1)
 	return b.done(b.cast(x, b.dtype(like)))
 }
@@ -347,7 +257,7 @@ func convertCastLike(c *Ctx, n *Node) ([]graph.Expr, error) {
 // convertClipAttrs handles Clip before opset 11: bounds are the float
 // attributes min and max (absent: unbounded).
 func convertClipAttrs(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	lo, hi := n.Float("min", math.Inf(-1)), n.Float("max", math.Inf(1))
 	return b.done(b.call(op.Clip, ir.Attrs{"a_min": lo, "a_max": hi}, b.in(0)))
 }
@@ -357,7 +267,7 @@ func convertClipAttrs(c *Ctx, n *Node) ([]graph.Expr, error) {
 // trip through float64 exactly; other bounds (computed at run time, or huge
 // 64-bit integers) compose maximum and minimum.
 func convertClipInputs(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	if b.err != nil {
 		return nil, b.err
@@ -421,7 +331,7 @@ func convertClipInputs(c *Ctx, n *Node) ([]graph.Expr, error) {
 // Runtime does). From opset 12 a training_mode input that is true is an
 // error unless the ratio is 0 (then Dropout is the identity as well).
 func convertDropout(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	xt := b.typ(x)
 	if b.err != nil {
@@ -479,13 +389,13 @@ func dropoutInference(c *Ctx, n *Node, tm graph.Expr) error {
 }
 
 func convertReciprocal(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	return b.done(b.call(op.Divide, nil, b.scalarLike(x, 1), x))
 }
 
 func convertLeakyRelu(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	return b.done(b.call(op.LeakyRelu, ir.Attrs{"alpha": n.Float("alpha", 0.01)}, b.in(0)))
 }
 
@@ -493,7 +403,7 @@ func convertLeakyRelu(c *Ctx, n *Node) ([]graph.Expr, error) {
 // a 1-D slope whose length is the channel count (x's dim 1) is per channel,
 // so it is reshaped to [C, 1, ...] to broadcast against [N, C, ...].
 func convertPRelu(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x, s := b.in(0), b.in(1)
 	xt, st := b.typ(x), b.typ(s)
 	if b.err != nil {
@@ -510,7 +420,7 @@ func convertPRelu(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func convertElu(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	alpha := n.Float("alpha", 1)
 	neg := b.call(op.Multiply, nil, b.scalarLike(x, alpha), b.call(op.Subtract, nil, b.call(op.Exp, nil, x), b.scalarLike(x, 1)))
@@ -518,7 +428,7 @@ func convertElu(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func convertSelu(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	alpha := n.Float("alpha", 1.67326319217681884765625)
 	gamma := n.Float("gamma", 1.05070102214813232421875)
@@ -528,7 +438,7 @@ func convertSelu(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func convertCelu(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	alpha := n.Float("alpha", 1)
 	e := b.call(op.Exp, nil, b.call(op.Divide, nil, x, b.scalarLike(x, alpha)))
@@ -537,7 +447,7 @@ func convertCelu(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func convertHardSigmoid(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	alpha, beta := n.Float("alpha", 0.2), n.Float("beta", 0.5)
 	lin := b.call(op.Add, nil, b.call(op.Multiply, nil, x, b.scalarLike(x, alpha)), b.scalarLike(x, beta))
@@ -545,14 +455,14 @@ func convertHardSigmoid(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func convertHardSwish(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	lin := b.call(op.Add, nil, b.call(op.Multiply, nil, x, b.scalarLike(x, 1.0/6)), b.scalarLike(x, 0.5))
 	return b.done(b.call(op.Multiply, nil, x, b.call(op.Clip, ir.Attrs{"a_min": 0.0, "a_max": 1.0}, lin)))
 }
 
 func convertSoftplus(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	// max(x, 0) + log(1 + exp(-|x|)): the textbook log(exp(x) + 1)
 	// overflows to +inf in float32 for x > 88.
@@ -561,20 +471,20 @@ func convertSoftplus(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func convertSoftsign(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	return b.done(b.call(op.Divide, nil, x, b.call(op.Add, nil, b.scalarLike(x, 1), b.call(op.Abs, nil, x))))
 }
 
 func convertThresholdedRelu(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	alpha := n.Float("alpha", 1)
 	return b.done(b.call(op.Where, nil, b.call(op.Greater, nil, x, b.scalarLike(x, alpha)), x, b.scalarLike(x, 0)))
 }
 
 func convertShrink(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	lambd, bias := n.Float("lambd", 0.5), n.Float("bias", 0)
 	upper := b.call(op.Where, nil, b.call(op.Greater, nil, x, b.scalarLike(x, lambd)),
@@ -586,7 +496,7 @@ func convertShrink(c *Ctx, n *Node) ([]graph.Expr, error) {
 // quantParam prepares a scale or zero point for broadcasting against x: a
 // scalar or one-element tensor stays per-tensor; from opset 13 a 1-D tensor
 // of length x.shape[axis] is per-axis and is reshaped to [len, 1, ...].
-func (b *ewb) quantParam(p graph.Expr, x graph.Expr, what string) graph.Expr {
+func (b *builder) quantParam(p graph.Expr, x graph.Expr, what string) graph.Expr {
 	pt, xt := b.typ(p), b.typ(x)
 	if b.err != nil {
 		return nil
@@ -631,7 +541,7 @@ func quantRange(dt ir.DType) (float64, float64, bool) {
 
 // quantize is cast(clip(round(x/scale) + zp, qmin, qmax), qdt), computed in
 // scale's float type (round halves to even). zp may be nil (zero).
-func (b *ewb) quantize(x, scale, zp graph.Expr, qdt ir.DType) graph.Expr {
+func (b *builder) quantize(x, scale, zp graph.Expr, qdt ir.DType) graph.Expr {
 	lo, hi, ok := quantRange(qdt)
 	if !ok && b.err == nil {
 		b.err = b.n.Errorf("quantized type %s is not supported (uint8, int8, uint16, int16)", qdt)
@@ -645,7 +555,7 @@ func (b *ewb) quantize(x, scale, zp graph.Expr, qdt ir.DType) graph.Expr {
 }
 
 func convertQuantizeLinear(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	scale := b.quantParam(b.in(1), x, "y_scale")
 	qdt := ir.Uint8
@@ -658,7 +568,7 @@ func convertQuantizeLinear(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func convertDequantizeLinear(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	scale := b.quantParam(b.in(1), x, "x_scale")
 	fdt := b.dtype(scale)
@@ -677,7 +587,7 @@ func convertDequantizeLinear(c *Ctx, n *Node) ([]graph.Expr, error) {
 //	lo = min(min(x), 0); hi = max(max(x), 0); scale = (hi - lo) / 255
 //	zp = cast(clip(round(-lo / scale), 0, 255)); y = quantize(x, scale, zp)
 func convertDynamicQuantizeLinear(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &ewb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	xt := b.typ(x)
 	if b.err != nil {

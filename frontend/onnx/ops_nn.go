@@ -48,101 +48,9 @@ func init() {
 	register("MeanVarianceNormalization", 9, nnMVN)
 }
 
-// nnb builds a chain of calls for one node, keeping the first error.
-type nnb struct {
-	c   *Ctx
-	n   *Node
-	err error
-}
-
-func (b *nnb) fail(format string, args ...any) {
-	if b.err == nil {
-		b.err = b.n.Errorf(format, args...)
-	}
-}
-
-// in returns required input i.
-func (b *nnb) in(i int) graph.Expr {
-	if b.err != nil {
-		return nil
-	}
-	x := b.n.Input(i)
-	if x == nil {
-		b.fail("input %d is missing", i)
-	}
-	return x
-}
-
-// call applies o to args.
-func (b *nnb) call(o *op.Op, attrs ir.Attrs, args ...graph.Expr) graph.Expr {
-	if b.err != nil {
-		return nil
-	}
-	e, err := b.c.Call(o, args, attrs)
-	if err != nil {
-		b.err = err
-		return nil
-	}
-	return e
-}
-
-// item projects field i of a tuple-valued expression.
-func (b *nnb) item(e graph.Expr, i int) graph.Expr {
-	if b.err != nil {
-		return nil
-	}
-	r, err := b.c.Item(e, i)
-	if err != nil {
-		b.err = err
-	}
-	return r
-}
-
-// typ returns e's tensor type (nil after an error).
-func (b *nnb) typ(e graph.Expr) *ir.TensorType {
-	if b.err != nil {
-		return nil
-	}
-	t, err := b.c.TensorType(e)
-	if err != nil {
-		b.err = err
-		return nil
-	}
-	return t
-}
-
-// scalar is a rank-0 constant of dtype dt.
-func (b *nnb) scalar(dt ir.DType, v float64) graph.Expr {
-	return b.c.Constant(tensor.Scalar(dt, v))
-}
-
-// cast converts e to dt unless it already has that dtype.
-func (b *nnb) cast(e graph.Expr, dt ir.DType) graph.Expr {
-	if t := b.typ(e); t == nil || t.DType == dt {
-		return e
-	}
-	return b.call(op.Cast, ir.Attrs{"dtype": dt}, e)
-}
-
-// reshape gives e a new shape unless it already has it.
-func (b *nnb) reshape(e graph.Expr, s ir.Shape) graph.Expr {
-	if t := b.typ(e); t == nil || t.Shape.Equal(s) {
-		return e
-	}
-	return b.call(op.Reshape, ir.Attrs{"newshape": []int64(s.Clone())}, e)
-}
-
-// done returns the outputs or the first error.
-func (b *nnb) done(outs ...graph.Expr) ([]graph.Expr, error) {
-	if b.err != nil {
-		return nil, b.err
-	}
-	return outs, nil
-}
-
 // spatialRank returns the number of spatial dimensions of an N, C,
 // spatial... input, which must be 1 to 3 for the windowed ops.
-func (b *nnb) spatialRank(x *ir.TensorType, lo, hi int) int {
+func (b *builder) spatialRank(x *ir.TensorType, lo, hi int) int {
 	if x == nil {
 		return 0
 	}
@@ -156,7 +64,7 @@ func (b *nnb) spatialRank(x *ir.TensorType, lo, hi int) int {
 
 // ints returns an ints attribute of length n, or def repeated n times when
 // it is absent.
-func (b *nnb) ints(name string, n int, def int64) []int64 {
+func (b *builder) ints(name string, n int, def int64) []int64 {
 	v := b.n.Ints(name, nil)
 	if v == nil {
 		v = make([]int64, n)
@@ -174,7 +82,7 @@ func (b *nnb) ints(name string, n int, def int64) []int64 {
 
 // windowPads resolves pads / auto_pad for a windowed op over spatial sizes
 // in, kernel k, strides s and dilations d into [begin..., end...].
-func (b *nnb) windowPads(in, k, s, d []int64) []int64 {
+func (b *builder) windowPads(in, k, s, d []int64) []int64 {
 	n := len(in)
 	switch ap := b.n.String("auto_pad", "NOTSET"); ap {
 	case "NOTSET", "":
@@ -222,7 +130,7 @@ var (
 
 // kernelShape returns kernel_shape, checked against the weight's spatial
 // dims when the weight type is known.
-func (b *nnb) kernelShape(w *ir.TensorType, n int) []int64 {
+func (b *builder) kernelShape(w *ir.TensorType, n int) []int64 {
 	if w == nil {
 		return b.ints("kernel_shape", n, 1)
 	}
@@ -234,7 +142,7 @@ func (b *nnb) kernelShape(w *ir.TensorType, n int) []int64 {
 }
 
 // addBias adds an optional 1-D channel bias.
-func (b *nnb) addBias(y graph.Expr, bias graph.Expr) graph.Expr {
+func (b *builder) addBias(y graph.Expr, bias graph.Expr) graph.Expr {
 	if bias == nil {
 		return y
 	}
@@ -243,7 +151,7 @@ func (b *nnb) addBias(y graph.Expr, bias graph.Expr) graph.Expr {
 
 // convND builds the convolution of a Conv-like node (kernel_shape,
 // strides, dilations, pads/auto_pad, group) applied to x and w.
-func (b *nnb) convND(x, w graph.Expr) graph.Expr {
+func (b *builder) convND(x, w graph.Expr) graph.Expr {
 	xt, wt := b.typ(x), b.typ(w)
 	nd := b.spatialRank(xt, 1, 3)
 	if b.err != nil {
@@ -260,13 +168,13 @@ func (b *nnb) convND(x, w graph.Expr) graph.Expr {
 }
 
 func nnConv(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	y := b.convND(b.in(0), b.in(1))
 	return b.done(b.addBias(y, n.Input(2)))
 }
 
 func nnConvTranspose(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x, w := b.in(0), b.in(1)
 	xt, wt := b.typ(x), b.typ(w)
 	nd := b.spatialRank(xt, 1, 3)
@@ -327,7 +235,7 @@ func nnConvTranspose(c *Ctx, n *Node) ([]graph.Expr, error) {
 
 func nnPool(avg bool) Converter {
 	return func(c *Ctx, n *Node) ([]graph.Expr, error) {
-		b := &nnb{c: c, n: n}
+		b := &builder{c: c, n: n}
 		x := b.in(0)
 		xt := b.typ(x)
 		nd := b.spatialRank(xt, 1, 3)
@@ -365,7 +273,7 @@ func spatialAxes(rank int) []int64 {
 
 func nnGlobalPool(avg bool) Converter {
 	return func(c *Ctx, n *Node) ([]graph.Expr, error) {
-		b := &nnb{c: c, n: n}
+		b := &builder{c: c, n: n}
 		x := b.in(0)
 		xt := b.typ(x)
 		if b.err != nil {
@@ -389,7 +297,7 @@ func nnGlobalPool(avg bool) Converter {
 }
 
 // absPow returns |x|^p (x*x for p = 2).
-func (b *nnb) absPow(x graph.Expr, dt ir.DType, p int64) graph.Expr {
+func (b *builder) absPow(x graph.Expr, dt ir.DType, p int64) graph.Expr {
 	if p == 2 {
 		return b.call(op.Multiply, nil, x, x)
 	}
@@ -397,7 +305,7 @@ func (b *nnb) absPow(x graph.Expr, dt ir.DType, p int64) graph.Expr {
 }
 
 // root returns x^(1/p) (sqrt for p = 2).
-func (b *nnb) root(x graph.Expr, dt ir.DType, p int64) graph.Expr {
+func (b *builder) root(x graph.Expr, dt ir.DType, p int64) graph.Expr {
 	if p == 2 {
 		return b.call(op.Sqrt, nil, x)
 	}
@@ -405,7 +313,7 @@ func (b *nnb) root(x graph.Expr, dt ir.DType, p int64) graph.Expr {
 }
 
 func nnLpPool(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	xt := b.typ(x)
 	nd := b.spatialRank(xt, 1, 3)
@@ -434,7 +342,7 @@ func nnLpPool(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func nnGlobalLpPool(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	xt := b.typ(x)
 	if b.err != nil {
@@ -452,7 +360,7 @@ func nnGlobalLpPool(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func nnMaxUnpool(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x, idx := b.in(0), b.in(1)
 	xt := b.typ(x)
 	nd := b.spatialRank(xt, 1, 3)
@@ -491,7 +399,7 @@ func nnMaxUnpool(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func nnBatchNorm(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x, gamma, beta, mean, vr := b.in(0), b.in(1), b.in(2), b.in(3), b.in(4)
 	xt := b.typ(x)
 	if b.err != nil {
@@ -544,13 +452,13 @@ func channelShape(xt *ir.TensorType) ir.Shape {
 }
 
 func nnInstanceNorm(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x, gamma, beta := b.in(0), b.in(1), b.in(2)
 	return b.done(b.call(op.InstanceNorm, ir.Attrs{"epsilon": n.Float("epsilon", 1e-5)}, x, gamma, beta))
 }
 
 func nnLayerNorm(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x, gamma := b.in(0), b.in(1)
 	xt, gt := b.typ(x), b.typ(gamma)
 	if b.err != nil {
@@ -585,7 +493,7 @@ func nnLayerNorm(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func nnLRN(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	if !n.Has("size") {
 		return nil, n.Errorf("attribute size is required")
@@ -595,7 +503,7 @@ func nnLRN(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func nnMVN(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x := b.in(0)
 	xt := b.typ(x)
 	if b.err != nil {

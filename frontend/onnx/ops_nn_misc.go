@@ -48,7 +48,7 @@ func init() {
 }
 
 func nnGemm(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	a, bm := b.in(0), b.in(1)
 	at, bt := b.typ(a), b.typ(bm)
 	if b.err != nil {
@@ -82,13 +82,13 @@ func nnGemm(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func nnMatMul(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	return b.done(b.call(op.MatMul, nil, b.in(0), b.in(1)))
 }
 
 func nnSoftmax(o *op.Op) Converter {
 	return func(c *Ctx, n *Node) ([]graph.Expr, error) {
-		b := &nnb{c: c, n: n}
+		b := &builder{c: c, n: n}
 		x := b.in(0)
 		xt := b.typ(x)
 		if b.err != nil {
@@ -116,7 +116,7 @@ func nnSoftmax(o *op.Op) Converter {
 }
 
 func nnDepthToSpace(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	if !n.Has("blocksize") {
 		return nil, n.Errorf("attribute blocksize is required")
 	}
@@ -124,7 +124,7 @@ func nnDepthToSpace(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func nnSpaceToDepth(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	if !n.Has("blocksize") {
 		return nil, n.Errorf("attribute blocksize is required")
 	}
@@ -132,7 +132,7 @@ func nnSpaceToDepth(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func nnEinsum(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	if !n.Has("equation") {
 		return nil, n.Errorf("attribute equation is required")
 	}
@@ -146,7 +146,7 @@ func nnEinsum(c *Ctx, n *Node) ([]graph.Expr, error) {
 func nnRecurrent(o *op.Op, gates int64) Converter {
 	lstm := o == op.LSTM
 	return func(c *Ctx, n *Node) ([]graph.Expr, error) {
-		b := &nnb{c: c, n: n}
+		b := &builder{c: c, n: n}
 		x, w, r := b.in(0), b.in(1), b.in(2)
 		xt, rt := b.typ(x), b.typ(r)
 		if b.err != nil {
@@ -220,7 +220,7 @@ func nnRecurrent(o *op.Op, gates int64) Converter {
 }
 
 func nnRoiAlign(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x, rois, idx := b.in(0), b.in(1), b.in(2)
 	ctm := "output_half_pixel"
 	if n.Opset >= 16 {
@@ -239,7 +239,7 @@ func nnRoiAlign(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func nnGridSample(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	return b.done(b.call(op.GridSample, ir.Attrs{
 		"method":        n.String("mode", "bilinear"),
 		"padding_mode":  n.String("padding_mode", "zeros"),
@@ -250,7 +250,7 @@ func nnGridSample(c *Ctx, n *Node) ([]graph.Expr, error) {
 // centered returns int32(x) - int32(zp) (x alone when zp is absent); a
 // zero point of more than one element is reshaped to zpShape first unless
 // zpShape is nil (it then broadcasts as it is).
-func (b *nnb) centered(x, zp graph.Expr, zpShape ir.Shape) graph.Expr {
+func (b *builder) centered(x, zp graph.Expr, zpShape ir.Shape) graph.Expr {
 	x32 := b.cast(x, ir.Int32)
 	if zp == nil {
 		return x32
@@ -270,7 +270,7 @@ func perRow(m int64, r int) ir.Shape {
 	return ir.Shape{m, 1}
 }
 
-func (b *nnb) integerMatMul(a, azp, bm, bzp graph.Expr) graph.Expr {
+func (b *builder) integerMatMul(a, azp, bm, bzp graph.Expr) graph.Expr {
 	at := b.typ(a)
 	if b.err != nil {
 		return nil
@@ -285,7 +285,7 @@ func (b *nnb) integerMatMul(a, azp, bm, bzp graph.Expr) graph.Expr {
 }
 
 func nnMatMulInteger(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	return b.done(b.integerMatMul(b.in(0), n.Input(2), b.in(1), n.Input(3)))
 }
 
@@ -300,7 +300,7 @@ func perChannel(ch int64, r int) ir.Shape {
 	return s
 }
 
-func (b *nnb) integerConv(x, xzp, w, wzp graph.Expr) graph.Expr {
+func (b *builder) integerConv(x, xzp, w, wzp graph.Expr) graph.Expr {
 	wt := b.typ(w)
 	if b.err != nil {
 		return nil
@@ -311,13 +311,13 @@ func (b *nnb) integerConv(x, xzp, w, wzp graph.Expr) graph.Expr {
 }
 
 func nnConvInteger(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	return b.done(b.integerConv(b.in(0), n.Input(2), b.in(1), n.Input(3)))
 }
 
 // requantize maps an int32 accumulator to the output type of yzp:
 // clip(round(acc * scale) + yzp) with scale = xs * ws / ys.
-func (b *nnb) requantize(acc, xs, ws, ys, yzp graph.Expr, wsShape ir.Shape) graph.Expr {
+func (b *builder) requantize(acc, xs, ws, ys, yzp graph.Expr, wsShape ir.Shape) graph.Expr {
 	yt, xst := b.typ(yzp), b.typ(xs)
 	if b.err != nil {
 		return nil
@@ -343,7 +343,7 @@ func (b *nnb) requantize(acc, xs, ws, ys, yzp graph.Expr, wsShape ir.Shape) grap
 }
 
 func nnQLinearMatMul(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	a, as, azp, bm, bs, bzp, ys, yzp := b.in(0), b.in(1), b.in(2), b.in(3), b.in(4), b.in(5), b.in(6), b.in(7)
 	acc := b.integerMatMul(a, azp, bm, bzp)
 	at := b.typ(a)
@@ -357,7 +357,7 @@ func nnQLinearMatMul(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 func nnQLinearConv(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &nnb{c: c, n: n}
+	b := &builder{c: c, n: n}
 	x, xs, xzp, w, ws, wzp, ys, yzp := b.in(0), b.in(1), b.in(2), b.in(3), b.in(4), b.in(5), b.in(6), b.in(7)
 	acc := b.integerConv(x, xzp, w, wzp)
 	acc = b.addBias(acc, n.Input(8))
