@@ -469,8 +469,8 @@ func clipKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*tensor.T
 		}
 		return []*tensor.Tensor{res}, nil
 	}
-	ilo, ihi := satInt(math.Ceil(lo)), satInt(math.Floor(hi))
-	ulo, uhi := satUint(math.Ceil(lo)), satUint(math.Floor(hi))
+	ilo, ihi := ir.SaturateInt64(math.Ceil(lo)), ir.SaturateInt64(math.Floor(hi))
+	ulo, uhi := ir.SaturateUint64(math.Ceil(lo)), ir.SaturateUint64(math.Floor(hi))
 	for k := 0; k < res.Len(); k++ {
 		if x.DType == ir.Uint64 {
 			res.SetInt(k, int64(min(max(x.Uint(k), ulo), uhi)))
@@ -479,28 +479,4 @@ func clipKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*tensor.T
 		res.SetInt(k, min(max(x.Int(k), ilo), ihi))
 	}
 	return []*tensor.Tensor{res}, nil
-}
-
-// satUint converts an integral float to uint64, saturating (NaN gives 0).
-func satUint(v float64) uint64 {
-	switch {
-	case math.IsNaN(v) || v <= 0:
-		return 0
-	case v >= 1.8446744073709551615e19:
-		return math.MaxUint64
-	}
-	return uint64(v)
-}
-
-// satInt converts an integral float to int64, saturating (NaN gives 0).
-func satInt(v float64) int64 {
-	switch {
-	case math.IsNaN(v):
-		return 0
-	case v >= 9.223372036854775807e18:
-		return math.MaxInt64
-	case v <= -9.223372036854775808e18:
-		return math.MinInt64
-	}
-	return int64(v)
 }

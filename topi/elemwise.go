@@ -454,10 +454,10 @@ func ewComputeClip(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 			return tir.NewSelect(tir.GT(v, h), h, v)
 		}
 		if dt == ir.Uint64 {
-			l, h := tir.IntConst(ir.Uint64, int64(ewSatUint(math.Ceil(lo)))), tir.IntConst(ir.Uint64, int64(ewSatUint(math.Floor(hi))))
+			l, h := tir.IntConst(ir.Uint64, int64(ir.SaturateUint64(math.Ceil(lo)))), tir.IntConst(ir.Uint64, int64(ir.SaturateUint64(math.Floor(hi))))
 			return tir.Min(tir.Max(x, l), h)
 		}
-		il, ih := ewSatInt(math.Ceil(lo)), ewSatInt(math.Floor(hi))
+		il, ih := ir.SaturateInt64(math.Ceil(lo)), ir.SaturateInt64(math.Floor(hi))
 		tmin, tmax := ewIntRange(dt)
 		if il < tmin || il > tmax || ih < tmin || ih > tmax {
 			x = tir.NewCast(tir.Int64T, x) // clamp in int64, wrap at the end
@@ -474,29 +474,4 @@ func ewIntRange(dt ir.DType) (int64, int64) {
 		return 0, int64(uint64(1)<<bits - 1)
 	}
 	return -1 << (bits - 1), 1<<(bits-1) - 1
-}
-
-// ewSatUint converts an integral float to uint64, saturating (NaN gives 0),
-// as the reference's clip does.
-func ewSatUint(v float64) uint64 {
-	switch {
-	case math.IsNaN(v) || v <= 0:
-		return 0
-	case v >= 1.8446744073709551615e19:
-		return math.MaxUint64
-	}
-	return uint64(v)
-}
-
-// ewSatInt converts an integral float to int64, saturating (NaN gives 0).
-func ewSatInt(v float64) int64 {
-	switch {
-	case math.IsNaN(v):
-		return 0
-	case v >= 9.223372036854775807e18:
-		return math.MaxInt64
-	case v <= -9.223372036854775808e18:
-		return math.MinInt64
-	}
-	return int64(v)
 }
