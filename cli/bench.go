@@ -37,14 +37,26 @@ type BenchReport struct {
 	Kernels  int     `json:"kernels"`
 	// Inputs is "random" (seeded) or "files".
 	Inputs string `json:"inputs"`
+	// Profile is the per-kernel time of --profile runs, slowest first.
+	Profile []KernelTime `json:"profile,omitempty"`
+}
+
+// KernelTime is one step of a --profile run: the mean time per run of a
+// kernel call (or device copy) and its share of the total.
+type KernelTime struct {
+	Node   string  `json:"node"`
+	Func   string  `json:"func,omitempty"`
+	MeanMs float64 `json:"mean_ms"`
+	Share  float64 `json:"share"`
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("bench", "MODEL.onnx|OUT [-t \"TARGETS\"] [--threads N] [--runs N] [--json]", stderr)
+	fs := newFlags("bench", "MODEL.onnx|OUT [-t \"TARGETS\"] [--threads N] [--runs N] [--profile N] [--json]", stderr)
 	targets := fs.String("t", "", "comma-separated target strings, host last (default \"c\"; for a model file)")
 	threads := fs.Int("threads", 1, "threads the compiled operators use")
 	runs := fs.Int("runs", 20, "timed runs (after 3 warm-up runs)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	profile := fs.Int("profile", 0, "after the timed runs, time every kernel call over the same number of runs and list the N slowest (0: no profile)")
 	seed := fs.Uint64("seed", 1, "seed of the random inputs")
 	noFuse := fs.Bool("no-fuse", false, "compile every operator as its own kernel")
 	var inputs listFlag
@@ -167,6 +179,17 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	rep.MedianMs, rep.MinMs, rep.MeanMs, rep.P90Ms, rep.MaxMs = latencyStats(times)
+	if *profile < 0 {
+		fmt.Fprintf(stderr, "kiln bench: --profile %d: want a count of kernels (0: no profile)\n", *profile)
+		return exitUsage
+	}
+	if *profile > 0 {
+		steps, err := art.Exec.Profile(*runs)
+		if err != nil {
+			return fail(stderr, "bench", err)
+		}
+		rep.Profile = kernelTimes(steps, *runs, *profile)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		if err := enc.Encode(rep); err != nil {
@@ -179,7 +202,38 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if rep.CompileS > 0 {
 		fmt.Fprintf(stdout, "compile: %.2f s, %d kernels\n", rep.CompileS, rep.Kernels)
 	}
+	if len(rep.Profile) > 0 {
+		fmt.Fprintf(stdout, "slowest kernels (mean per run over %d profiled runs):\n", rep.Runs)
+		for _, k := range rep.Profile {
+			name := k.Func
+			if name == "" {
+				name = k.Node
+			}
+			fmt.Fprintf(stdout, "  %6.2f%%  %9.4f ms  %s\n", 100*k.Share, k.MeanMs, name)
+		}
+	}
 	return exitOK
+}
+
+// kernelTimes turns summed step times into per-run means with their share
+// of the total, slowest first, at most n of them.
+func kernelTimes(steps []krt.StepTime, runs, n int) []KernelTime {
+	var total time.Duration
+	for _, s := range steps {
+		total += s.Total
+	}
+	out := make([]KernelTime, len(steps))
+	for i, s := range steps {
+		out[i] = KernelTime{Node: s.Node, Func: s.Func, MeanMs: float64(s.Total.Nanoseconds()) / 1e6 / float64(max(runs, 1))}
+		if total > 0 {
+			out[i].Share = float64(s.Total) / float64(total)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].MeanMs > out[j].MeanMs })
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
 }
 
 // latencyStats returns median, min, mean, 90th percentile (nearest rank)

@@ -155,6 +155,29 @@ func TestBenchModel(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "median ") || !strings.Contains(stdout, "(files inputs)") || !strings.Contains(stderr, "C compile") {
 		t.Errorf("bench: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	// --profile: the slowest kernels, each with a positive time, sorted,
+	// shares summing to at most 1.
+	code, stdout, stderr = kiln("bench", mlpDir, "--runs", "3", "--profile", "2", "--json")
+	if code != 0 {
+		t.Fatalf("bench --profile: exit %d: %s", code, stderr)
+	}
+	rep = BenchReport{}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	share := 0.0
+	for i, k := range rep.Profile {
+		share += k.Share
+		if k.MeanMs <= 0 || k.Func == "" || i > 0 && k.MeanMs > rep.Profile[i-1].MeanMs {
+			t.Errorf("profile entry %d: %+v", i, k)
+		}
+	}
+	if len(rep.Profile) != 2 || share <= 0 || share > 1+1e-9 {
+		t.Errorf("profile %+v (shares sum to %v)", rep.Profile, share)
+	}
+	if code, _, stderr := kiln("bench", mlpDir, "--runs", "1", "--profile", "-1"); code != 2 || !strings.Contains(stderr, "--profile -1") {
+		t.Errorf("bench --profile -1: exit %d, %q", code, stderr)
+	}
 }
 
 // TestCompileErrorsLeaveNoArtifact checks one-line errors and that a

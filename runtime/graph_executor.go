@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/kiln-dev/kiln/ir"
@@ -322,10 +323,45 @@ func (e *GraphExecutor) Run() error {
 	// would wake several teams, which then compete for the cores.
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
-	return e.run()
+	return e.run(nil)
 }
 
-func (e *GraphExecutor) run() error {
+// StepTime is the time one step of the program (a kernel call or a device
+// copy) took, summed over the runs of Profile.
+type StepTime struct {
+	// Node is the node's name, Func its compiled function ("" for a
+	// device copy).
+	Node, Func string
+	// Total is the time summed over the runs.
+	Total time.Duration
+}
+
+// Profile runs the program runs times (inputs must be set) and returns
+// the time of each step, in program order, summed over the runs. Timing
+// each call adds a clock read per step, so the sum is a little above a
+// plain Run's time.
+func (e *GraphExecutor) Profile(runs int) ([]StepTime, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	times := make([]time.Duration, len(e.steps))
+	for r := 0; r < runs; r++ {
+		if err := e.run(times); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]StepTime, len(e.steps))
+	for i := range e.steps {
+		n := &e.g.nodes[e.steps[i].node]
+		out[i] = StepTime{Node: n.name, Func: n.funcName, Total: times[i]}
+	}
+	return out, nil
+}
+
+// run executes every step; with times (one per step) it adds each step's
+// duration.
+func (e *GraphExecutor) run(times []time.Duration) error {
 	if e.closed {
 		return errClosed
 	}
@@ -338,10 +374,14 @@ func (e *GraphExecutor) run() error {
 	if len(unset) > 0 {
 		return fmt.Errorf("run: input(s) %s not set", strings.Join(unset, ", "))
 	}
+	var t0 time.Time
 	for i := range e.steps {
 		st := &e.steps[i]
 		n := &e.g.nodes[st.node]
 		var err error
+		if times != nil {
+			t0 = time.Now()
+		}
 		switch {
 		case st.native != nil:
 			err = st.native.call(st.block, len(st.args))
@@ -349,6 +389,9 @@ func (e *GraphExecutor) run() error {
 			err = st.packed(st.args)
 		default:
 			err = st.dst.CopyFromArray(st.src)
+		}
+		if times != nil {
+			times[i] += time.Since(t0)
 		}
 		if err != nil {
 			if n.op == opKiln {
@@ -400,7 +443,7 @@ func (e *GraphExecutor) Execute(inputs map[string]*tensor.Tensor) ([]*tensor.Ten
 			return nil, err
 		}
 	}
-	if err := e.run(); err != nil {
+	if err := e.run(nil); err != nil {
 		return nil, err
 	}
 	outs := make([]*tensor.Tensor, len(e.g.heads))

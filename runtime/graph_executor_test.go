@@ -660,3 +660,49 @@ func compareOutputs(got []*tensor.Tensor, want [][]float32) error {
 	}
 	return nil
 }
+
+// TestGraphExecutorProfile: Profile runs the program, times every step
+// (kernel calls and device copies) in program order, and leaves the same
+// outputs as Run.
+func TestGraphExecutorProfile(t *testing.T) {
+	e, err := NewGraphExecutor([]byte(testGraph), testModule(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Profile(1); err == nil {
+		t.Error("Profile without inputs succeeded")
+	}
+	if err := e.SetParams(map[string]*tensor.Tensor{"w": tensor.FromFloat32s(ir.Shape{2, 3}, testW)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetInput("x", tensor.FromFloat32s(ir.Shape{2, 3}, testX)); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := e.Profile(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != len(e.steps) {
+		t.Fatalf("%d step times for %d steps", len(steps), len(e.steps))
+	}
+	kernels := 0
+	for i, s := range steps {
+		if s.Total <= 0 || s.Node != e.g.nodes[e.steps[i].node].name {
+			t.Errorf("step %d: %+v", i, s)
+		}
+		if s.Func != "" {
+			kernels++
+		}
+	}
+	if kernels == 0 {
+		t.Error("no kernel steps named their function")
+	}
+	for i, want := range expected(testX, testW) {
+		got, err := e.GetOutput(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkF32(t, fmt.Sprintf("output %d after Profile", i), got, want)
+	}
+}

@@ -7,8 +7,9 @@ import "github.com/kiln-dev/kiln/tir"
 // x*1, x*0 on integers, x/1, reassociation of constants), folds casts,
 // negations, Selects and if_then_else with constant conditions, replaces
 // loops of extent 1 by their body, keeps only the taken branch of an if
-// with a constant condition, and inlines let bindings of constants and
-// variables. It does no range analysis and moves no code.
+// with a constant condition, rewrites pow(x, 2) as x*x, and inlines let
+// bindings of constants and variables. It does no range analysis and
+// moves no code.
 func Simplify() Pass {
 	return Pass{Name: "Simplify", Run: func(f *tir.PrimFunc) (*tir.PrimFunc, error) {
 		return f.WithBody(SimplifyStmt(f.Body)), nil
@@ -44,6 +45,14 @@ func simplifyExprNode(e tir.PrimExpr) tir.PrimExpr {
 			return x.True
 		}
 	case *tir.Call:
+		// pow(x, 2) is x*x: both are the correctly rounded square (the
+		// float64 square of a float32 is exact), and a multiplication
+		// vectorises where a libm call does not.
+		if x.Op == tir.IntrinPow {
+			if c, ok := x.Args[1].(*tir.FloatImm); ok && c.Value == 2 && !tir.HasSideEffect(x.Args[0]) {
+				return tir.Mul(x.Args[0], x.Args[0])
+			}
+		}
 		if x.Op == tir.IntrinIfThenElse {
 			if c, ok := tir.ConstInt(x.Args[0]); ok {
 				if c != 0 {

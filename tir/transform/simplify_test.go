@@ -75,3 +75,21 @@ func TestSimplifyCases(t *testing.T) {
 		}
 	}
 }
+
+// TestSimplifyPowSquare: pow(x, 2) becomes x*x; other exponents and
+// operands with side effects stay calls.
+func TestSimplifyPowSquare(t *testing.T) {
+	x := tir.NewVar("x", tir.Float32T)
+	two := tir.FloatConst(ir.Float32, 2)
+	if got := SimplifyExpr(tir.NewCall(tir.IntrinPow, x, two)); !tir.ExprEqual(got, tir.Mul(x, x)) {
+		t.Errorf("pow(x, 2) -> %v, want x*x", got)
+	}
+	three := tir.FloatConst(ir.Float32, 3)
+	if got := SimplifyExpr(tir.NewCall(tir.IntrinPow, x, three)); !tir.ExprEqual(got, tir.NewCall(tir.IntrinPow, x, three)) {
+		t.Errorf("pow(x, 3) -> %v, want it unchanged", got)
+	}
+	ext := tir.CallExternOf(tir.Float32T, "next_value")
+	if got := SimplifyExpr(tir.NewCall(tir.IntrinPow, ext, two)); !tir.ExprEqual(got, tir.NewCall(tir.IntrinPow, ext, two)) {
+		t.Errorf("pow(call_extern, 2) -> %v: the call would run twice", got)
+	}
+}
