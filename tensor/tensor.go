@@ -6,7 +6,6 @@ package tensor
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/kiln-dev/kiln/ir"
@@ -172,20 +171,8 @@ func (t *Tensor) SetFloat(i int, v float64) {
 			*(*uint8)(p) = 0
 		}
 	default:
-		t.SetInt(i, floatToInt64(v))
+		t.SetInt(i, ir.SaturateInt64(v))
 	}
-}
-
-func floatToInt64(v float64) int64 {
-	switch {
-	case math.IsNaN(v):
-		return 0
-	case v >= 9.223372036854775807e18:
-		return math.MaxInt64
-	case v <= -9.223372036854775808e18:
-		return math.MinInt64
-	}
-	return int64(v)
 }
 
 // SetInt stores v at flat index i; integer types wrap (two's complement),
