@@ -163,31 +163,15 @@ func buildAOTBinary(dir, bin string, bopts cgen.BuildOptions) error {
 		return err
 	}
 	sort.Strings(srcs)
-	cc := strings.Fields(bopts.CC)
-	if len(cc) == 0 {
-		cc = strings.Fields(os.Getenv("CC"))
-	}
-	if len(cc) == 0 {
-		cc = []string{"cc"}
-	}
-	args := append(cc[1:], aot.CFlags...)
-	args = append(args, "-Werror", "-Iinclude", "-I.")
+	args := append(append([]string(nil), aot.CFlags...), "-Werror", "-Iinclude", "-I.")
 	args = append(args, bopts.ExtraFlags...)
 	for _, s := range srcs {
 		args = append(args, filepath.Base(s))
 	}
 	args = append(args, "-o", bin, "-lm")
 	args = append(args, bopts.LDFlags...)
-	cmd := exec.Command(cc[0], args...)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(out.String())
-		if len(msg) > 8000 {
-			msg = msg[:8000] + "\n... (output truncated)"
-		}
-		return fmt.Errorf("C compiler: %w", &cgen.CompileError{Compiler: cc[0], Source: "the AOT project", Err: err, Output: msg})
+	if err := cgen.RunCompiler(dir, bopts.CC, args, "the AOT project"); err != nil {
+		return fmt.Errorf("C compiler: %w", err)
 	}
 	return nil
 }

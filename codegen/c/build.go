@@ -112,27 +112,38 @@ func Build(src *Source, dir string, opts BuildOptions) (string, error) {
 		out = "kiln_lib.so"
 	}
 	libPath := filepath.Join(dir, out)
-	cc := compilerCommand(opts.CC)
-	args := append(cc[1:], CompileFlags(src, opts)...)
+	args := CompileFlags(src, opts)
 	args = append(args, "-I", filepath.Join(dir, "include"), "-I", dir)
 	args = append(args, opts.ExtraFlags...)
 	args = append(args, sources...)
 	args = append(args, opts.LDFlags...)
 	args = append(args, "-o", libPath, "-lm")
-	cmd := exec.Command(cc[0], args...)
+	if err := RunCompiler(dir, opts.CC, args, srcPath); err != nil {
+		return "", err
+	}
+	return libPath, nil
+}
+
+// RunCompiler runs the C compiler (cc: explicit, else $CC, else "cc"; it
+// may include arguments) with args in dir. A failure is a *CompileError
+// naming source and holding the compiler's output (truncated when very
+// long).
+func RunCompiler(dir, cc string, args []string, source string) error {
+	command := compilerCommand(cc)
+	cmd := exec.Command(command[0], append(command[1:], args...)...)
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stdout = &stderr
-	cmd.Stderr = &stderr
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
+		msg := strings.TrimSpace(out.String())
 		const max = 8000
 		if len(msg) > max {
 			msg = msg[:max] + "\n... (output truncated)"
 		}
-		return "", &CompileError{Compiler: cc[0], Source: srcPath, Err: err, Output: msg}
+		return &CompileError{Compiler: command[0], Source: source, Err: err, Output: msg}
 	}
-	return libPath, nil
+	return nil
 }
 
 // CompileError is a C compiler failure: which compiler, on which source,
