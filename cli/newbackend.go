@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"embed"
 	"fmt"
 	"io"
@@ -77,44 +78,22 @@ func runNewBackend(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// writeScaffold writes every file into a temporary directory beside dir
-// and renames it into place, so that a failure leaves nothing behind.
+// writeScaffold renders the templates and writes them into the new
+// directory dir (writeTree: all or nothing).
 func writeScaffold(dir string, data scaffoldData) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".*")
-	if err != nil {
-		return err
-	}
-	done := false
-	defer func() {
-		if !done {
-			os.RemoveAll(tmp)
-		}
-	}()
+	files := map[string][]byte{}
 	for _, f := range scaffoldFiles {
 		t, err := template.ParseFS(scaffoldFS, "scaffold/"+f.tmpl)
 		if err != nil {
 			return err
 		}
-		rel := strings.NewReplacer("NAME", data.Name, "PKG", data.Pkg).Replace(f.file)
-		p := filepath.Join(tmp, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		var b bytes.Buffer
+		if err := t.Execute(&b, data); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(p, func(w io.Writer) error { return t.Execute(w, data) }); err != nil {
-			return err
-		}
+		files[strings.NewReplacer("NAME", data.Name, "PKG", data.Pkg).Replace(f.file)] = b.Bytes()
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return err
-	}
-	done = true
-	return nil
+	return writeTree(dir, files)
 }
 
 // modulePathFor derives the import path of directory dir from the go.mod
