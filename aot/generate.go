@@ -1,9 +1,9 @@
 package aot
 
 import (
-	"bytes"
 	_ "embed" // the Cortex-M start-up files
 	"fmt"
+	"github.com/kiln-dev/kiln/tensor"
 	"strings"
 
 	cgen "github.com/kiln-dev/kiln/codegen/c"
@@ -62,14 +62,11 @@ func Generate(p *Program, opts Options) (*Generated, error) {
 		return nil, err
 	}
 	g := &Generated{Files: map[string][]byte{}, Plan: plan}
-	var pool bytes.Buffer
-	for _, c := range p.Constants {
-		off := alignUp(int64(pool.Len()), Alignment)
-		pool.Write(make([]byte, off-int64(pool.Len())))
-		g.ConstantOffsets = append(g.ConstantOffsets, off)
-		pool.Write(c.Data)
+	g.ConstantOffsets, g.ConstantsBytes = constantsLayout(p.Constants)
+	pool := make([]byte, g.ConstantsBytes)
+	for i, c := range p.Constants {
+		copy(pool[g.ConstantOffsets[i]:], c.Data)
 	}
-	g.ConstantsBytes = int64(pool.Len())
 	ins, outs := fieldNames(p.Inputs), fieldNames(p.Outputs)
 	m := p.Module
 	g.Files[headerName(m)] = []byte(header(p, ins, outs, plan.Size, g.ConstantsBytes))
@@ -79,9 +76,9 @@ func Generate(p *Program, opts Options) (*Generated, error) {
 	}
 	g.Files[sourceName(m)] = []byte(src)
 	if opts.ConstantsAsCArray {
-		g.Files[constantsName(m)] = []byte(constantsArray(m, pool.Bytes()))
+		g.Files[constantsName(m)] = []byte(constantsArray(m, pool))
 	} else {
-		g.Files[blobName(m)] = pool.Bytes()
+		g.Files[blobName(m)] = pool
 		g.Files[constantsName(m)] = []byte(constantsBlob(m, g.ConstantsBytes))
 	}
 	g.Files["main.c"] = []byte(harness(p, ins, outs))
@@ -89,6 +86,25 @@ func Generate(p *Program, opts Options) (*Generated, error) {
 	g.Files["cortex_m/startup.c"] = cortexMStartup
 	g.Files["cortex_m/mps2_an386.ld"] = cortexMLinkerScript
 	return g, nil
+}
+
+// constantsLayout places the constants one after the other, each at an
+// Alignment boundary, and returns their offsets and the pool's size.
+func constantsLayout(consts []*tensor.Tensor) ([]int64, int64) {
+	offs := make([]int64, len(consts))
+	var size int64
+	for i, c := range consts {
+		offs[i] = alignUp(size, Alignment)
+		size = offs[i] + int64(len(c.Data))
+	}
+	return offs, size
+}
+
+// ConstantsBytes is the size of the constants pool Generate lays out for
+// consts.
+func ConstantsBytes(consts []*tensor.Tensor) int64 {
+	_, size := constantsLayout(consts)
+	return size
 }
 
 // fieldNames are C identifiers for the tensors, unique within the list.

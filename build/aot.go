@@ -110,15 +110,9 @@ func compileAOT(cfg Config, low *lowered, gj *GraphJSON, params map[string]*tens
 	if err != nil {
 		return err
 	}
-	var asArray bool
-	var constBytes int64
-	for _, c := range prog.Constants {
-		constBytes += int64(len(c.Data)) + aot.Alignment
-	}
+	asArray := aot.ConstantsBytes(prog.Constants) <= constantsCArrayLimit
 	if cfg.AOT.ConstantsAsCArray != nil {
 		asArray = *cfg.AOT.ConstantsAsCArray
-	} else {
-		asArray = constBytes <= constantsCArrayLimit
 	}
 	gen, err := aot.Generate(prog, aot.Options{ConstantsAsCArray: asArray, LDLibs: bopts.LDFlags, CFlags: bopts.ExtraFlags})
 	if err != nil {
