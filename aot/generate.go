@@ -3,10 +3,10 @@ package aot
 import (
 	_ "embed" // the Cortex-M start-up files
 	"fmt"
-	"github.com/kiln-dev/kiln/tensor"
 	"strings"
 
 	cgen "github.com/kiln-dev/kiln/codegen/c"
+	"github.com/kiln-dev/kiln/tensor"
 )
 
 // Options configure Generate.
