@@ -3,10 +3,7 @@ package te
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"strconv"
-	"sync"
-	"weak"
 
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tir"
@@ -58,35 +55,20 @@ func toIndex(e tir.PrimExpr) tir.PrimExpr {
 	return tir.NewCast(tir.Int32T, e)
 }
 
-// registry maps each tensor's buffer back to the tensor, so that the
-// inputs of a compute can be found from the loads in its body. Entries
-// are weak and disappear when the tensor is collected.
-var registry = struct {
-	sync.Mutex
-	m map[*tir.Buffer]weak.Pointer[Tensor]
-}{m: map[*tir.Buffer]weak.Pointer[Tensor]{}}
-
 func newTensor(name string, dt ir.DType, shape ir.Shape, op Operation, index int, scope string) *Tensor {
 	t := &Tensor{Name: name, DType: dt, Shape: shape.Clone(), Op: op, ValueIndex: index}
 	t.buf = tir.NewBuffer(name, dt, shape, scope)
-	registry.Lock()
-	registry.m[t.buf] = weak.Make(t)
-	registry.Unlock()
-	runtime.AddCleanup(t, func(b *tir.Buffer) {
-		registry.Lock()
-		if w, ok := registry.m[b]; ok && w.Value() == nil {
-			delete(registry.m, b)
-		}
-		registry.Unlock()
-	}, t.buf)
+	t.buf.Producer = t
 	return t
 }
 
+// tensorOfBuffer maps a buffer back to the tensor that owns it, so that
+// the inputs of a compute can be found from the loads in its body. The
+// link is held by the buffer itself: a load keeps its tensor alive for as
+// long as the expression holding the load exists.
 func tensorOfBuffer(b *tir.Buffer) *Tensor {
-	registry.Lock()
-	defer registry.Unlock()
-	if w, ok := registry.m[b]; ok {
-		return w.Value()
+	if t, ok := b.Producer.(*Tensor); ok && t.buf == b {
+		return t
 	}
 	return nil
 }

@@ -29,6 +29,11 @@ type Buffer struct {
 	Strides []int64
 	Data    *Var
 	Scope   string
+	// Producer is the object this buffer was created for by a
+	// front end of TIR (a te.Tensor for the buffers te creates), so that
+	// the producer can be found from a load in an expression; nil
+	// otherwise. TIR itself never reads it.
+	Producer any
 }
 
 // NewBuffer returns a compact row-major buffer with a fresh data variable
