@@ -469,6 +469,13 @@ func (fg *funcGen) call(c *tir.Call) string {
 		s = fmt.Sprintf("(%s / (%s + exp%s(-%s)))", one, one, sfx, paren(args[0]))
 	case tir.IntrinRsqrt:
 		s = fmt.Sprintf("(%s / sqrt%s(%s))", one, sfx, args[0])
+	case tir.IntrinErf:
+		if d != ir.Float32 {
+			s = "erf(" + args[0] + ")"
+			break
+		}
+		fg.g.use("kiln_erff") // vectorisable, within 1 ulp like erff
+		s = "kiln_erff(" + args[0] + ")"
 	default:
 		s = info.Name + sfx + "(" + strings.Join(args, ", ") + ")"
 	}
