@@ -433,7 +433,10 @@ type funcGen struct {
 	// parallel is the depth of enclosing parallel loops (0 or 1: nested
 	// parallel loops become serial).
 	parallel int
-	heap     bool
+	// vector is the depth of enclosing vectorized loops; inside one,
+	// float32 exp is emitted as kiln_expf, which GCC can vectorise.
+	vector int
+	heap   bool
 }
 
 func newFuncGen(g *gen, f *tir.PrimFunc, info FuncInfo) *funcGen {
@@ -698,6 +701,8 @@ func (fg *funcGen) forStmt(x *tir.For) {
 		defer func() { fg.parallel-- }()
 	case tir.Vectorized:
 		fg.line("KILN_VECTORIZE")
+		fg.vector++
+		defer func() { fg.vector-- }()
 	case tir.Unrolled:
 		n := int64(8)
 		if extConst && extC <= 256 {

@@ -464,9 +464,21 @@ func (fg *funcGen) call(c *tir.Call) string {
 		one = "1.0f"
 	}
 	var s string
+	exp := "exp" + sfx
+	if d == ir.Float32 && fg.vector > 0 {
+		fg.g.use("kiln_expf") // vectorisable, within 1 ulp like expf
+		exp = "kiln_expf"
+	}
 	switch c.Op {
+	case tir.IntrinExp:
+		s = exp + "(" + args[0] + ")"
 	case tir.IntrinSigmoid:
-		s = fmt.Sprintf("(%s / (%s + exp%s(-%s)))", one, one, sfx, paren(args[0]))
+		if d == ir.Float32 {
+			fg.g.use("kiln_sigmoidf") // in double: no overflow of exp(-x)
+			s = "kiln_sigmoidf(" + args[0] + ")"
+			break
+		}
+		s = fmt.Sprintf("(%s / (%s + exp(-%s)))", one, one, paren(args[0]))
 	case tir.IntrinRsqrt:
 		s = fmt.Sprintf("(%s / sqrt%s(%s))", one, sfx, args[0])
 	case tir.IntrinErf:
