@@ -75,7 +75,10 @@ func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*grap
 			return t.Kind.Partitioning == nil || !t.Kind.Partitioning.KeepRegionsApart
 		}
 	}
-	regions := Regions(main, ann, merge)
+	main, ann, regions, err := pruneRegions(main, targets, ann, merge)
+	if err != nil {
+		return nil, nil, err
+	}
 	rep := newReport(main, ann, regions, refused)
 	if opts.RequireOffload {
 		if err := rep.hostError(); err != nil {

@@ -81,6 +81,14 @@ type Kind struct {
 	// the function to use; it must keep the parameters' and result's
 	// types.
 	PartitionPass func(fn *graph.Function) (*graph.Function, error)
+	// KeepRegion, when set, is asked about each of the kind's regions
+	// after MergeCompilerRegions (calls in topological order); an error
+	// sends the region's calls back to the host, composites as their
+	// operators, with the error as the reason in the partition report.
+	// A kind uses it to leave regions that do not pay for an external
+	// call, such as a lone elementwise operator that the host would fuse
+	// into a neighbouring kernel (TVM's subgraph pruning).
+	KeepRegion func(calls []*graph.Call) error
 	// Partitioning adds the kind's graph passes around partitioning and
 	// may keep its regions apart (UMA's partitioner); nil means neither.
 	Partitioning *Partitioning

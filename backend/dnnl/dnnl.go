@@ -51,6 +51,7 @@ var Kind = &target.Kind{
 	Hooks:      target.Hooks{RelayToRuntime: relayToRuntime, ConstantUpdater: constantUpdater},
 	Supports:   Supported,
 	Patterns:   Patterns,
+	KeepRegion: KeepRegion,
 }
 
 // Register adds Kind to r and registers the runtime loader of dnnl's

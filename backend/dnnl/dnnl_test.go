@@ -229,6 +229,22 @@ func TestOpsAgainstReference(t *testing.T) {
 			a := fvar("a", 2, 4, 8)
 			return []*graph.Var{a}, call(op.MatMul, nil, a, graph.NewConstant(randTensor(rng, 8, 3))), []*tensor.Tensor{randTensor(rng, 2, 4, 8)}
 		}},
+		// Batch folded into M ([6,1,8] as [6,8]) with a constant
+		// transposed weight reordered once at build time.
+		{name: "matmul folded transposed constant weight", kernel: "nn.matmul", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
+			a := fvar("a", 6, 1, 8)
+			return []*graph.Var{a}, call(op.MatMul, ir.Attrs{"transpose_b": true}, a, graph.NewConstant(randTensor(rng, 3, 8))), []*tensor.Tensor{randTensor(rng, 6, 1, 8)}
+		}},
+		{name: "matmul folded variable weight", kernel: "nn.matmul", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
+			a, b := fvar("a", 2, 3, 4, 8), fvar("b", 1, 1, 8, 5)
+			return []*graph.Var{a, b}, call(op.MatMul, nil, a, b), []*tensor.Tensor{randTensor(rng, 2, 3, 4, 8), randTensor(rng, 1, 1, 8, 5)}
+		}},
+		// Not folded (transposed first operand): a rank-3 product with a
+		// constant weight in oneDNN's layout.
+		{name: "matmul batched constant weight", kernel: "nn.matmul", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
+			a := fvar("a", 2, 5, 3)
+			return []*graph.Var{a}, call(op.MatMul, ir.Attrs{"transpose_a": true}, a, graph.NewConstant(randTensor(rng, 1, 5, 4))), []*tensor.Tensor{randTensor(rng, 2, 5, 3)}
+		}},
 		{name: "max pool ceil", kernel: "nn.max_pool2d", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
 			x := fvar("x", 1, 4, 11, 11)
 			return []*graph.Var{x}, call(op.MaxPool2D, ir.Attrs{"pool_size": []int64{3, 3}, "strides": []int64{2, 2}, "padding": []int64{1, 1, 1, 1}, "ceil_mode": true}, x), []*tensor.Tensor{randTensor(rng, 1, 4, 11, 11)}
@@ -464,5 +480,25 @@ func BenchmarkResNetConv(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestKeepRegion: a region of elementwise operators alone goes back to
+// the host; one with a matmul, pooling or a composite stays.
+func TestKeepRegion(t *testing.T) {
+	x, y := fvar("x", 2, 8), fvar("y", 2, 8)
+	add := call(op.Add, nil, x, y)
+	relu := call(op.Relu, nil, add)
+	mm := call(op.MatMul, nil, relu, fvar("w", 8, 4))
+	p0, p1 := fvar("p0", 2, 8), fvar("p1", 2, 8)
+	comp := composite("dnnl.add_relu_test", []*graph.Var{p0, p1}, call(op.Relu, nil, call(op.Add, nil, p0, p1)), x, y)
+	if err := KeepRegion([]*graph.Call{add, relu}); err == nil || !strings.Contains(err.Error(), "only elementwise operators") {
+		t.Errorf("add + relu region: %v, want a refusal naming elementwise operators", err)
+	}
+	if err := KeepRegion([]*graph.Call{add, relu, mm}); err != nil {
+		t.Errorf("region with a matmul refused: %v", err)
+	}
+	if err := KeepRegion([]*graph.Call{comp}); err != nil {
+		t.Errorf("region with a composite refused: %v", err)
 	}
 }

@@ -637,7 +637,12 @@ func (b *builder) anchor(o *op.Op, attrs ir.Attrs, ins []*ir.TensorType, out *ir
 	return step(b.primitive(pd), args), b.err
 }
 
-// matmul builds nn.matmul (batched, transposes as strides).
+// matmul builds nn.matmul (batched, transposes as strides). A batch of
+// untransposed operands times one shared weight (weight batch dimensions
+// all 1, as in a transformer's projections on [seq, batch, hidden]) is
+// computed as one [batch*M, K] x [K, N] product: the same memory, but one
+// large GEMM instead of a batch of small ones. A constant weight is
+// reordered once, at build time, into the layout oneDNN prefers.
 func (b *builder) matmul(attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorType) (C.kd_step, error) {
 	var main C.kd_step
 	tr, err := attrBools(attrs, "transpose_a", "transpose_b")
@@ -645,8 +650,16 @@ func (b *builder) matmul(attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorTyp
 		return main, err
 	}
 	r := len(out.Shape)
-	operand := func(i int, t bool) (C.dnnl_memory_desc_t, error) {
-		s := padShape(ins[i].Shape, r)
+	sa, sw, so := padShape(ins[0].Shape, r), padShape(ins[1].Shape, r), out.Shape
+	if r > 2 && !tr[0] && allOnes(sw[:r-2]) {
+		m := int64(1)
+		for _, d := range so[:r-1] {
+			m *= d
+		}
+		sa, sw, so = []int64{m, sa[r-1]}, sw[r-2:], []int64{m, so[r-1]}
+		r = 2
+	}
+	operand := func(s []int64, t bool) (C.dnnl_memory_desc_t, error) {
 		// Memory is row-major over s; the logical view swaps the last two
 		// dimensions when transposed.
 		var d, st C.dnnl_dims_t
@@ -665,15 +678,26 @@ func (b *builder) matmul(attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorTyp
 		}
 		return stridedMD(r, d, st)
 	}
-	aMD, err := operand(0, tr[0])
+	aMD, err := operand(sa, tr[0])
 	if err != nil {
 		return main, err
 	}
-	wMD, err := operand(1, tr[1])
+	wPlain, err := operand(sw, tr[1])
 	if err != nil {
 		return main, err
 	}
-	dstMD, err := plainMD(out.Shape)
+	constW := b.ctx.Const(1) != nil
+	wMD := wPlain
+	if constW {
+		logical := append([]int64(nil), sw...)
+		if tr[1] {
+			logical[r-1], logical[r-2] = logical[r-2], logical[r-1]
+		}
+		if wMD, err = anyMD(logical); err != nil {
+			return main, err
+		}
+	}
+	dstMD, err := plainMD(so)
 	if err != nil {
 		return main, err
 	}
@@ -687,11 +711,26 @@ func (b *builder) matmul(attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorTyp
 	}
 	defer C.dnnl_primitive_desc_destroy(pd)
 	args := map[C.int]C.dnnl_memory_t{
-		C.DNNL_ARG_SRC:     b.plainInput(0, &aMD),
-		C.DNNL_ARG_WEIGHTS: b.plainInput(1, &wMD),
-		C.DNNL_ARG_DST:     b.bound(len(b.ctx.Node.Inputs), &dstMD),
+		C.DNNL_ARG_SRC: b.plainInput(0, &aMD),
+		C.DNNL_ARG_DST: b.bound(len(b.ctx.Node.Inputs), &dstMD),
+	}
+	if constW {
+		wMD = queryMD(pd, C.dnnl_query_weights_md)
+		args[C.DNNL_ARG_WEIGHTS] = b.constInput(1, &wPlain, &wMD)
+	} else {
+		args[C.DNNL_ARG_WEIGHTS] = b.plainInput(1, &wMD)
 	}
 	return step(b.primitive(pd), args), b.err
+}
+
+// allOnes reports whether every element of s is 1 (true for none).
+func allOnes(s []int64) bool {
+	for _, d := range s {
+		if d != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // pool builds max, average and global average pooling over the input's

@@ -79,6 +79,30 @@ var Operators = []*op.Op{
 	op.Relu, op.Clip, op.Add, op.Subtract, op.Multiply, op.BiasAdd, op.BatchNorm,
 }
 
+// heavyOperators are the operators that make a region worth an external
+// call (see KeepRegion).
+var heavyOperators = []*op.Op{op.Conv2D, op.Dense, op.MatMul, op.MaxPool2D, op.AvgPool2D, op.GlobalAvgPool2D, op.BatchNorm}
+
+// KeepRegion is dnnl's region filter: a region must contain a
+// convolution, dense, matmul, pooling or batch-norm (every composite has
+// one). A region of elementwise operators alone (add, subtract,
+// multiply, relu, clip, bias_add) goes back to the host, where it fuses
+// into a neighbouring kernel instead of costing an external call and
+// splitting the host's fused kernels.
+func KeepRegion(calls []*graph.Call) error {
+	for _, c := range calls {
+		if c.Op == nil {
+			return nil // a composite
+		}
+		for _, h := range heavyOperators {
+			if c.Op == h {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("only elementwise operators (no convolution, dense, matmul, pooling or batch-norm), which the host fuses with their neighbours")
+}
+
 func compositeSpec(name string) (*CompositeSpec, bool) {
 	for i := range Composites {
 		if Composites[i].Name == name {
