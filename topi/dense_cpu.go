@@ -28,10 +28,18 @@ import (
 func init() {
 	if err := strategy.Default.Add(op.MatMul, strategy.ForKey("cpu"), strategy.Implementation{
 		Name: "nn.matmul.cpu", PLevel: strategy.PLevelTuned,
-		Compute: computeMatMul, Schedule: scheduleMatMulCPU, Valid: matmulCPUValid,
+		Compute: computeMatMulCPU, Schedule: scheduleMatMulCPU, Valid: matmulCPUValid,
 	}); err != nil {
 		panic(err)
 	}
+}
+
+// computeMatMulCPU is nn.matmul's compute whose multiply-accumulate steps
+// are fused multiply-adds when the target has FMA, as in the CPU
+// convolutions (one rounding per step; the TIR interpreter computes the
+// same fma exactly, so compiled and interpreted results stay identical).
+func computeMatMulCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	return matmulCompute(c, in, convSum(targetHasFMA(c.Target)))
 }
 
 // matmulCPUValid accepts float32 matmuls of two operands of rank >= 2 whose

@@ -45,6 +45,13 @@ func computeDense(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 }
 
 func computeMatMul(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	return matmulCompute(c, in, te.Sum)
+}
+
+// matmulCompute is nn.matmul's compute with the given sum reducer (the
+// CPU implementation's accumulates with fused multiply-adds when the
+// target has them, see computeMatMulCPU).
+func matmulCompute(c *strategy.Call, in []*te.Tensor, sum te.Reducer) ([]*te.Tensor, error) {
 	if err := nnCheckNonEmpty(c); err != nil {
 		return nil, err
 	}
@@ -74,7 +81,7 @@ func computeMatMul(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 		}
 		return idx
 	}
-	out := te.ComputeReduce("nn_matmul_acc", ot.Shape, te.Sum, []*te.IterVar{k}, func(i []tir.PrimExpr) tir.PrimExpr {
+	out := te.ComputeReduce("nn_matmul_acc", ot.Shape, sum, []*te.IterVar{k}, func(i []tir.PrimExpr) tir.PrimExpr {
 		p := nb
 		var ai, bi []tir.PrimExpr
 		if aVec {
