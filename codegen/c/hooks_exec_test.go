@@ -35,15 +35,7 @@ func TestHooksRun(t *testing.T) {
 		{Name: "vendor.h", Data: []byte("#include <stdint.h>\nvoid vendor_vadd(float* dst, const float* a, const float* b, int32_t n);\nextern float vendor_sram[64];\n")},
 		{Name: "vendor.c", Data: []byte("#include \"vendor.h\"\nfloat vendor_sram[64];\nvoid vendor_vadd(float* dst, const float* a, const float* b, int32_t n) {\n  int32_t i;\n  for (i = 0; i < n; ++i) dst[i] = a[i] + b[i];\n}\n")},
 	}
-	path, err := Build(src, t.TempDir(), BuildOptions{ExtraSources: vendor})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, err := dl.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Close()
+	lib := openLib(t, src, BuildOptions{ExtraSources: vendor})
 	rng := rand.New(rand.NewSource(3))
 	for i, f := range funcs {
 		args := tirtest.RandomArgs(f, rng)
@@ -63,4 +55,20 @@ func TestHooksRun(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openLib builds src into a shared library in a temporary directory and
+// opens it; the library is closed when the test ends.
+func openLib(t *testing.T, src *Source, opts BuildOptions) *dl.Lib {
+	t.Helper()
+	path, err := Build(src, t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := dl.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lib.Close() })
+	return lib
 }

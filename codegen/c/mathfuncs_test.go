@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-dev/kiln/codegen/c/internal/dl"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/tir/interp"
@@ -85,15 +84,7 @@ func checkMathHelper(t *testing.T, op tir.Intrinsic, kind tir.ForKind, helper st
 	if !strings.Contains(src.Code, helper+"(") {
 		t.Fatalf("%s is not emitted as %s", op.Info().Name, helper)
 	}
-	path, err := Build(src, t.TempDir(), BuildOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, err := dl.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Close()
+	lib := openLib(t, src, BuildOptions{})
 
 	in := interp.NewArray(ir.Float32, n)
 	for k, v := range xs {
