@@ -47,7 +47,7 @@ var Kind = &target.Kind{
 	Name:       "dnnl",
 	DeviceType: target.CPU,
 	Keys:       []string{"dnnl", "cpu"},
-	Doc:        "oneDNN (libdnnl) external codegen: conv2d, dense/matmul, pooling, relu, clip, add, batch_norm as a JSON graph run with oneDNN primitives",
+	Doc:        "oneDNN (libdnnl) external codegen: conv2d, dense/matmul, pooling, relu, clip, add, batch_norm, concatenate as a JSON graph run with oneDNN primitives",
 	Hooks:      target.Hooks{RelayToRuntime: relayToRuntime, ConstantUpdater: constantUpdater},
 	Supports:   Supported,
 	Patterns:   Patterns,

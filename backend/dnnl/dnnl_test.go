@@ -245,6 +245,14 @@ func TestOpsAgainstReference(t *testing.T) {
 			a := fvar("a", 2, 5, 3)
 			return []*graph.Var{a}, call(op.MatMul, ir.Attrs{"transpose_a": true}, a, graph.NewConstant(randTensor(rng, 1, 5, 4))), []*tensor.Tensor{randTensor(rng, 2, 5, 3)}
 		}},
+		{name: "concatenate three last axis", kernel: "concatenate", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
+			a, b, c := fvar("a", 3, 2), fvar("b", 3, 5), fvar("c", 3, 1)
+			return []*graph.Var{a, b, c}, call(op.Concatenate, ir.Attrs{"axis": int64(-1)}, a, b, c), []*tensor.Tensor{randTensor(rng, 3, 2), randTensor(rng, 3, 5), randTensor(rng, 3, 1)}
+		}},
+		{name: "concatenate channels", kernel: "concatenate", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
+			a, b := fvar("a", 1, 3, 4, 4), fvar("b", 1, 5, 4, 4)
+			return []*graph.Var{a, b}, call(op.Concatenate, ir.Attrs{"axis": int64(1)}, a, b), []*tensor.Tensor{randTensor(rng, 1, 3, 4, 4), randTensor(rng, 1, 5, 4, 4)}
+		}},
 		{name: "max pool ceil", kernel: "nn.max_pool2d", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
 			x := fvar("x", 1, 4, 11, 11)
 			return []*graph.Var{x}, call(op.MaxPool2D, ir.Attrs{"pool_size": []int64{3, 3}, "strides": []int64{2, 2}, "padding": []int64{1, 1, 1, 1}, "ceil_mode": true}, x), []*tensor.Tensor{randTensor(rng, 1, 4, 11, 11)}
@@ -322,7 +330,8 @@ func TestOpsAgainstReference(t *testing.T) {
 }
 
 // TestChainKeepsBlockedLayouts runs a small network in one dnnl function:
-// conv+bias+relu → conv+bias+residual+relu → max pool → relu → add →
+// conv+bias+relu → conv+bias+residual+relu → concatenate of both → max
+// pool → relu → add →
 // global pool → two outputs, with intermediates in oneDNN's layouts; it
 // reloads the artifact twice (fresh LoadArtifact: the saved JSON and
 // constants.bin path) and checks the artifact holds the dnnl module.
@@ -347,7 +356,8 @@ func TestChainKeepsBlockedLayouts(t *testing.T) {
 	}
 	a := convBiasRelu(x, nil)
 	b := convBiasRelu(a, a)
-	p := call(op.MaxPool2D, ir.Attrs{"pool_size": []int64{2, 2}, "strides": []int64{2, 2}}, b)
+	cat := call(op.Concatenate, ir.Attrs{"axis": int64(1)}, a, b)
+	p := call(op.MaxPool2D, ir.Attrs{"pool_size": []int64{2, 2}, "strides": []int64{2, 2}}, cat)
 	r := call(op.Relu, nil, p)
 	s := call(op.Add, nil, r, p)
 	g := call(op.GlobalAvgPool2D, nil, s)
@@ -365,7 +375,7 @@ func TestChainKeepsBlockedLayouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"dnnl.conv2d_bias_relu"`, `"dnnl.conv2d_bias_add_relu"`, `"nn.global_avg_pool2d"`, `"op": "const"`} {
+	for _, want := range []string{`"dnnl.conv2d_bias_relu"`, `"dnnl.conv2d_bias_add_relu"`, `"concatenate"`, `"nn.global_avg_pool2d"`, `"op": "const"`} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("the saved graph lacks %s", want)
 		}
@@ -411,6 +421,8 @@ func TestSupported(t *testing.T) {
 		{call(op.Tanh, nil, f32), "tanh is not supported"},
 		{call(op.Subtract, nil, v, fvar("m", 3, 8)), "one must have the result's shape [3, 8] (subtract: the first)"},
 		{call(op.MatMul, nil, v, fvar("m", 8, 3)), "rank >= 2 needed"},
+		{call(op.Concatenate, ir.Attrs{"axis": int64(0)}, v, v, v, v, v, v, v, v), "8 operands"},
+		{call(op.Concatenate, ir.Attrs{"axis": int64(0)}, v, v), ""},
 		{call(op.MatMul, nil, fvar("m", 1, 2, 8), fvar("n", 3, 8, 2)), "batch dimension 0 of the first operand"},
 		{call(op.AvgPool2D, ir.Attrs{"pool_size": []int64{3, 3}, "strides": []int64{2, 2}, "ceil_mode": true, "count_include_pad": true}, f32), "ceil_mode with count_include_pad"},
 		{call(op.BatchNorm, ir.Attrs{"axis": int64(3)}, f32, v, v, v, v), "oneDNN normalises axis 1"},

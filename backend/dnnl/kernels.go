@@ -496,6 +496,8 @@ func (s *kernelSet) Prepare(ctx *jsonrt.PrepareContext) (jsonrt.Kernel, error) {
 			main, err = b.binary(o, attrs, ins, out)
 		case op.BatchNorm:
 			main, err = b.batchNorm(attrs)
+		case op.Concatenate:
+			main, err = b.concat(attrs, ins, out)
 		default:
 			err = fmt.Errorf("operator %s has no kernel", name)
 		}
@@ -777,6 +779,42 @@ func (b *builder) pool(o *op.Op, attrs ir.Attrs, ins []*ir.TensorType, out *ir.T
 	args := map[C.int]C.dnnl_memory_t{C.DNNL_ARG_SRC: b.input(0, &srcMD)}
 	if ws := queryMD(pd, C.dnnl_query_workspace_md); C.dnnl_memory_desc_get_size(&ws) > 0 {
 		args[C.DNNL_ARG_WORKSPACE] = b.scratch(&ws)
+	}
+	args[C.DNNL_ARG_DST] = b.output(&dstMD)
+	return step(b.primitive(pd), args), b.err
+}
+
+// concat builds concatenate along its axis, reading each input in the
+// layout it arrives in (oneDNN then chooses the output's layout, blocked
+// when the inputs are, so that convolutions before and after keep
+// theirs); when oneDNN has no implementation for those layouts, every
+// input is reordered to plain first.
+func (b *builder) concat(attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorType) (C.kd_step, error) {
+	var main C.kd_step
+	ax, err := concatAxis(attrs, len(out.Shape))
+	if err != nil {
+		return main, err
+	}
+	srcs := make([]C.dnnl_memory_desc_t, len(ins))
+	for i := range ins {
+		srcs[i] = b.inputLayout(i)
+	}
+	var pd C.dnnl_primitive_desc_t
+	if st := C.dnnl_concat_primitive_desc_create(&pd, nil, C.int(len(ins)), C.int(ax), &srcs[0], nil, b.s.engine); st != C.dnnl_success {
+		for i := range ins {
+			if srcs[i], err = plainMD(ins[i].Shape); err != nil {
+				return main, err
+			}
+		}
+		if st := C.dnnl_concat_primitive_desc_create(&pd, nil, C.int(len(ins)), C.int(ax), &srcs[0], nil, b.s.engine); st != C.dnnl_success {
+			return main, dnnlError("concat primitive", st)
+		}
+	}
+	defer C.dnnl_primitive_desc_destroy(pd)
+	dstMD := queryMD(pd, C.dnnl_query_dst_md)
+	args := map[C.int]C.dnnl_memory_t{}
+	for i := range ins {
+		args[C.DNNL_ARG_MULTIPLE_SRC+C.int(i)] = b.input(i, &srcs[i])
 	}
 	args[C.DNNL_ARG_DST] = b.output(&dstMD)
 	return step(b.primitive(pd), args), b.err

@@ -76,8 +76,13 @@ var Composites = []CompositeSpec{
 // Operators dnnl takes as single calls (float32 only, see Supported).
 var Operators = []*op.Op{
 	op.Conv2D, op.Dense, op.MatMul, op.MaxPool2D, op.AvgPool2D, op.GlobalAvgPool2D,
-	op.Relu, op.Clip, op.Add, op.Subtract, op.Multiply, op.BiasAdd, op.BatchNorm,
+	op.Relu, op.Clip, op.Add, op.Subtract, op.Multiply, op.BiasAdd, op.BatchNorm, op.Concatenate,
 }
+
+// maxConcatInputs is the most operands a concatenate may have here: a
+// kernel step holds at most 8 arguments (KD_MAX_ARGS), one of them the
+// destination.
+const maxConcatInputs = 7
 
 // heavyOperators are the operators that make a region worth an external
 // call (see KeepRegion).
@@ -131,7 +136,8 @@ func operator(name string) (*op.Op, bool) {
 // on 4-D data, except average pooling whose ceil_mode adds padding that
 // count_include_pad would count; elementwise operators where one operand
 // has the output's shape and the other broadcasts to it (subtract: the
-// first); nn.batch_norm on the channel axis 1 of a 2-D to 5-D tensor.
+// first); nn.batch_norm on the channel axis 1 of a 2-D to 5-D tensor;
+// concatenate of 1 to 7 non-empty operands.
 func Supported(call *graph.Call) error {
 	if call.Op != nil {
 		if _, ok := operator(call.Op.Name); !ok {
@@ -306,6 +312,42 @@ func leadsTo(e graph.Expr, anchor *op.Op) bool {
 // (kernelSet.Check) both use it. name is an operator or composite name,
 // ins the kernel's operand types (composites: data, weight, bias?,
 // residual?), out its result type.
+// checkConcat accepts a concatenate of 1 to maxConcatInputs non-empty
+// operands of rank 1 to 12 along a valid axis.
+func checkConcat(attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorType) error {
+	if len(ins) == 0 || len(ins) > maxConcatInputs {
+		return fmt.Errorf("%d operands; oneDNN's concatenate here takes 1 to %d", len(ins), maxConcatInputs)
+	}
+	r := len(out.Shape)
+	if r == 0 || r > 12 {
+		return fmt.Errorf("rank %d: oneDNN takes ranks 1 to 12", r)
+	}
+	if _, err := concatAxis(attrs, r); err != nil {
+		return err
+	}
+	for i, t := range ins {
+		if t.Shape.NumElements() == 0 {
+			return fmt.Errorf("operand %d %v is empty", i, t.Shape)
+		}
+	}
+	return nil
+}
+
+// concatAxis is concatenate's axis attribute normalised to [0, r).
+func concatAxis(attrs ir.Attrs, r int) (int, error) {
+	ax, err := attrInt(attrs, "axis")
+	if err != nil {
+		return 0, err
+	}
+	if ax < 0 {
+		ax += int64(r)
+	}
+	if ax < 0 || ax >= int64(r) {
+		return 0, fmt.Errorf("axis %d is outside rank %d", ax, r)
+	}
+	return int(ax), nil
+}
+
 func checkOp(name string, attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorType) error {
 	for i, t := range ins {
 		if t.DType != ir.Float32 {
@@ -353,7 +395,7 @@ func checkOp(name string, attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorTy
 	if !ok {
 		return fmt.Errorf("operator %s is not supported", name)
 	}
-	if len(ins) != o.NumArgs {
+	if o.NumArgs >= 0 && len(ins) != o.NumArgs {
 		return fmt.Errorf("takes %d operands, got %d", o.NumArgs, len(ins))
 	}
 	switch o {
@@ -397,6 +439,8 @@ func checkOp(name string, attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorTy
 		return nil
 	case op.Relu:
 		return nil
+	case op.Concatenate:
+		return checkConcat(attrs, ins, out)
 	case op.Clip:
 		lo, err := attrFloat(attrs, "a_min")
 		if err != nil {
