@@ -77,6 +77,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kiln bench: --runs and --threads must be at least 1")
 		return exitUsage
 	}
+	if *threads > 1 && !*asJSON && os.Getenv("OMP_WAIT_POLICY") == "" {
+		fmt.Fprintln(stderr, "kiln bench: note: OMP_WAIT_POLICY is not set: OpenMP's workers may sleep between kernels and multi-thread timings vary from run to run; OMP_WAIT_POLICY=active keeps them spinning, as ONNX Runtime's thread pool does (scripts/bench.sh sets it)")
+	}
 	rep := BenchReport{Model: pos[0], Threads: *threads, Runs: *runs, Warmup: benchWarmup, Inputs: "random"}
 	dir := pos[0]
 	var given map[string]*tensor.Tensor

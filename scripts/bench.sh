@@ -10,6 +10,13 @@ need_go
 need_packages node:nodejs npm:npm
 need_backends
 
+# ONNX Runtime's thread pool spins between parallel sections by default;
+# libgomp's default lets its workers sleep after a short spin, and waking
+# them between kernels makes kiln's 2-thread medians swing by up to 30 %
+# from one process to the next. Spin like ORT unless told otherwise
+# (OMP_WAIT_POLICY=passive measures libgomp's default).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-active}
+
 MODELS=${MODELS:-"resnet18 mobilenet_v2 squeezenet1_1 tiny_bert"}
 RUNS=${RUNS:-30}
 TARGETS=${TARGETS:-c}
@@ -22,7 +29,7 @@ if [ ! -d out/peer/node_modules/onnxruntime-node ]; then
 	(cd out/peer && npm init -y >/dev/null && npm install --ignore-scripts --silent onnxruntime-node@1.30.0 onnx-proto >/dev/null)
 fi
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(date -u +%Y-%m-%d)"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(date -u +%Y-%m-%d); OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
 echo
 echo "| model | threads | kiln median ms | kiln min ms | ORT median ms | ORT min ms | kiln / ORT | kiln compile s |"
 echo "|---|---|---|---|---|---|---|---|"
