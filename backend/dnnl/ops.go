@@ -307,11 +307,6 @@ func leadsTo(e graph.Expr, anchor *op.Op) bool {
 	return false
 }
 
-// checkOp is the one place that decides what the kernels handle; the
-// partitioning predicate (Supported) and the runtime's kernel check
-// (kernelSet.Check) both use it. name is an operator or composite name,
-// ins the kernel's operand types (composites: data, weight, bias?,
-// residual?), out its result type.
 // checkConcat accepts a concatenate of 1 to maxConcatInputs non-empty
 // operands of rank 1 to 12 along a valid axis.
 func checkConcat(attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorType) error {
@@ -348,6 +343,11 @@ func concatAxis(attrs ir.Attrs, r int) (int, error) {
 	return int(ax), nil
 }
 
+// checkOp is the one place that decides what the kernels handle; the
+// partitioning predicate (Supported) and the runtime's kernel check
+// (kernelSet.Check) both use it. name is an operator or composite name,
+// ins the kernel's operand types (composites: data, weight, bias?,
+// residual?), out its result type.
 func checkOp(name string, attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorType) error {
 	for i, t := range ins {
 		if t.DType != ir.Float32 {

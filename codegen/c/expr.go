@@ -464,14 +464,7 @@ func (fg *funcGen) call(c *tir.Call) string {
 		one = "1.0f"
 	}
 	var s string
-	exp := "exp" + sfx
-	if d == ir.Float32 && fg.vector > 0 {
-		fg.g.use("kiln_expf") // vectorisable, within 1 ulp like expf
-		exp = "kiln_expf"
-	}
 	switch c.Op {
-	case tir.IntrinExp:
-		s = exp + "(" + args[0] + ")"
 	case tir.IntrinSigmoid:
 		if d == ir.Float32 {
 			fg.g.use("kiln_sigmoidf") // in double: no overflow of exp(-x)
@@ -481,15 +474,21 @@ func (fg *funcGen) call(c *tir.Call) string {
 		s = fmt.Sprintf("(%s / (%s + exp(-%s)))", one, one, paren(args[0]))
 	case tir.IntrinRsqrt:
 		s = fmt.Sprintf("(%s / sqrt%s(%s))", one, sfx, args[0])
-	case tir.IntrinErf:
-		if d != ir.Float32 {
-			s = "erf(" + args[0] + ")"
-			break
-		}
-		fg.g.use("kiln_erff") // vectorisable, within 1 ulp like erff
-		s = "kiln_erff(" + args[0] + ")"
 	default:
-		s = info.Name + sfx + "(" + strings.Join(args, ", ") + ")"
+		name := info.Name + sfx
+		// Vectorisable replacements of libm calls, within 1 ulp as they
+		// are: erf always, exp where the loop is vectorized (elsewhere
+		// glibc's expf is faster).
+		switch {
+		case c.Op == tir.IntrinErf && d == ir.Float32:
+			name = "kiln_erff"
+		case c.Op == tir.IntrinExp && d == ir.Float32 && fg.vector > 0:
+			name = "kiln_expf"
+		}
+		if strings.HasPrefix(name, "kiln_") {
+			fg.g.use(name)
+		}
+		s = name + "(" + strings.Join(args, ", ") + ")"
 	}
 	if d == ir.Float16 || d == ir.BFloat16 {
 		return fg.round16(d, s)
