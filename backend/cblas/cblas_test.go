@@ -1,6 +1,7 @@
 package cblas
 
 import (
+	"fmt"
 	"github.com/kiln-dev/kiln/backend/backendtest"
 	"math/rand"
 	"os"
@@ -321,49 +322,25 @@ func TestArtifactReloads(t *testing.T) {
 
 // TestSharedModels compiles the shared models that have matrix products
 // with "cblas, c" and compares with the outputs stored beside them
-// (PyTorch's), with the tolerances of kiln's conformance runs.
+// (PyTorch's): backendtest.CompileModel's check, then again with the
+// tighter absolute tolerance (1e-5) kept for cblas.
 func TestSharedModels(t *testing.T) {
 	for _, name := range []string{"mlp", "tiny_bert"} {
 		t.Run(name, func(t *testing.T) {
+			c := backendtest.CompileModel(t, backendtest.Registry(t, Register), "cblas, c -mcpu=x86-64", name)
+			if c.Report.Counts[Name] == 0 {
+				t.Errorf("no call offloaded to cblas: %v", c.Report.Counts)
+			}
 			dir, err := shared.Path("models", name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ins := map[string]*tensor.Tensor{}
-			for i, in := range model.Inputs {
-				v, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", "input_"+string(rune('0'+i))+".pb"))
+			for i := range c.Outputs {
+				want, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("output_%d.pb", i)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				ins[in.Name] = v
-			}
-			l := targets(t)
-			out := filepath.Join(t.TempDir(), "art")
-			var rep partition.Report
-			if _, err := build.Compile(model.Module, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: out, Report: &rep, ModuleName: name}); err != nil {
-				t.Fatal(err)
-			}
-			if rep.Counts[Name] == 0 {
-				t.Errorf("no call offloaded to cblas: %v", rep.Counts)
-			}
-			art, err := build.LoadArtifact(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := art.Run(ins)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range got {
-				want, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", "output_"+string(rune('0'+i))+".pb"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := tensor.AllClose(got[i], want, 1e-3, 1e-5); err != nil {
+				if err := tensor.AllClose(c.Outputs[i], want, 1e-3, 1e-5); err != nil {
 					t.Errorf("output %d: %v", i, err)
 				}
 			}
