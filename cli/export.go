@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/escape"
 	"io"
 	"io/fs"
 	"os"
@@ -137,16 +138,16 @@ func projectReadme(md build.Metadata) string {
 	a := md.AOT
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s: kiln ahead-of-time C project\n\n", a.Module)
-	fmt.Fprintf(&b, "Compiled by kiln %s for `%s`. No malloc, no OpenMP, no runtime library:\n", md.Kiln, md.Target)
+	fmt.Fprintf(&b, "Compiled by kiln %s for %s. No malloc, no OpenMP, no runtime library:\n", md.Kiln, escape.Markdown(md.Target))
 	fmt.Fprintf(&b, "`kiln_%s_run(&inputs, &outputs)` (see `kiln_%s.h`) runs the model with a\n", a.Module, a.Module)
 	fmt.Fprintf(&b, "static workspace of %d bytes (liveness lower bound %d) and %d bytes of constants.\n\n", a.WorkspaceBytes, a.LowerBound, a.ConstantsBytes)
 	b.WriteString("| input | dtype | shape |\n| --- | --- | --- |\n")
 	for _, in := range md.Inputs {
-		fmt.Fprintf(&b, "| %s | %s | %v |\n", in.Name, in.DType, in.Shape)
+		fmt.Fprintf(&b, "| %s | %s | %v |\n", escape.Markdown(in.Name), in.DType, in.Shape)
 	}
 	b.WriteString("\n| output | dtype | shape |\n| --- | --- | --- |\n")
 	for _, o := range md.Outputs {
-		fmt.Fprintf(&b, "| %s | %s | %v |\n", o.Name, o.DType, o.Shape)
+		fmt.Fprintf(&b, "| %s | %s | %v |\n", escape.Markdown(o.Name), o.DType, o.Shape)
 	}
 	fmt.Fprintf(&b, "\nOn a host: `make`, then `./kiln_%s INPUTS... OUTPUTS...` (raw little-endian\nbinary files, inputs then outputs in the order above).\n\n", a.Module)
 	fmt.Fprintf(&b, "For a microcontroller, compile every `.c` file except `main.c` into the firmware,\nfor example for a Cortex-M4:\n\n")

@@ -33,7 +33,11 @@ func ReadTensor(path string) (*tensor.Tensor, string, error) {
 // file name is name with characters unsafe in file names replaced by '_'.
 // It returns the path written.
 func WriteTensor(dir, name string, t *tensor.Tensor, format string) (string, error) {
-	base := safeFileName(name)
+	return writeTensorAs(dir, safeFileName(name), name, t, format)
+}
+
+// writeTensorAs writes t to dir/base.EXT, naming it name in a .pb file.
+func writeTensorAs(dir, base, name string, t *tensor.Tensor, format string) (string, error) {
 	switch format {
 	case "npy":
 		p := filepath.Join(dir, base+".npy")
@@ -43,6 +47,25 @@ func WriteTensor(dir, name string, t *tensor.Tensor, format string) (string, err
 		return p, onnx.WriteTensorFile(p, t, name)
 	}
 	return "", fmt.Errorf("unknown output format %q (want npy or pb)", format)
+}
+
+// outputFileNames are the file names (without extension) of a model's
+// outputs: safeFileName of each name, made unique ignoring case (so that
+// "a/b" and "a_b", or "Y" and "y" on a case-insensitive file system, are
+// written to two files) by a suffix _2, _3, ... in the outputs' order.
+func outputFileNames(names []string) []string {
+	taken := map[string]bool{}
+	out := make([]string, len(names))
+	for i, n := range names {
+		base := safeFileName(n)
+		f := base
+		for k := 2; taken[strings.ToLower(f)]; k++ {
+			f = fmt.Sprintf("%s_%d", base, k)
+		}
+		taken[strings.ToLower(f)] = true
+		out[i] = f
+	}
+	return out
 }
 
 func safeFileName(s string) string {

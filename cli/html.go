@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/escape"
 	"html/template"
 	"io"
 	"sort"
@@ -76,7 +77,15 @@ func writeHTML(w io.Writer, title string, info *ModelInfo, rep *partition.Report
 			}
 		}
 	}
-	return htmlTemplate.Execute(w, page)
+	var b strings.Builder
+	if err := htmlTemplate.Execute(&b, page); err != nil {
+		return err
+	}
+	// html/template escapes markup by context; names from a model may
+	// also hold invalid UTF-8 and control bytes, which no HTML or XML
+	// parser accepts: they become U+FFFD.
+	_, err := io.WriteString(w, escape.ValidText(b.String()))
+	return err
 }
 
 // layoutHTML places the graph's nodes in layers (a node one below its

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/escape"
 	"io"
 	"math"
 	"strconv"
@@ -318,9 +319,11 @@ func writeDot(w io.Writer, m *onnx.Model, devOf func(graph.Expr) string) error {
 	fmt.Fprintln(w, "digraph kiln {")
 	fmt.Fprintln(w, "  rankdir=TB;")
 	fmt.Fprintln(w, "  node [fontname=\"Helvetica\", fontsize=10];")
+	// IDs are Go-quoted (injective, and a valid DOT string); labels are
+	// escaped for reading.
 	id := func(ref string) string { return strconv.Quote(ref) }
 	for _, in := range info.Inputs {
-		fmt.Fprintf(w, "  %s [shape=ellipse, label=%s];\n", id("%"+in.Name), strconv.Quote(in.Name+"\n"+in.Type))
+		fmt.Fprintf(w, "  %s [shape=ellipse, label=%s];\n", id("%"+in.Name), escape.DOT(in.Name+"\n"+in.Type))
 	}
 	for _, n := range info.Nodes {
 		label := n.Op
@@ -347,7 +350,7 @@ func writeDot(w io.Writer, m *onnx.Model, devOf func(graph.Expr) string) error {
 			}
 			style = fmt.Sprintf(", style=filled, fillcolor=%q", c)
 		}
-		fmt.Fprintf(w, "  %s [shape=box, label=%s%s];\n", id(n.Name), strconv.Quote(label), style)
+		fmt.Fprintf(w, "  %s [shape=box, label=%s%s];\n", id(n.Name), escape.DOT(label), style)
 		for _, a := range n.Args {
 			if !strings.HasPrefix(a, "constant(") {
 				fmt.Fprintf(w, "  %s -> %s;\n", id(a), id(n.Name))
@@ -360,7 +363,7 @@ func writeDot(w io.Writer, m *onnx.Model, devOf func(graph.Expr) string) error {
 			name = info.Outputs[i].Name
 		}
 		out := id("out:" + name)
-		fmt.Fprintf(w, "  %s [shape=ellipse, style=dashed, label=%s];\n", out, strconv.Quote(name))
+		fmt.Fprintf(w, "  %s [shape=ellipse, style=dashed, label=%s];\n", out, escape.DOT(name))
 		fmt.Fprintf(w, "  %s -> %s;\n", id(r), out)
 	}
 	_, err := fmt.Fprintln(w, "}")

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/escape"
 	"io"
 	"math"
 	"os"
@@ -274,10 +275,11 @@ func printOutputs(stdout io.Writer, names []string, outs []*tensor.Tensor, o out
 			return err
 		}
 	}
+	files := outputFileNames(names)
 	for i, name := range names {
-		fmt.Fprintf(stdout, "%s: %s\n  %s\n", name, outs[i].Type(), Summary(outs[i], show))
+		fmt.Fprintf(stdout, "%s: %s\n  %s\n", escape.Printable(name), outs[i].Type(), Summary(outs[i], show))
 		if outDir != "" {
-			p, err := WriteTensor(outDir, name, outs[i], format)
+			p, err := writeTensorAs(outDir, files[i], name, outs[i], format)
 			if err != nil {
 				return err
 			}

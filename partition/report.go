@@ -3,6 +3,7 @@ package partition
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/escape"
 	"io"
 	"sort"
 	"strings"
@@ -145,11 +146,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	for _, n := range r.Nodes {
-		node := n.Node
+		node := escape.Printable(n.Node) // no control bytes from a model reach the terminal
 		if node == "" {
 			node = "-"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", node, n.Op, n.Where(), strings.Join(n.Why, "; "))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", node, n.Op, n.Where(), escape.Printable(strings.Join(n.Why, "; ")))
 	}
 	return tw.Flush()
 }

@@ -14,6 +14,7 @@ package ccompiler
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/escape"
 	"math"
 	"strconv"
 	"strings"
@@ -88,6 +89,9 @@ type gen struct {
 // heap), SYMBOL_unpacked (inputs then outputs as float pointers) and
 // SYMBOL (the packed entry point, which checks its arguments).
 func Generate(fn *graph.Function, symbol string) (string, error) {
+	if !escape.IsCIdent(symbol) {
+		return "", fmt.Errorf("ccompiler: symbol %q is not a C identifier", symbol)
+	}
 	g := &gen{fn: fn, sym: symbol, names: map[graph.Expr]string{}}
 	var params []string
 	for i, p := range fn.Params {

@@ -99,7 +99,7 @@ func TestFloatLit(t *testing.T) {
 }
 
 func TestCString(t *testing.T) {
-	if got, want := cString("a\"b\\c\n??=\x01é"), `"a\"b\\c\n?\?=\001\303\251"`; got != want {
+	if got, want := cString("a\"b\\c\n??=\x01é"), `"a\"b\\c\n\?\?=\001\303\251"`; got != want {
 		t.Errorf("cString = %s, want %s", got, want)
 	}
 }

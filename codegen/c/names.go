@@ -4,17 +4,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-dev/kiln/internal/escape"
 	"github.com/kiln-dev/kiln/ir"
 )
-
-// cKeywords are the C99/C11 keywords and the names of types and macros the
-// generated code relies on; no generated identifier may take them.
-var cKeywords = wordSet(`auto break case char const continue default do double else enum extern float for goto
-if inline int long register restrict return short signed sizeof static struct switch typedef union unsigned
-void volatile while _Bool _Complex _Imaginary _Alignas _Alignof _Atomic _Generic _Noreturn _Static_assert
-_Thread_local _Pragma bool true false int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t
-size_t ptrdiff_t intptr_t uintptr_t NULL INFINITY NAN INT64_MIN INT64_C UINT64_C main errno
-isnan isinf isfinite signbit fpclassify asm typeof alignas alignof`)
 
 // libcNames are C library functions the generated code or its includes
 // declare: they are never used as variable names, and call_extern to them
@@ -35,39 +27,15 @@ func wordSet(s string) map[string]bool {
 	return m
 }
 
-// sanitize turns a name hint into a valid C identifier: invalid
-// characters become '_', a leading digit gets a "v_" prefix, an empty
-// name becomes "v", and names reserved by C or by kiln ("kiln_",
-// "KILN_", leading double underscore, keywords, libc names) get a "v_"
-// prefix.
-func sanitize(name string) string {
-	var b strings.Builder
-	for i, r := range name {
-		switch {
-		case r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'):
-			b.WriteRune(r)
-		case r >= '0' && r <= '9':
-			if i == 0 {
-				b.WriteString("v_")
-			}
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	s := b.String()
-	if s == "" {
-		return "v"
-	}
-	if reservedName(s) {
-		return "v_" + s
-	}
-	return s
-}
+// sanitize turns a name hint into a valid C identifier with
+// escape.CIdent: invalid characters become '_', a leading digit gets a
+// "v_" prefix, an empty name becomes "v", and names reserved by C or by
+// kiln ("kiln_", "KILN_", keywords, libc names) get a "v_" prefix.
+func sanitize(name string) string { return escape.CIdent(name, reservedName) }
 
 // reservedName reports whether s must not be used as a generated name.
 func reservedName(s string) bool {
-	return cKeywords[s] || libcNames[s] || strings.HasPrefix(s, "kiln_") || strings.HasPrefix(s, "KILN_") ||
+	return escape.CKeyword(s) || libcNames[s] || strings.HasPrefix(s, "kiln_") || strings.HasPrefix(s, "KILN_") ||
 		strings.HasPrefix(s, "__") || (len(s) > 1 && s[0] == '_' && s[1] >= 'A' && s[1] <= 'Z')
 }
 
@@ -83,7 +51,7 @@ func isCIdent(s string) bool {
 			return false
 		}
 	}
-	return !cKeywords[s]
+	return !escape.CKeyword(s)
 }
 
 // nameTable hands out unique C names within one function.
@@ -110,41 +78,12 @@ func (t *nameTable) fresh(hint string) string {
 	return name
 }
 
-// cString quotes s as a C string literal (non-printable and non-ASCII
-// bytes as octal escapes; "??" broken up to avoid trigraphs).
-func cString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	prevQ := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c == '\n':
-			b.WriteString(`\n`)
-		case c == '\t':
-			b.WriteString(`\t`)
-		case c == '?' && prevQ:
-			b.WriteString(`\?`)
-		case c < 0x20 || c >= 0x7f:
-			b.WriteString(`\` + strconv.FormatInt(int64(c)+0o1000, 8)[1:])
-		default:
-			b.WriteByte(c)
-		}
-		prevQ = c == '?'
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+// cString quotes s as a C string literal (escape.CString).
+func cString(s string) string { return escape.CString(s) }
 
-// commentSafe makes s safe inside a /* */ comment.
-func commentSafe(s string) string {
-	s = strings.ReplaceAll(s, "*/", "* /")
-	s = strings.ReplaceAll(s, "/*", "/ *")
-	return strings.ReplaceAll(s, "\n", " ")
-}
+// commentSafe makes s safe inside a /* */ or // comment
+// (escape.CComment).
+func commentSafe(s string) string { return escape.CComment(s) }
 
 // runtimeNames are the identifiers kiln's generated code and C runtime
 // header define; runtimePrefixes start families of generated helpers.
@@ -163,7 +102,7 @@ kiln_f64_to_bf16 kiln_f64_to_f16 kiln_round_bf16 kiln_round_f16`)
 // C library function or name of kiln's runtime. Otherwise it returns
 // sanitize(s), as for any other name.
 func exportedSymbol(s string) string {
-	if s == "" || cKeywords[s] || libcNames[s] || runtimeNames[s] || strings.HasPrefix(s, "__") {
+	if s == "" || escape.CKeyword(s) || libcNames[s] || runtimeNames[s] || strings.HasPrefix(s, "__") {
 		return sanitize(s)
 	}
 	for _, p := range runtimePrefixes {
