@@ -97,6 +97,7 @@ func composeModules(dir string, mods []externalModule, opts *cgen.BuildOptions) 
 		case *runtime.CSourceModule:
 			name := fmt.Sprintf("ext%d_%s.c", i, fileSafe(m.Label, tname))
 			opts.ExtraSources = append(opts.ExtraSources, cgen.File{Name: name, Data: []byte(m.Code)})
+			opts.Exports = append(opts.Exports, m.Funcs...)
 			opts.ExtraFlags = append(opts.ExtraFlags, m.CFlags...)
 			opts.LDFlags = append(opts.LDFlags, m.LDFlags...)
 		case runtime.Serializable:
@@ -222,6 +223,7 @@ func applyCCodegen(cfg *device.CompilationConfig, gen *cgen.Options, bld *cgen.B
 			}
 			bld.ExtraFlags = append(bld.ExtraFlags, cc.CFlags...)
 			bld.LDFlags = append(bld.LDFlags, cc.LDFlags...)
+			bld.Exports = append(bld.Exports, cc.Funcs...)
 		}
 	}
 	if gen != nil && len(replacers) > 0 {

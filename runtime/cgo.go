@@ -71,6 +71,13 @@ static kiln_rt_call_result kiln_rt_call(void* f, kiln_tensor* args, int32_t n,
 	return r;
 }
 
+// kiln_rt_registry_entry reads entry i of a kiln_func_registry table.
+static void kiln_rt_registry_entry(void* table, int32_t i, const char** name, void** func) {
+	const kiln_func_entry* e = (const kiln_func_entry*)table + i;
+	*name = e->name;
+	*func = (void*)e->func;
+}
+
 static void kiln_rt_set_threads(void* f, int32_t n) {
 	((kiln_rt_set_threads_fn)f)(n);
 }
@@ -138,6 +145,37 @@ func dlSym(handle unsafe.Pointer, name string) unsafe.Pointer {
 	cn := C.CString(name)
 	defer C.free(unsafe.Pointer(cn))
 	return C.kiln_rt_dlsym(handle, cn)
+}
+
+// maxRegistry bounds the entries read from a library's function table (a
+// table without its terminator must not run the reader off the end
+// forever).
+const maxRegistry = 1 << 20
+
+// readRegistry reads a kiln_func_registry table: name → function pointer.
+// Duplicate or empty names and a missing terminator are errors.
+func readRegistry(table unsafe.Pointer) (map[string]unsafe.Pointer, error) {
+	out := map[string]unsafe.Pointer{}
+	for i := 0; i < maxRegistry; i++ {
+		var name *C.char
+		var fn unsafe.Pointer
+		C.kiln_rt_registry_entry(table, C.int32_t(i), &name, &fn)
+		if name == nil && fn == nil {
+			return out, nil
+		}
+		if name == nil || fn == nil {
+			return nil, fmt.Errorf("entry %d of %s has a null name or function", i, RegistrySymbol)
+		}
+		n := C.GoStringN(name, C.int(C.strnlen(name, 4096)))
+		if n == "" {
+			return nil, fmt.Errorf("entry %d of %s has an empty name", i, RegistrySymbol)
+		}
+		if _, dup := out[n]; dup {
+			return nil, fmt.Errorf("%s names %q twice", RegistrySymbol, n)
+		}
+		out[n] = fn
+	}
+	return nil, fmt.Errorf("%s has more than %d entries (no terminator?)", RegistrySymbol, maxRegistry)
 }
 
 // callSetNumThreads calls a library's kiln_set_num_threads.

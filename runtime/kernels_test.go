@@ -135,6 +135,15 @@ int32_t query_threads(kiln_tensor* args, int32_t n) {
 	((int32_t*)args[0].data)[0] = num_threads;
 	return 0;
 }
+
+// The function table: hidden_f32 is exported by the ELF library but not
+// listed, so the runtime must not find it.
+int32_t hidden_f32(kiln_tensor* args, int32_t n) { (void)args; (void)n; return 0; }
+const kiln_func_entry kiln_func_registry[] = {
+	{"add_f32", add_f32}, {"relu_f32", relu_f32}, {"add_sub_f32", add_sub_f32}, {"row_sum_f32", row_sum_f32},
+	{"always_fail", always_fail}, {"fail_silently", fail_silently}, {"describe", describe},
+	{"query_threads", query_threads}, {NULL, NULL},
+};
 `
 
 // libExtraSource is a second library, imported by the main one in tests.
@@ -164,6 +173,8 @@ int32_t relu_f32(kiln_tensor* args, int32_t n) {
 	for (int64_t i = 0; i < m; i++) o[i] = a[i] > 0 ? -a[i] : 0;
 	return 0;
 }
+
+const kiln_func_entry kiln_func_registry[] = {{"mul_f32", mul_f32}, {"relu_f32", relu_f32}, {NULL, NULL}};
 `
 
 var (

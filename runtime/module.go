@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	goruntime "runtime"
+	"sort"
 	"sync"
 	"unsafe"
 )
@@ -154,9 +155,20 @@ type DSOModule struct {
 	getErr     unsafe.Pointer // kiln_get_last_error, or nil
 	setThreads unsafe.Pointer // kiln_set_num_threads, or nil
 
+	// registry is the library's function table (RegistrySymbol): the
+	// only functions GetFunction finds.
+	registry map[string]unsafe.Pointer
+
 	mu    sync.Mutex
 	funcs map[string]*nativeFunc
 }
+
+// RegistrySymbol is the function table every kiln library exports (see
+// kiln_func_entry in c_runtime_api.h). A library's packed functions are
+// found through it only: a name from a graph program is never passed to
+// dlsym, so it cannot reach any other symbol of the process (system,
+// exit, ...) or of the libraries the library links.
+const RegistrySymbol = "kiln_func_registry"
 
 // LoadLibrary loads a shared library produced by kiln (or written by hand
 // against the C ABI) as a "dso" Module.
@@ -169,9 +181,18 @@ func LoadLibrary(path string) (Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load library %s: %w", path, err)
 	}
+	table := dlSym(h, RegistrySymbol)
+	if table == nil {
+		return nil, fmt.Errorf("load library %s: it exports no %s function table (not a library kiln built; rebuild it)", path, RegistrySymbol)
+	}
+	reg, err := readRegistry(table)
+	if err != nil {
+		return nil, fmt.Errorf("load library %s: %w", path, err)
+	}
 	return &DSOModule{
 		path:       abs,
 		handle:     h,
+		registry:   reg,
 		setErr:     dlSym(h, "kiln_set_last_error"),
 		getErr:     dlSym(h, "kiln_get_last_error"),
 		setThreads: dlSym(h, "kiln_set_num_threads"),
@@ -213,30 +234,31 @@ func (d *DSOModule) SetNumThreads(n int) bool {
 	return true
 }
 
-// abiSymbols are exported by every library but are not packed functions.
-var abiSymbols = map[string]bool{
-	"kiln_set_last_error":  true,
-	"kiln_get_last_error":  true,
-	"kiln_set_num_threads": true,
+// Funcs returns the names in the library's function table, sorted.
+func (d *DSOModule) Funcs() []string {
+	out := make([]string, 0, len(d.registry))
+	for n := range d.registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
-// native looks a packed function up in this library (cached).
+// native looks a packed function up in this library's function table
+// (cached).
 func (d *DSOModule) native(name string) (*nativeFunc, bool) {
-	if name == "" || abiSymbols[name] {
+	p, ok := d.registry[name]
+	if !ok {
 		return nil, false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if nf, ok := d.funcs[name]; ok {
-		return nf, nf != nil
+		return nf, true
 	}
-	p := dlSym(d.handle, name)
-	var nf *nativeFunc
-	if p != nil {
-		nf = &nativeFunc{name: name, lib: d.Name(), fn: p, setErr: d.setErr, getErr: d.getErr}
-	}
+	nf := &nativeFunc{name: name, lib: d.Name(), fn: p, setErr: d.setErr, getErr: d.getErr}
 	d.funcs[name] = nf
-	return nf, nf != nil
+	return nf, true
 }
 
 // nativeFunc is a packed function pointer in a loaded library.

@@ -246,3 +246,33 @@ func TestSetNumThreads(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyRegisteredFunctions checks that a library's functions are found
+// through its function table only: symbols of the process (system, exit,
+// free, dlopen), the library's ABI functions and an exported but unlisted
+// function are not functions of the module, and a graph program naming
+// one is refused at load; a library without a table does not load.
+func TestOnlyRegisteredFunctions(t *testing.T) {
+	mod := loadMain(t)
+	for _, name := range []string{"system", "exit", "free", "dlopen", "printf", "kiln_set_last_error", "kiln_get_last_error",
+		"kiln_set_num_threads", "hidden_f32", "kiln_func_registry", "", "mul_f32"} {
+		if _, ok := mod.GetFunction(name); ok {
+			t.Errorf("GetFunction(%q) found a function outside the table", name)
+		}
+	}
+	if got := mod.(*DSOModule).Funcs(); len(got) != 8 || got[0] != "add_f32" {
+		t.Errorf("Funcs() = %v", got)
+	}
+	for _, name := range []string{"system", "exit", "hidden_f32"} {
+		gj := strings.Replace(`{"nodes":[{"op":"null","name":"x"},{"op":"kiln_op","name":"f","inputs":[[0,0]],"attrs":{"func_name":"FN","num_inputs":1,"num_outputs":1}}],
+"arg_nodes":[0],"heads":[[1,0]],"node_row_ptr":[0,1,2],"attrs":{"shape":[[4],[4]],"dltype":["float32","float32"],"storage_id":[0,1]}}`, "FN", name, 1)
+		_, err := NewGraphExecutor([]byte(gj), mod)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("graph.json calling %s: error %v, want one naming it", name, err)
+		}
+	}
+	noTable := buildLib(t, "kiln_rt_notable", "#include <stdint.h>\nint32_t f(void* a, int32_t n) { (void)a; return n; }\n")
+	if _, err := LoadLibrary(noTable); err == nil || !strings.Contains(err.Error(), RegistrySymbol) {
+		t.Errorf("a library without a function table: error %v", err)
+	}
+}

@@ -169,6 +169,10 @@ type CCodegen struct {
 	// CFlags are extra compiler flags; LDFlags extra linker arguments
 	// ("-lopenblas").
 	CFlags, LDFlags []string
+	// Funcs are packed functions the Sources define that the runtime may
+	// look up by name (GetFunction): they join the library's function
+	// table, the only place the runtime finds functions.
+	Funcs []string
 }
 
 // SourceFile is a named file of C source or header text.

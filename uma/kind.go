@@ -42,8 +42,8 @@ func (b *Backend) newKind() *target.Kind {
 			return out
 		}
 	}
-	if cg := b.codegen; cg != nil && (len(cg.Sources) > 0 || len(cg.CFlags) > 0 || len(cg.LDFlags) > 0) {
-		k.CCodegen = &target.CCodegen{Sources: cg.Sources, CFlags: cg.CFlags, LDFlags: cg.LDFlags}
+	if cg := b.codegen; cg != nil && (len(cg.Sources) > 0 || len(cg.CFlags) > 0 || len(cg.LDFlags) > 0 || len(cg.Funcs) > 0) {
+		k.CCodegen = &target.CCodegen{Sources: cg.Sources, CFlags: cg.CFlags, LDFlags: cg.LDFlags, Funcs: cg.Funcs}
 	}
 	return k
 }

@@ -88,6 +88,10 @@ type CodegenOptions struct {
 	Sources []target.SourceFile
 	// CFlags and LDFlags are extra compiler and linker arguments.
 	CFlags, LDFlags []string
+	// Funcs are packed functions the Sources define that programs or the
+	// vendor's tools look up at run time (runtime.Module GetFunction):
+	// they join the library's function table.
+	Funcs []string
 }
 
 // Backend is an accelerator integration under construction. Make one with

@@ -51,6 +51,20 @@ typedef struct kiln_tensor {
  */
 typedef int32_t (*kiln_packed_func)(kiln_tensor* args, int32_t num_args);
 
+/*
+ * The function table every kiln library exports: the packed functions the
+ * graph executor may call, by name, terminated by {NULL, NULL}:
+ *   const kiln_func_entry kiln_func_registry[] = {{"f", f}, {NULL, NULL}};
+ * The runtime looks functions up in this table only (never by dlsym of a
+ * name from graph.json), so a program can call nothing else the process
+ * holds. kiln generates it (kiln_registry.c); hand-written libraries
+ * define it themselves.
+ */
+typedef struct kiln_func_entry {
+  const char* name;
+  kiln_packed_func func;
+} kiln_func_entry;
+
 /* Records an error message for the caller (thread-local; defined once per library). */
 void kiln_set_last_error(const char* msg);
 /* Returns the last error message recorded on this thread ("" when none). */

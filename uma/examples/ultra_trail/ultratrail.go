@@ -67,6 +67,7 @@ func New() (*uma.Backend, error) {
 			Includes:        []string{`"ultra_trail.h"`},
 			DeclaredExterns: []string{Kernel},
 			Sources:         []target.SourceFile{{Name: "ultra_trail.c", Data: simSource}, {Name: "ultra_trail.h", Data: simHeader}},
+			Funcs:           []string{StatsFunc},
 		}),
 	} {
 		if err != nil {
