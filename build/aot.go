@@ -141,6 +141,9 @@ func compileAOT(cfg Config, low *lowered, gj *GraphJSON, params map[string]*tens
 	res.Metadata.Kernels = len(prog.Calls)
 	res.Metadata.Params = "linked"
 	res.Metadata.AOT = &AOTMeta{Module: module, WorkspaceBytes: gen.Plan.Size, LowerBound: gen.Plan.LowerBound, Algorithm: gen.Plan.Algorithm, ConstantsBytes: gen.ConstantsBytes, Binary: bin}
+	if err := recordHashes(tmp, &res.Metadata, bin); err != nil {
+		return err
+	}
 	mj, err := json.MarshalIndent(res.Metadata, "", "  ")
 	if err != nil {
 		return err
@@ -167,7 +170,7 @@ func buildAOTBinary(dir, bin string, bopts cgen.BuildOptions) error {
 	if err := cgen.RunCompiler(dir, bopts.CC, args, "the AOT project"); err != nil {
 		return fmt.Errorf("C compiler: %w", err)
 	}
-	return nil
+	return cgen.CheckELF(filepath.Join(dir, bin), bopts.CC)
 }
 
 // aotProgram turns the graph program into the AOT executor's program:
@@ -301,11 +304,11 @@ func allBuffers(fi cgen.FuncInfo) bool {
 // input is written to a raw file, the program writes each output to a
 // raw file, which is read back.
 func runAOT(dir string, md Metadata, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
-	work, err := os.MkdirTemp("", "kiln-aot-run-")
+	work, err := TempDir("", "kiln-aot-run-")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
+	defer RemoveTemp(work)
 	var args []string
 	for i, in := range md.Inputs {
 		t, ok := inputs[in.Name]
@@ -327,7 +330,12 @@ func runAOT(dir string, md Metadata, inputs map[string]*tensor.Tensor) ([]*tenso
 	for i := range md.Outputs {
 		args = append(args, filepath.Join(work, fmt.Sprintf("out%d.bin", i)))
 	}
-	cmd := exec.Command(filepath.Join(dir, md.AOT.Binary), args...)
+	// An absolute path: exec must never search $PATH for the name.
+	bin, err := filepath.Abs(filepath.Join(dir, md.AOT.Binary))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/kiln-dev/kiln/aot"
 	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
@@ -109,6 +110,9 @@ type Metadata struct {
 	Constants string `json:"constants,omitempty"`
 	// AOT describes an AOT artifact (executor "aot"), or is nil.
 	AOT *AOTMeta `json:"aot,omitempty"`
+	// Files maps each file LoadArtifact opens or runs (relative path) to
+	// the hex SHA-256 of its content, checked before it is used.
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // Stage is the time one compilation stage took.
@@ -157,7 +161,8 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 	if err != nil {
 		return nil, fmt.Errorf("build: %w", err)
 	}
-	defer os.RemoveAll(scratch)
+	TrackTemp(scratch)
+	defer removeTemp(scratch)
 
 	switch cfg.Executor {
 	case "", ExecutorGraph, ExecutorAOT:
@@ -191,11 +196,11 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 	stage("executor codegen", t0)
 
 	if cfg.Executor == ExecutorAOT {
-		tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(cfg.Out)), ".kiln-build-")
+		tmp, err := newBuildDir(cfg.Out)
 		if err != nil {
-			return nil, fmt.Errorf("build: %w", err)
+			return nil, err
 		}
-		defer os.RemoveAll(tmp)
+		defer removeTemp(tmp)
 		res.Metadata = Metadata{Kiln: Version, Target: targetListString(low.cfg), Devices: devicesOf(gj)}
 		if err := compileAOT(cfg, low, gj, params, outputNames, tmp, scratch, res, stage); err != nil {
 			return nil, err
@@ -222,16 +227,11 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 	}
 	stage("codegen", t0)
 
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(cfg.Out)), ".kiln-build-")
+	tmp, err := newBuildDir(cfg.Out)
 	if err != nil {
-		return nil, fmt.Errorf("build: %w", err)
+		return nil, err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(tmp)
-		}
-	}()
+	defer removeTemp(tmp)
 	var pbuf bytes.Buffer
 	if err := runtime.SaveParams(&pbuf, params); err != nil {
 		return nil, err
@@ -245,14 +245,12 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 	paramsMode := "file"
 	if cfg.LinkParams {
 		paramsMode = "linked"
-		absTmp, err := filepath.Abs(tmp)
-		if err != nil {
-			return nil, err
-		}
+		// The assembler finds the blob's relative name in its working
+		// directory, the build directory: no path (which may hold commas
+		// or quotes) goes into a flag or the assembly.
 		bopts.ExtraSources = append(bopts.ExtraSources,
 			cgen.File{Name: linkedParamsBlob, Data: pbuf.Bytes()},
 			cgen.File{Name: "kiln_params.c", Data: []byte(linkedParamsSource(pbuf.Len()))})
-		bopts.ExtraFlags = append(bopts.ExtraFlags, "-Wa,-I"+absTmp)
 	}
 	t0 = time.Now()
 	if _, err := cgen.Build(src, tmp, bopts); err != nil {
@@ -294,49 +292,37 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 		files[constantsFile] = cbuf.Bytes()
 		res.Metadata.Constants = constantsFile
 	}
-	mj, err := json.MarshalIndent(res.Metadata, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	files["metadata.json"] = mj
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
 			return nil, fmt.Errorf("build: %w", err)
 		}
 	}
+	hashed := []string{"kiln_lib.so"}
+	for name := range files {
+		hashed = append(hashed, name)
+	}
+	for _, m := range mods {
+		hashed = append(hashed, m.File)
+	}
+	if err := recordHashes(tmp, &res.Metadata, hashed...); err != nil {
+		return nil, err
+	}
+	mj, err := json.MarshalIndent(res.Metadata, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "metadata.json"), mj, 0o644); err != nil {
+		return nil, fmt.Errorf("build: %w", err)
+	}
 	if err := replaceDir(tmp, cfg.Out); err != nil {
 		return nil, err
 	}
-	ok = true
 	return res, nil
 }
 
 func meta(name string, t ir.Type) TensorMeta {
 	tt := t.(*ir.TensorType)
 	return TensorMeta{Name: name, DType: tt.DType.String(), Shape: append([]int64{}, tt.Shape...)}
-}
-
-// replaceDir moves the finished build into place. An existing artifact (a
-// directory with metadata.json) or an empty directory is replaced; anything
-// else is refused so that a typo cannot delete a user's files.
-func replaceDir(tmp, out string) error {
-	if st, err := os.Stat(out); err == nil {
-		if !st.IsDir() {
-			return fmt.Errorf("build: %s exists and is not a directory", out)
-		}
-		entries, _ := os.ReadDir(out)
-		_, metaErr := os.Stat(filepath.Join(out, "metadata.json"))
-		if len(entries) > 0 && metaErr != nil {
-			return fmt.Errorf("build: %s exists and is not a kiln artifact; refusing to overwrite it", out)
-		}
-		if err := os.RemoveAll(out); err != nil {
-			return fmt.Errorf("build: %w", err)
-		}
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		return fmt.Errorf("build: %w", err)
-	}
-	return nil
 }
 
 // Artifact is a loaded artifact ready to run.
@@ -367,23 +353,43 @@ func LoadArtifact(dir string) (*Artifact, error) {
 		return nil, fmt.Errorf("%s/metadata.json: %w", dir, err)
 	}
 	if md.Executor == ExecutorAOT {
-		if md.AOT == nil || md.AOT.Binary == "" || filepath.Base(md.AOT.Binary) != md.AOT.Binary {
+		if md.AOT == nil || md.AOT.Binary == "" || md.AOT.Module == "" || aot.Identifier(md.AOT.Module) != md.AOT.Module {
 			return nil, fmt.Errorf("%s/metadata.json: an AOT artifact without a valid \"aot\" section", dir)
 		}
-		if _, err := os.Stat(filepath.Join(dir, md.AOT.Binary)); err != nil {
-			return nil, fmt.Errorf("%s: the AOT test program is missing: %w", dir, err)
+		if _, err := verifyFile(dir, &md, md.AOT.Binary); err != nil {
+			return nil, err
 		}
 		return &Artifact{Metadata: md, dir: dir}, nil
 	}
-	lib, err := runtime.LoadLibrary(filepath.Join(dir, "kiln_lib.so"))
+	// Every file is checked (confined to dir, content hash) before any is
+	// opened.
+	need := []string{"kiln_lib.so", "graph.json"}
+	if md.Params != "linked" {
+		need = append(need, "params.bin")
+	}
+	if md.Constants != "" {
+		need = append(need, md.Constants)
+	}
+	for _, m := range md.Modules {
+		need = append(need, m.File)
+	}
+	path := map[string]string{}
+	for _, rel := range need {
+		p, err := verifyFile(dir, &md, rel)
+		if err != nil {
+			return nil, err
+		}
+		path[rel] = p
+	}
+	lib, err := runtime.LoadLibrary(path["kiln_lib.so"])
 	if err != nil {
 		return nil, err
 	}
-	if err := loadModules(dir, md, lib); err != nil {
+	if err := loadModules(dir, md, lib, path); err != nil {
 		return nil, err
 	}
 	if md.Constants != "" {
-		cf, err := os.Open(filepath.Join(dir, md.Constants))
+		cf, err := os.Open(path[md.Constants])
 		if err != nil {
 			return nil, err
 		}
@@ -396,7 +402,7 @@ func LoadArtifact(dir string) (*Artifact, error) {
 			return nil, err
 		}
 	}
-	gj, err := os.ReadFile(filepath.Join(dir, "graph.json"))
+	gj, err := os.ReadFile(path["graph.json"])
 	if err != nil {
 		return nil, err
 	}
@@ -421,7 +427,7 @@ func LoadArtifact(dir string) (*Artifact, error) {
 		}
 		return &Artifact{Metadata: md, Exec: ex}, nil
 	}
-	pf, err := os.Open(filepath.Join(dir, "params.bin"))
+	pf, err := os.Open(path["params.bin"])
 	if err != nil {
 		return nil, err
 	}

@@ -178,10 +178,11 @@ func devicesOf(g *GraphJSON) []string {
 	return out
 }
 
-// loadModules loads the artifact's extra modules and imports them into lib.
-func loadModules(dir string, md Metadata, lib runtime.Module) error {
+// loadModules loads the artifact's extra modules (from the verified paths
+// of their files) and imports them into lib.
+func loadModules(dir string, md Metadata, lib runtime.Module, path map[string]string) error {
 	for _, mm := range md.Modules {
-		p := filepath.Join(dir, mm.File)
+		p := path[mm.File]
 		var m runtime.Module
 		var err error
 		if mm.Kind == "dso" {

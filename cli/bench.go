@@ -112,11 +112,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 				return fail(stderr, "bench", err)
 			}
 		}
-		tmp, err := os.MkdirTemp("", "kiln-bench-")
+		tmp, err := build.TempDir("", "kiln-bench-")
 		if err != nil {
 			return fail(stderr, "bench", err)
 		}
-		defer os.RemoveAll(tmp)
+		defer build.RemoveTemp(tmp)
 		dir = filepath.Join(tmp, "artifact")
 		var progress io.Writer
 		if !*asJSON {

@@ -194,7 +194,7 @@ func TestCompileErrorsLeaveNoArtifact(t *testing.T) {
 		err  string
 	}{
 		{[]string{"-o", filepath.Join(file, "out")}, "kiln compile: "},
-		{[]string{"-o", notArtifact}, "is not a kiln artifact; refusing to overwrite it"},
+		{[]string{"-o", notArtifact}, "not a kiln artifact (it has no .kiln-artifact file)"},
 		{[]string{"-o", filepath.Join(dir, "x"), "-t", "tpu9, c"}, `unknown target kind "tpu9"`},
 		{[]string{"-o", filepath.Join(dir, "x"), "--freeze", "input=" + filepath.Join(dir, "none.npy")}, "no such file"},
 	}

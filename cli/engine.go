@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -43,7 +42,7 @@ type compiledEngine struct {
 
 func (c *compiledEngine) prepare(m *onnx.Model) error {
 	if c.tmp == "" {
-		tmp, err := os.MkdirTemp("", "kiln-test-")
+		tmp, err := build.TempDir("", "kiln-test-")
 		if err != nil {
 			return err
 		}
@@ -82,7 +81,7 @@ func (c *compiledEngine) close() {
 		c.art = nil
 	}
 	if c.tmp != "" {
-		os.RemoveAll(c.tmp)
+		build.RemoveTemp(c.tmp)
 		c.cfg.temps.track(c.tmp, false)
 	}
 }
@@ -109,7 +108,7 @@ func (t *tempDirs) removeAll() {
 		return
 	}
 	t.m.Range(func(k, _ any) bool {
-		os.RemoveAll(k.(string))
+		build.RemoveTemp(k.(string))
 		t.m.Delete(k)
 		return true
 	})

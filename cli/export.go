@@ -81,11 +81,16 @@ func projectFiles(dir string, md build.Metadata) (map[string][]byte, error) {
 		if err != nil || d.IsDir() {
 			return err
 		}
+		if !d.Type().IsRegular() {
+			// A symbolic link or device in an artifact is not part of the
+			// project kiln wrote: never read what it points to.
+			return fmt.Errorf("%s is not a regular file; the artifact was altered", p)
+		}
 		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
 		}
-		if rel == "metadata.json" || rel == md.AOT.Binary {
+		if rel == "metadata.json" || rel == md.AOT.Binary || rel == build.MarkerFile {
 			return nil
 		}
 		b, err := os.ReadFile(p)

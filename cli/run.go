@@ -206,11 +206,11 @@ func compileAndRun(path, targets string, devs *deviceFlags, vals map[string]*ten
 		return fail(stderr, "run", err)
 	}
 	tImport := time.Since(t0)
-	tmp, err := os.MkdirTemp("", "kiln-run-")
+	tmp, err := build.TempDir("", "kiln-run-")
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
-	defer os.RemoveAll(tmp)
+	defer build.RemoveTemp(tmp)
 	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact"), ModuleName: moduleName(path)})
 	if err != nil {
 		return fail(stderr, "run", err)

@@ -13,6 +13,7 @@ MODEL=examples/models/mlp
 ART=out/demo/mlp.kiln
 echo "== building kiln"
 build_kiln
+rm -rf out/demo # the demo's own outputs of an earlier run
 mkdir -p out/demo
 
 echo

@@ -9,5 +9,6 @@ import (
 )
 
 func main() {
+	cli.HandleSignals()
 	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -3,6 +3,7 @@ package c
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -178,7 +179,27 @@ func Build(src *Source, dir string, opts BuildOptions) (string, error) {
 	if err := RunCompiler(dir, opts.CC, args, srcPath); err != nil {
 		return "", err
 	}
+	if err := CheckELF(libPath, opts.CC); err != nil {
+		return "", err
+	}
 	return libPath, nil
+}
+
+// CheckELF checks that the compiler (cc, as in BuildOptions.CC) produced
+// path as a non-empty ELF file: a command that exits 0 without writing
+// it (a wrong -cc, a wrapper script) is an error, not a success.
+func CheckELF(path, cc string) error {
+	name := strings.Join(compilerCommand(cc), " ")
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("codegen/c: the C compiler %q exited successfully but produced no %s", name, filepath.Base(path))
+	}
+	defer f.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != "\x7fELF" {
+		return fmt.Errorf("codegen/c: the C compiler %q produced %s, which is not an ELF file", name, filepath.Base(path))
+	}
+	return nil
 }
 
 // RunCompiler runs the C compiler (cc: explicit, else $CC, else "cc"; it

@@ -263,19 +263,27 @@ func readExternal(p *pb.TensorProto, baseDir string) ([]byte, error) {
 	if offset < 0 {
 		return nil, fmt.Errorf("external data offset %d is negative", offset)
 	}
-	f, err := os.Open(filepath.Join(baseDir, loc))
+	// OpenInRoot follows symbolic links only while they stay inside the
+	// model's directory.
+	f, err := os.OpenInRoot(baseDir, loc)
 	if err != nil {
-		return nil, fmt.Errorf("external data: %v", err)
+		return nil, fmt.Errorf("external data %q: %v (it must be a file inside the model's directory)", loc, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("external data: %v", err)
 	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("external data %q is not a regular file", loc)
+	}
+	if offset > st.Size() {
+		return nil, fmt.Errorf("external data %q: offset %d exceeds the file size %d", loc, offset, st.Size())
+	}
 	if length < 0 {
 		length = st.Size() - offset
 	}
-	if length < 0 || offset+length > st.Size() {
+	if length > st.Size()-offset {
 		return nil, fmt.Errorf("external data %q: offset %d + length %d exceeds the file size %d", loc, offset, length, st.Size())
 	}
 	buf := make([]byte, length)

@@ -179,6 +179,40 @@ func TestTensorFiles(t *testing.T) {
 	if _, err := ExternalTensorFromProto(ext, dir); err == nil || !strings.Contains(err.Error(), "inside the model's directory") {
 		t.Fatalf("escaping location: %v", err)
 	}
+	// A symbolic link inside the directory that leads out of it is
+	// refused; one that stays inside is followed.
+	outside := filepath.Join(t.TempDir(), "secret.bin")
+	if err := os.WriteFile(outside, f32(7, 8).Data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link_out.bin")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("w.bin", filepath.Join(dir, "link_in.bin")); err != nil {
+		t.Fatal(err)
+	}
+	ext.ExternalData[0].Value = proto.String("link_out.bin")
+	ext.ExternalData[1].Value = proto.String("0")
+	if _, err := ExternalTensorFromProto(ext, dir); err == nil || !strings.Contains(err.Error(), "inside the model's directory") {
+		t.Fatalf("symlink leaving the directory: %v", err)
+	}
+	ext.ExternalData[0].Value = proto.String("link_in.bin")
+	ext.ExternalData[1].Value = proto.String("4")
+	if w, err := ExternalTensorFromProto(ext, dir); err != nil || !w.Equal(f32(1.5, 2.5)) {
+		t.Fatalf("symlink inside the directory: %v %v", w, err)
+	}
+	// offset + length overflowing int64 is an error, not a huge allocation.
+	ext.ExternalData[1].Value = proto.String("4611686018427387904")
+	ext.ExternalData[2].Value = proto.String("4611686018427387904")
+	if _, err := ExternalTensorFromProto(ext, dir); err == nil || !strings.Contains(err.Error(), "exceeds the file size") {
+		t.Fatalf("overflowing offset+length: %v", err)
+	}
+	ext.ExternalData[1].Value = proto.String("4")
+	ext.ExternalData[2].Value = proto.String("9223372036854775807")
+	if _, err := ExternalTensorFromProto(ext, dir); err == nil || !strings.Contains(err.Error(), "exceeds the file size") {
+		t.Fatalf("huge length: %v", err)
+	}
+	ext.ExternalData[2].Value = proto.String("8")
 	// A sequence value file (onnx-data.proto SequenceProto: name, elem_type).
 	seq := []byte{0x0a, 0x03, 's', 'e', 'q', 0x10, 0x01}
 	if err := os.WriteFile(filepath.Join(dir, "seq.pb"), seq, 0o644); err != nil {

@@ -1,0 +1,28 @@
+package cli
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kiln-dev/kiln/build"
+)
+
+// HandleSignals makes SIGINT and SIGTERM remove the temporary directories
+// of every build in progress (build.RemoveTempDirs: .kiln-build-* beside
+// the output, kiln-hooks-*, kiln-run-* ...) before the process exits with
+// 128 plus the signal number, as a shell reports it. The kiln command
+// calls it first; a program that embeds the CLI may too.
+func HandleSignals() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-ch
+		build.RemoveTempDirs()
+		code := 130
+		if s == syscall.SIGTERM {
+			code = 143
+		}
+		os.Exit(code)
+	}()
+}
