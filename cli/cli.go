@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/budget"
 	"io"
 	"sort"
 	"strings"
@@ -46,6 +47,8 @@ var commands = []command{
 // Main runs the kiln command line on args (without the program name) and
 // returns the process exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
+	// --max-memory holds for this command only.
+	defer budget.SetLimit(budget.Limit())
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -77,6 +80,7 @@ func usage(w io.Writer) {
 func newFlags(name, args string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("kiln "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Var(memoryFlag{}, "max-memory", fmt.Sprintf("the memory budget: no tensor or buffer larger than `SIZE` (bytes, or 512MiB, 4GiB) is allocated; every size from a model or input is checked against it first (default half the available memory, now %s)", budget.Format(budget.Default())))
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: kiln %s %s\n\nflags:\n", name, args)
 		fs.PrintDefaults()
@@ -109,6 +113,21 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, int, bool) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// memoryFlag sets the process's memory budget (internal/budget).
+type memoryFlag struct{}
+
+func (memoryFlag) String() string { return "" }
+
+// Set parses a size and makes it the budget.
+func (memoryFlag) Set(s string) error {
+	n, err := budget.Parse(s)
+	if err != nil {
+		return err
+	}
+	budget.SetLimit(n)
+	return nil
 }
 
 // listFlag collects a repeatable string flag.

@@ -64,6 +64,13 @@ func InferExpr(mod *Module, e Expr) (ir.Type, error) {
 		}
 		if x.Op != nil {
 			rt, err := x.Op.Infer(args, x.Attrs)
+			if err == nil {
+				// A result the process could never hold is refused here,
+				// before anything is allocated for it.
+				if err = CheckTypeSize(rt); err != nil {
+					err = fmt.Errorf("%s: %v", x.Op.Name, err)
+				}
+			}
 			if err != nil {
 				if x.Span != "" {
 					return nil, fmt.Errorf("node %q: %v", x.Span, err)
@@ -109,6 +116,9 @@ func InferFunction(mod *Module, f *Function) error {
 		if p.Type() == nil {
 			return fmt.Errorf("parameter %%%s has no type", p.Name)
 		}
+		if err := CheckTypeSize(p.Type()); err != nil {
+			return fmt.Errorf("parameter %%%s: %v", p.Name, err)
+		}
 	}
 	var err error
 	PostOrder(f.Body, func(e Expr) {
@@ -146,4 +156,21 @@ func ClearTypes(root Expr) {
 			e.setType(nil)
 		}
 	})
+}
+
+// CheckTypeSize checks that every tensor of type t has a size that
+// neither overflows nor exceeds the memory budget (ir.CheckBytes).
+func CheckTypeSize(t ir.Type) error {
+	switch x := t.(type) {
+	case *ir.TensorType:
+		_, err := ir.CheckBytes(x.DType, x.Shape)
+		return err
+	case *ir.TupleType:
+		for _, f := range x.Fields {
+			if err := CheckTypeSize(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -2,6 +2,8 @@ package ir
 
 import (
 	"fmt"
+
+	"github.com/kiln-dev/kiln/internal/budget"
 	"strconv"
 	"strings"
 )
@@ -17,6 +19,46 @@ func (s Shape) NumElements() int64 {
 		n *= d
 	}
 	return n
+}
+
+// CheckedNumElements returns the product of the dimensions, or an error
+// when a dimension is negative or the product overflows int64 (where
+// NumElements would silently wrap).
+func (s Shape) CheckedNumElements() (int64, error) {
+	n := int64(1)
+	for _, d := range s {
+		var ok bool
+		if n, ok = budget.Mul(n, d); !ok {
+			if d < 0 {
+				return 0, fmt.Errorf("shape %v has a negative dimension", s)
+			}
+			return 0, fmt.Errorf("shape %v has more than 2^63 elements", s)
+		}
+	}
+	return n, nil
+}
+
+// CheckBytes returns the bytes a tensor of dtype dt and shape s takes, or
+// an error when that size overflows or exceeds the memory budget
+// (internal/budget): what every size computed from user data goes
+// through before it is allocated.
+func CheckBytes(dt DType, s Shape) (int64, error) {
+	n, err := s.CheckedNumElements()
+	if err != nil {
+		return 0, err
+	}
+	size := int64(dt.Size())
+	if size < 1 {
+		size = 1
+	}
+	b, ok := budget.Mul(n, size)
+	if !ok {
+		return 0, fmt.Errorf("tensor %s%v: its size in bytes overflows", dt, s)
+	}
+	if err := budget.Check(fmt.Sprintf("tensor %s%v", dt, s), b); err != nil {
+		return 0, err
+	}
+	return b, nil
 }
 
 // Rank is the number of dimensions.

@@ -78,7 +78,8 @@ func (v Value) Flatten() []*tensor.Tensor {
 
 // EvalOp runs one operator on tensors. The call is type-checked first, so
 // ill-typed inputs give an error rather than a kernel panic.
-func EvalOp(o *op.Op, attrs ir.Attrs, args []*tensor.Tensor) ([]*tensor.Tensor, ir.Type, error) {
+func EvalOp(o *op.Op, attrs ir.Attrs, args []*tensor.Tensor) (res []*tensor.Tensor, out ir.Type, err error) {
+	defer recoverKernel(o.Name, &err)
 	kernelsMu.RLock()
 	k, ok := kernels[o]
 	kernelsMu.RUnlock()
@@ -89,11 +90,14 @@ func EvalOp(o *op.Op, attrs ir.Attrs, args []*tensor.Tensor) ([]*tensor.Tensor, 
 	for i, a := range args {
 		ts[i] = a.Type()
 	}
-	out, err := o.Infer(ts, attrs)
+	out, err = o.Infer(ts, attrs)
+	if err == nil {
+		err = graph.CheckTypeSize(out)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := k(args, attrs, out)
+	res, err = k(args, attrs, out)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", o.Name, err)
 	}
@@ -128,8 +132,10 @@ func Run(mod *graph.Module, args []*tensor.Tensor) (Value, error) {
 	return RunFunction(mod, mod.Main(), args)
 }
 
-// RunFunction evaluates f on the arguments.
-func RunFunction(mod *graph.Module, f *graph.Function, args []*tensor.Tensor) (Value, error) {
+// RunFunction evaluates f on the arguments. A tensor too large for the
+// memory budget is an error; so is a kernel's panic (an internal error).
+func RunFunction(mod *graph.Module, f *graph.Function, args []*tensor.Tensor) (v Value, err error) {
+	defer recoverKernel("reference executor", &err)
 	if len(args) != len(f.Params) {
 		return Value{}, fmt.Errorf("function takes %d inputs, got %d", len(f.Params), len(args))
 	}
@@ -239,4 +245,19 @@ func evalNode(mod *graph.Module, e graph.Expr, env map[graph.Expr]Value) (Value,
 		return callFunction(mod, fn, args)
 	}
 	return Value{}, fmt.Errorf("reference executor: unknown expression %T", e)
+}
+
+// recoverKernel turns a panic below a public entry into *err: a tensor
+// the memory budget refuses (tensor.AllocError) is an ordinary error, any
+// other panic an internal error with where it happened.
+func recoverKernel(where string, err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if ae, ok := r.(*tensor.AllocError); ok {
+		*err = fmt.Errorf("%s: %w", where, ae.Err)
+		return
+	}
+	*err = fmt.Errorf("%s: internal error: %v (please report this with the model)", where, r)
 }

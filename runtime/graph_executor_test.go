@@ -263,7 +263,7 @@ func TestGraphExecutorValidation(t *testing.T) {
 		}, `node 2 ("add") output 0: unknown dtype "float33"`},
 		{"negative dim", func(t *testing.T) []byte {
 			return mutateGraph(t, func(g map[string]any) { gattr(g, "shape")[3] = []any{-2, 3} })
-		}, `node 3 ("relu") output 0: negative dimension in shape [-2, 3]`},
+		}, `node 3 ("relu") output 0: shape [-2, 3] has a negative dimension`},
 		{"unknown device type", func(t *testing.T) []byte {
 			return mutateGraph(t, func(g map[string]any) { gattr(g, "device_index")[3] = []any{5, 0} })
 		}, `node 3 ("relu") output 0: no DeviceAPI registered for device_type(5)`},

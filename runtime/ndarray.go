@@ -107,17 +107,8 @@ func byteSize(dt ir.DType, shape ir.Shape) (int64, error) {
 	if _, _, ok := dtypeCode(dt); !ok {
 		return 0, fmt.Errorf("unsupported dtype %s", dt)
 	}
-	n := int64(dt.Size())
-	for _, d := range shape {
-		if d < 0 {
-			return 0, fmt.Errorf("negative dimension in shape %v", shape)
-		}
-		if d != 0 && n > (1<<62)/d {
-			return 0, fmt.Errorf("shape %v of %s is too large", shape, dt)
-		}
-		n *= d
-	}
-	return n, nil
+	// Overflow-checked and within the memory budget (--max-memory).
+	return ir.CheckBytes(dt, shape)
 }
 
 // FromTensor allocates an array on dev holding a copy of t.

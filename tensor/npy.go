@@ -113,14 +113,19 @@ func ReadNpy(r io.Reader) (*Tensor, error) {
 	default:
 		return nil, fmt.Errorf("npy: unsupported dtype %q", descr)
 	}
-	n := shape.NumElements()
-	if n < 0 || n*int64(dt.Size()) > 1<<40 {
-		return nil, fmt.Errorf("npy: shape %v is too large", shape)
+	nbytes, err := ir.CheckBytes(dt, shape)
+	if err != nil {
+		return nil, fmt.Errorf("npy: %v", err)
+	}
+	// The header's size is only a claim: the data is read in bounded
+	// chunks first, so a short file is an error before the tensor is
+	// allocated.
+	data, err := ReadAtMost(r, nbytes)
+	if err != nil {
+		return nil, fmt.Errorf("npy: reading %d bytes of %s%v data: %v", nbytes, dt, shape, err)
 	}
 	t := New(dt, shape)
-	if _, err := io.ReadFull(r, t.Data); err != nil {
-		return nil, fmt.Errorf("npy: reading %d bytes of %s%v data: %v", len(t.Data), dt, shape, err)
-	}
+	copy(t.Data, data)
 	if swap {
 		es := dt.Size()
 		for i := 0; i < len(t.Data); i += es {
@@ -130,6 +135,36 @@ func ReadNpy(r io.Reader) (*Tensor, error) {
 		}
 	}
 	return t, nil
+}
+
+// readChunk is the most ReadAtMost allocates before it has seen data.
+const readChunk = 16 << 20
+
+// ReadAtMost reads exactly n bytes of r, growing its buffer only as data
+// arrives (in chunks of 16 MiB), so that a header claiming a huge size in
+// front of a short file costs no more memory than the file: a short read
+// is an error.
+func ReadAtMost(r io.Reader, n int64) ([]byte, error) {
+	if n <= readChunk {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	var buf []byte
+	for int64(len(buf)) < n {
+		k := min(n-int64(len(buf)), readChunk)
+		start := len(buf)
+		buf = append(buf, make([]byte, k)...)
+		if _, err := io.ReadFull(r, buf[start:]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("%v after %d of %d bytes", err, start, n)
+		}
+	}
+	return buf, nil
 }
 
 // parseNpyHeader reads the Python dict literal of a .npy header, e.g.

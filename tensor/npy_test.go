@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -172,6 +173,27 @@ func TestNpyFloat16Values(t *testing.T) {
 	for i, want := range []float64{0.5, -65504, math.Inf(1)} {
 		if got.Float(i) != want {
 			t.Errorf("element %d = %v, want %v", i, got.Float(i), want)
+		}
+	}
+}
+
+// TestNpyHugeHeader: a short file whose header claims an enormous or
+// overflowing shape is an error, without allocating what it claims.
+func TestNpyHugeHeader(t *testing.T) {
+	for _, shape := range []string{"(1099511627776,)", "(4294967296, 4294967296, 4294967296)", "(1000000,)"} {
+		h := "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }"
+		h += strings.Repeat(" ", 117-len(h)) + "\n"
+		file := append([]byte("\x93NUMPY\x01\x00"), byte(len(h)), 0)
+		file = append(append(file, h...), 1, 2, 3, 4)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := ReadNpy(bytes.NewReader(file))
+		runtime.ReadMemStats(&after)
+		if err == nil {
+			t.Errorf("%s: read without error", shape)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+			t.Errorf("%s: allocated %d bytes for a %d-byte file", shape, grew, len(file))
 		}
 	}
 }

@@ -29,19 +29,46 @@ func alignedBytes(n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
 }
 
-// New allocates a zero tensor.
+// New allocates a zero tensor. A tensor whose size overflows or exceeds
+// the memory budget (ir.CheckBytes) is never allocated: New panics with
+// an *AllocError, which kiln's public entries (the ONNX importer's
+// converters, the reference engine) turn into an error; code that sizes
+// a tensor from user data before any type check uses NewChecked.
 func New(dt ir.DType, shape ir.Shape) *Tensor {
-	n := shape.NumElements()
-	if n < 0 {
-		panic(fmt.Sprintf("tensor.New: negative shape %v", shape))
+	t, err := NewChecked(dt, shape)
+	if err != nil {
+		panic(&AllocError{Err: err})
 	}
-	return &Tensor{DType: dt, Shape: shape.Clone(), Data: alignedBytes(int(n) * dt.Size())}
+	return t
 }
+
+// NewChecked allocates a zero tensor, or returns an error when its size
+// overflows or exceeds the memory budget.
+func NewChecked(dt ir.DType, shape ir.Shape) (*Tensor, error) {
+	if _, err := ir.CheckBytes(dt, shape); err != nil {
+		return nil, err
+	}
+	n := shape.NumElements()
+	return &Tensor{DType: dt, Shape: shape.Clone(), Data: alignedBytes(int(n) * dt.Size())}, nil
+}
+
+// AllocError is the panic value of New for a tensor that must not be
+// allocated; Err says why.
+type AllocError struct{ Err error }
+
+// Error returns the reason.
+func (e *AllocError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the reason.
+func (e *AllocError) Unwrap() error { return e.Err }
 
 // FromBytes builds a tensor from raw little-endian bytes (copied). It fails
 // when the byte count does not match the shape.
 func FromBytes(dt ir.DType, shape ir.Shape, raw []byte) (*Tensor, error) {
-	want := shape.NumElements() * int64(dt.Size())
+	want, err := ir.CheckBytes(dt, shape)
+	if err != nil {
+		return nil, err
+	}
 	if int64(len(raw)) != want {
 		return nil, fmt.Errorf("tensor %s%v needs %d bytes, got %d", dt, shape, want, len(raw))
 	}

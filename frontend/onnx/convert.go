@@ -221,6 +221,11 @@ type Ctx struct {
 // Call builds an operator call, infers its type and folds it when every
 // argument is a constant. Errors name the current node.
 func (c *Ctx) Call(o *op.Op, args []graph.Expr, attrs ir.Attrs) (graph.Expr, error) {
+	if c.imp != nil {
+		if c.imp.calls++; c.imp.calls > MaxImportCalls {
+			return nil, c.node.Errorf("the model expands to more than %d operators (unrolled loops, inlined functions); kiln stops there", MaxImportCalls)
+		}
+	}
 	call, err := graph.NewCall(o, args, attrs)
 	if err != nil {
 		return nil, c.node.Errorf("%v", err)

@@ -30,7 +30,18 @@ type importer struct {
 	freeUses map[*pb.GraphProto][]string
 	// functions holds "domain/name" of the model-local functions.
 	functions map[string]bool
+	// calls counts the operator calls built so far (Ctx.Call): unrolled
+	// loops and inlined functions multiply a file's nodes, and the total
+	// is bounded by MaxImportCalls.
+	calls int
 }
+
+// MaxImportCalls bounds the operator calls one import may build. Loops
+// and Scans are unrolled (at most 4096 iterations each) and nesting
+// multiplies them: a few hundred bytes of ONNX could otherwise ask for
+// millions of operators and gigabytes of graph. Real models stay far
+// below (the seven shared models: under 500 each).
+const MaxImportCalls = 200_000
 
 // scope maps ONNX value names to graph expressions. Subgraphs (If branches,
 // Loop and Scan bodies) get a child scope, so they see the names of the
@@ -450,6 +461,10 @@ func callConverter(conv Converter, c *Ctx, n *Node) (outs []graph.Expr, err erro
 	defer func() {
 		if r := recover(); r != nil {
 			outs = nil
+			if ae, ok := r.(*tensor.AllocError); ok {
+				err = n.Errorf("%v", ae.Err)
+				return
+			}
 			err = n.Errorf("internal error importing model: converter panicked: %v (at %s)", r, panicSite())
 		}
 	}()
