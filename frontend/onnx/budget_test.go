@@ -165,3 +165,91 @@ func TestNestedLoopsBounded(t *testing.T) {
 		t.Errorf("took %v", d)
 	}
 }
+
+// TestStrictAttributesAndOpsets: a wrong-typed attribute, an attribute
+// the operator does not define and an opset newer than kiln implements
+// are errors naming the node, attribute or opset (ONNX Runtime rejects
+// these models; reading them with defaults would give wrong answers).
+func TestStrictAttributesAndOpsets(t *testing.T) {
+	x := []*pb.ValueInfoProto{tvi("a", pb.TensorProto_FLOAT, 2, 2), tvi("b", pb.TensorProto_FLOAT, 2, 2)}
+	out := []*pb.ValueInfoProto{{Name: proto.String("y")}}
+	cases := []struct {
+		name  string
+		node  *pb.NodeProto
+		opset int64
+		want  string
+	}{
+		{"gemm alpha as INT", nd("gemm", "Gemm", []string{"a", "b"}, []string{"y"}, intAttr("alpha", 2)), 13, `node "gemm" (Gemm`},
+		{"softmax axis as FLOAT", nd("sm", "Softmax", []string{"a"}, []string{"y"}, floatAttr("axis", 1)), 13, `attribute "axis" is FLOAT, want INT`},
+		{"unknown attribute", nd("relu", "Relu", []string{"a"}, []string{"y"}, intAttr("alpah", 1)), 13, `attribute "alpah" is not one kiln's Relu converter`},
+		{"opset too new", nd("relu", "Relu", []string{"a"}, []string{"y"}), MaxOpset + 1, "kiln implements the operators up to opset"},
+	}
+	for _, c := range cases {
+		g := &pb.GraphProto{Name: proto.String("g"), Node: []*pb.NodeProto{c.node}, Input: x, Output: out}
+		_, err := Load(modelBytes(t, g, c.opset), Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+	g := &pb.GraphProto{Name: proto.String("g"), Node: []*pb.NodeProto{nd("gemm", "Gemm", []string{"a", "b"}, []string{"y"}, intAttr("alpha", 2))}, Input: x, Output: out}
+	if _, err := Load(modelBytes(t, g, 13), Options{}); err == nil || !strings.Contains(err.Error(), `attribute "alpha" is INT, want FLOAT`) {
+		t.Errorf("gemm alpha: %v", err)
+	}
+}
+
+// TestBadAttributeValues: attribute values out of their range are errors
+// naming the node.
+func TestBadAttributeValues(t *testing.T) {
+	x := []*pb.ValueInfoProto{tvi("a", pb.TensorProto_FLOAT, 1, 1, 4, 4)}
+	ints := func(name string, v ...int64) *pb.AttributeProto {
+		return &pb.AttributeProto{Name: proto.String(name), Type: pb.AttributeProto_INTS.Enum(), Ints: v}
+	}
+	cases := []struct {
+		name  string
+		node  *pb.NodeProto
+		opset int64
+		outs  int
+		want  string
+	}{
+		{"split num_outputs 0", nd("split", "Split", []string{"a"}, nil, intAttr("num_outputs", 0), intAttr("axis", 2)), 18, 0, `num_outputs is 0`},
+		{"softmax axis out of range", nd("sm", "Softmax", []string{"a"}, []string{"y"}, intAttr("axis", 7)), 13, 1, `node "sm"`},
+		{"concat axis out of range", nd("cat", "Concat", []string{"a", "a"}, []string{"y"}, intAttr("axis", -9)), 13, 1, `node "cat"`},
+		{"maxpool negative pads", nd("pool", "MaxPool", []string{"a"}, []string{"y"}, ints("kernel_shape", 2, 2), ints("pads", -1, -1, 0, 0)), 13, 1, `node "pool"`},
+		{"conv negative stride", nd("conv", "Conv", []string{"a", "w"}, []string{"y"}, ints("strides", -1, 1)), 13, 1, `node "conv"`},
+	}
+	for _, c := range cases {
+		var outs []*pb.ValueInfoProto
+		for i := 0; i < c.outs; i++ {
+			outs = append(outs, &pb.ValueInfoProto{Name: proto.String("y")})
+		}
+		if c.outs == 0 {
+			c.node.Output = []string{"y"}
+			outs = []*pb.ValueInfoProto{{Name: proto.String("y")}}
+		}
+		g := &pb.GraphProto{Name: proto.String("g"), Node: []*pb.NodeProto{c.node}, Input: x, Output: outs,
+			Initializer: []*pb.TensorProto{TensorToProto(tensor.New(ir.Float32, ir.Shape{1, 1, 2, 2}), "w")}}
+		_, err := Load(modelBytes(t, g, c.opset), Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		} else {
+			t.Logf("%s: %v", c.name, err)
+		}
+	}
+}
+
+// TestSplitNumOutputs: opset 18's num_outputs splits into chunks of
+// ceil(dim/k) with a smaller last one.
+func TestSplitNumOutputs(t *testing.T) {
+	g := &pb.GraphProto{Name: proto.String("g"),
+		Node:   []*pb.NodeProto{nd("split", "Split", []string{"a"}, []string{"p", "q", "r"}, intAttr("num_outputs", 3))},
+		Input:  []*pb.ValueInfoProto{tvi("a", pb.TensorProto_FLOAT, 7)},
+		Output: []*pb.ValueInfoProto{{Name: proto.String("p")}, {Name: proto.String("q")}, {Name: proto.String("r")}}}
+	m, err := Load(modelBytes(t, g, 18), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := runModel(t, m, f32(1, 2, 3, 4, 5, 6, 7))
+	if len(out) != 3 || out[0].Len() != 3 || out[1].Len() != 3 || out[2].Len() != 1 || out[2].Float32s()[0] != 7 {
+		t.Errorf("split = %v", out)
+	}
+}

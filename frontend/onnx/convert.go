@@ -27,6 +27,15 @@ const (
 	AttrStrings
 )
 
+// String names the attribute kind as ONNX does ("INT", "FLOATS").
+func (t AttrType) String() string {
+	names := [...]string{"UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS", "INTS", "STRINGS"}
+	if int(t) < len(names) {
+		return names[t]
+	}
+	return fmt.Sprintf("AttrType(%d)", int(t))
+}
+
 // Attr is one decoded ONNX node attribute.
 type Attr struct {
 	Type    AttrType
@@ -57,6 +66,9 @@ type Node struct {
 	NumOutputs int
 	// Attrs are the node's attributes by name.
 	Attrs map[string]*Attr
+
+	read    map[string]bool // attributes the converter read
+	attrErr error           // the first wrong-typed attribute read
 }
 
 // Input returns input i or nil when it is absent or omitted.
@@ -67,12 +79,63 @@ func (n *Node) Input(i int) graph.Expr {
 	return nil
 }
 
-// Has reports whether attribute name is present.
-func (n *Node) Has(name string) bool { _, ok := n.Attrs[name]; return ok }
+// Has reports whether attribute name is present (which counts as reading
+// it, see Unread).
+func (n *Node) Has(name string) bool {
+	_, ok := n.attr(name)
+	return ok
+}
+
+// attr returns attribute name and marks it read.
+func (n *Node) attr(name string) (*Attr, bool) {
+	a, ok := n.Attrs[name]
+	if ok {
+		if n.read == nil {
+			n.read = map[string]bool{}
+		}
+		n.read[name] = true
+	}
+	return a, ok
+}
+
+// typed returns attribute name when it is present with type want. An
+// attribute of another type (Gemm's alpha given as an INT) is recorded as
+// the node's error — ONNX Runtime rejects such a model, and reading it as
+// the zero value would give wrong answers silently — and typed reports
+// false, so the accessor returns its default until the converter driver
+// returns the error.
+func (n *Node) typed(name string, want AttrType) (*Attr, bool) {
+	a, ok := n.attr(name)
+	if !ok {
+		return nil, false
+	}
+	if a.Type != want {
+		if n.attrErr == nil {
+			n.attrErr = fmt.Errorf("attribute %q is %s, want %s", name, a.Type, want)
+		}
+		return nil, false
+	}
+	return a, true
+}
+
+// AttrErr returns the first attribute error the accessors recorded.
+func (n *Node) AttrErr() error { return n.attrErr }
+
+// Unread returns the node's attributes no converter read, sorted.
+func (n *Node) Unread() []string {
+	var out []string
+	for name := range n.Attrs {
+		if !n.read[name] {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Int returns an int attribute or def.
 func (n *Node) Int(name string, def int64) int64 {
-	if a, ok := n.Attrs[name]; ok {
+	if a, ok := n.typed(name, AttrInt); ok {
 		return a.Int
 	}
 	return def
@@ -80,7 +143,7 @@ func (n *Node) Int(name string, def int64) int64 {
 
 // Float returns a float attribute or def.
 func (n *Node) Float(name string, def float64) float64 {
-	if a, ok := n.Attrs[name]; ok {
+	if a, ok := n.typed(name, AttrFloat); ok {
 		return a.Float
 	}
 	return def
@@ -88,7 +151,7 @@ func (n *Node) Float(name string, def float64) float64 {
 
 // String returns a string attribute or def.
 func (n *Node) String(name string, def string) string {
-	if a, ok := n.Attrs[name]; ok {
+	if a, ok := n.typed(name, AttrString); ok {
 		return a.Str
 	}
 	return def
@@ -96,7 +159,7 @@ func (n *Node) String(name string, def string) string {
 
 // Ints returns an ints attribute or def.
 func (n *Node) Ints(name string, def []int64) []int64 {
-	if a, ok := n.Attrs[name]; ok {
+	if a, ok := n.typed(name, AttrInts); ok {
 		return a.Ints
 	}
 	return def
@@ -104,7 +167,7 @@ func (n *Node) Ints(name string, def []int64) []int64 {
 
 // Floats returns a floats attribute or def.
 func (n *Node) Floats(name string, def []float64) []float64 {
-	if a, ok := n.Attrs[name]; ok {
+	if a, ok := n.typed(name, AttrFloats); ok {
 		return a.Floats
 	}
 	return def
@@ -112,7 +175,7 @@ func (n *Node) Floats(name string, def []float64) []float64 {
 
 // Strings returns a strings attribute or def.
 func (n *Node) Strings(name string, def []string) []string {
-	if a, ok := n.Attrs[name]; ok {
+	if a, ok := n.typed(name, AttrStrings); ok {
 		return a.Strings
 	}
 	return def
@@ -120,7 +183,7 @@ func (n *Node) Strings(name string, def []string) []string {
 
 // Tensor returns a tensor attribute or nil.
 func (n *Node) Tensor(name string) *tensor.Tensor {
-	if a, ok := n.Attrs[name]; ok {
+	if a, ok := n.typed(name, AttrTensor); ok {
 		return a.Tensor
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/kiln-dev/kiln/frontend/onnx/pb"
@@ -468,7 +469,25 @@ func callConverter(conv Converter, c *Ctx, n *Node) (outs []graph.Expr, err erro
 			err = n.Errorf("internal error importing model: converter panicked: %v (at %s)", r, panicSite())
 		}
 	}()
-	return conv(c, n)
+	outs, err = conv(c, n)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.AttrErr(); err != nil {
+		return nil, n.Errorf("%v", err)
+	}
+	if unread := n.Unread(); len(unread) > 0 {
+		return nil, n.Errorf("attribute %s is not one kiln's %s converter (opset %d) reads: unknown to ONNX or unsupported by kiln", strings.Join(quoteAll(unread), ", "), n.OpType, n.Opset)
+	}
+	return outs, nil
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
 }
 
 // decodeAttr turns an AttributeProto into an Attr. Tensor attributes are

@@ -251,6 +251,12 @@ func normDomain(d string) string {
 	return d
 }
 
+// MaxOpset is the newest ai.onnx operator set kiln implements: its
+// converters follow every operator's definition up to this version. A
+// model importing a newer one is refused rather than read with older
+// semantics.
+const MaxOpset = 20
+
 // readOpsets collects the model's operator-set imports.
 func readOpsets(mp *pb.ModelProto) (map[string]int64, error) {
 	opsets := map[string]int64{}
@@ -263,6 +269,9 @@ func readOpsets(mp *pb.ModelProto) (map[string]int64, error) {
 		if old, ok := opsets[d]; !ok || v > old {
 			opsets[d] = v
 		}
+	}
+	if v := opsets[""]; v > MaxOpset {
+		return nil, fmt.Errorf("the model imports ai.onnx opset %d; kiln implements the operators up to opset %d (export the model for opset %d or lower)", v, MaxOpset, MaxOpset)
 	}
 	if _, ok := opsets[""]; !ok && len(mp.GetOpsetImport()) == 0 {
 		// IR versions before 3 had no opset imports and meant opset 1.

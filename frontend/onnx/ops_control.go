@@ -27,7 +27,7 @@ func init() {
 
 // graphAttr returns a required graph attribute.
 func graphAttr(n *Node, name string) (*pb.GraphProto, error) {
-	a, ok := n.Attrs[name]
+	a, ok := n.attr(name)
 	if !ok {
 		return nil, n.Errorf("attribute %s is missing", name)
 	}

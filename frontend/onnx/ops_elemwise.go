@@ -220,7 +220,7 @@ func convertWhere(c *Ctx, n *Node) ([]graph.Expr, error) {
 // name as a string. Unsupported element types (strings, ...) give an error
 // wrapping ErrUnsupportedType.
 func castTarget(n *Node) (ir.DType, error) {
-	a, ok := n.Attrs["to"]
+	a, ok := n.attr("to")
 	if !ok {
 		return ir.Invalid, n.Errorf("attribute to is missing")
 	}
@@ -337,6 +337,12 @@ func convertDropout(c *Ctx, n *Node) ([]graph.Expr, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
+	// Inference: the output is the input whatever the ratio, seed or
+	// (before opset 7) is_test say; they are read so that they count as
+	// known attributes.
+	n.Float("ratio", 0.5)
+	n.Int("seed", 0)
+	n.Int("is_test", 0)
 	if tm := n.Input(2); n.Opset >= 12 && tm != nil {
 		if err := dropoutInference(c, n, tm); err != nil {
 			return nil, err

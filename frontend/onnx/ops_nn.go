@@ -411,6 +411,11 @@ func nnBatchNorm(c *Ctx, n *Node) ([]graph.Expr, error) {
 		}
 	}
 	eps := n.Float("epsilon", 1e-5)
+	// momentum only updates running statistics in training; is_test and
+	// consumed_inputs (old opsets) change nothing in inference.
+	n.Float("momentum", 0.9)
+	n.Int("is_test", 0)
+	n.Ints("consumed_inputs", nil)
 	attrs := ir.Attrs{"axis": int64(1), "epsilon": eps}
 	training := n.Int("training_mode", 0) != 0
 	if n.Opset < 14 && n.NumOutputs > 1 && n.Opset >= 7 {

@@ -58,6 +58,7 @@ func nnGemm(c *Ctx, n *Node) ([]graph.Expr, error) {
 		return nil, n.Errorf("A %s and B %s must be matrices", at, bt)
 	}
 	transA, transB := n.Int("transA", 0) != 0, n.Int("transB", 0) != 0
+	n.Int("broadcast", 0) // opset < 7: C is broadcast as from opset 7 on
 	alpha, beta := n.Float("alpha", 1), n.Float("beta", 1)
 	_, isConst := bm.(*graph.Constant)
 	var y graph.Expr

@@ -290,6 +290,26 @@ func convSplit(c *Ctx, n *Node) ([]graph.Expr, error) {
 			return nil, err
 		}
 	}
+	if n.Opset >= 18 && n.Has("num_outputs") {
+		if given {
+			return nil, n.Errorf("both the split input and the num_outputs attribute are given")
+		}
+		k := n.Int("num_outputs", 0)
+		if k < 1 || k != int64(n.NumOutputs) {
+			return nil, n.Errorf("num_outputs is %d, want the node's %d outputs (at least 1)", k, n.NumOutputs)
+		}
+		// Chunks of ceil(dim/k), the last one smaller.
+		chunk := (dim + k - 1) / k
+		if last := dim - chunk*(k-1); chunk == 0 || last <= 0 {
+			return nil, n.Errorf("axis %d of size %d cannot be split into %d non-empty parts", axis, dim, k)
+		}
+		sizes = make([]int64, k)
+		for i := range sizes {
+			sizes[i] = chunk
+		}
+		sizes[k-1] = dim - chunk*(k-1)
+		given = true
+	}
 	if !given || len(sizes) == 0 {
 		k := int64(n.NumOutputs)
 		if k < 1 {

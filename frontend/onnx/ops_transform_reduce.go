@@ -64,6 +64,7 @@ func convReduce(c *Ctx, n *Node) ([]graph.Expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	keep := n.Int("keepdims", 1) != 0 // read even when the node is a no-op
 	axes, ok, err := trReduceAxes(c, n, len(xt.Shape))
 	if err != nil {
 		return nil, err
@@ -71,7 +72,6 @@ func convReduce(c *Ctx, n *Node) ([]graph.Expr, error) {
 	if !ok {
 		return []graph.Expr{x}, nil
 	}
-	keep := n.Int("keepdims", 1) != 0
 	attrs := ir.Attrs{"axis": axes, "keepdims": keep}
 	unary := func(o *op.Op, e graph.Expr) (graph.Expr, error) { return c.Call(o, []graph.Expr{e}, nil) }
 	square := func(e graph.Expr) (graph.Expr, error) { return c.Call(op.Multiply, []graph.Expr{e, e}, nil) }
