@@ -142,14 +142,15 @@ type Result struct {
 // generation; the executor program (devices and device copies from the
 // plan); and finally one library holding the default code and every C
 // source module, with the other modules saved beside it.
-func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, error) {
+func Compile(mod *graph.Module, outputNames []string, cfg Config) (res *Result, err error) {
+	defer recoverInternal("compile", &err)
 	if cfg.Host == nil || cfg.Host.Kind != target.C {
 		return nil, fmt.Errorf("build: the host target must be of kind \"c\"")
 	}
 	if cfg.Out == "" {
 		return nil, fmt.Errorf("build: no output directory")
 	}
-	res := &Result{Dir: cfg.Out}
+	res = &Result{Dir: cfg.Out}
 	stage := func(name string, start time.Time) {
 		d := time.Since(start)
 		res.Stages = append(res.Stages, Stage{name, d})
@@ -343,7 +344,8 @@ func (a *Artifact) Close() {
 
 // LoadArtifact loads an artifact directory: its library, graph program and
 // parameters.
-func LoadArtifact(dir string) (*Artifact, error) {
+func LoadArtifact(dir string) (art *Artifact, err error) {
+	defer recoverInternal("loading "+dir, &err)
 	var md Metadata
 	data, err := os.ReadFile(filepath.Join(dir, "metadata.json"))
 	if err != nil {
@@ -439,7 +441,8 @@ func LoadArtifact(dir string) (*Artifact, error) {
 }
 
 // Run sets the inputs by name, runs and returns the outputs in order.
-func (a *Artifact) Run(inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+func (a *Artifact) Run(inputs map[string]*tensor.Tensor) (outs []*tensor.Tensor, err error) {
+	defer recoverInternal("run", &err)
 	if a.Exec == nil {
 		return runAOT(a.dir, a.Metadata, inputs)
 	}
@@ -469,4 +472,20 @@ __asm__(
 
 const uint64_t %[3]s = %[4]dULL;
 `, runtime.LinkedParamsSymbol, linkedParamsBlob, runtime.LinkedParamsSizeSymbol, n)
+}
+
+// recoverInternal is the safety net of the package's entry points: a
+// panic below them (a bug: no input should cause one) becomes an error
+// saying so, and a tensor the memory budget refused an ordinary error,
+// instead of a crash of the program that embeds kiln.
+func recoverInternal(what string, err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if ae, ok := r.(*tensor.AllocError); ok {
+		*err = fmt.Errorf("%s: %w", what, ae.Err)
+		return
+	}
+	*err = fmt.Errorf("%s: internal error: %v (please report this with the model)", what, r)
 }
