@@ -17,7 +17,7 @@ import (
 
 // mlpArtifact compiles the example MLP into dir/name and returns the
 // artifact directory, the model's input name and the input.
-func mlpArtifact(t *testing.T, out string, linked bool) (string, *tensor.Tensor) {
+func mlpArtifact(t testing.TB, out string, linked bool) (string, *tensor.Tensor) {
 	t.Helper()
 	dir := filepath.Join("..", "examples", "models", "mlp")
 	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})

@@ -11,7 +11,7 @@ import (
 	"github.com/kiln-dev/kiln/tensor"
 )
 
-func hostTarget(t *testing.T) *target.Target {
+func hostTarget(t testing.TB) *target.Target {
 	tg, err := target.New(target.C, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -136,11 +136,18 @@ func entryBytes(g *GraphJSON, e int) int64 {
 	return n
 }
 
-// TestCompiledModelUnderSanitizers compiles lenet, rebuilds its generated C
-// with AddressSanitizer and UndefinedBehaviorSanitizer together with a C
-// driver that runs the graph program, and checks the run is clean and its
-// outputs match the reference executor.
-func TestCompiledModelUnderSanitizers(t *testing.T) {
+// sanitizerModels are the shared models TestCompiledModelsUnderSanitizers
+// runs: the first six always (about two minutes on 2 cores), resnet18
+// unless -short, googlenet and mobilenet_v3_large (five more minutes)
+// only with KILN_SANITIZE_ALL=1.
+var sanitizerModels = []string{"lenet", "mlp", "conv1d_kws", "squeezenet1_1", "tiny_bert", "mobilenet_v2", "resnet18", "googlenet", "mobilenet_v3_large"}
+
+// TestCompiledModelsUnderSanitizers compiles every shared model for the
+// host target, rebuilds its generated C with AddressSanitizer and
+// UndefinedBehaviorSanitizer together with a C driver that runs the graph
+// program (each storage its own exactly-sized heap block), and checks the
+// run is clean and its outputs match the reference executor.
+func TestCompiledModelsUnderSanitizers(t *testing.T) {
 	cc := os.Getenv("CC")
 	if cc == "" {
 		cc = "cc"
@@ -150,17 +157,38 @@ func TestCompiledModelUnderSanitizers(t *testing.T) {
 	if out, err := probe.CombinedOutput(); err != nil {
 		t.Fatalf("the C compiler cannot build with sanitizers (install libasan8 and libubsan1): %v\n%s", err, out)
 	}
-	dir, err := shared.Path("models", "lenet")
-	if _, serr := os.Stat(dir); err != nil || serr != nil {
-		dir = filepath.Join("..", "examples", "models", "mlp")
+	ran := 0
+	for _, name := range sanitizerModels {
+		dir, err := shared.Path("models", name)
+		if _, serr := os.Stat(dir); err != nil || serr != nil {
+			continue
+		}
+		if (testing.Short() && name == "resnet18") || (os.Getenv("KILN_SANITIZE_ALL") == "" && (name == "googlenet" || name == "mobilenet_v3_large")) {
+			t.Logf("%s skipped (KILN_SANITIZE_ALL=1 runs it)", name)
+			continue
+		}
+		ran++
+		t.Run(name, func(t *testing.T) { sanitizeModel(t, cc, dir) })
 	}
+	if ran == 0 {
+		t.Run("mlp", func(t *testing.T) { sanitizeModel(t, cc, filepath.Join("..", "examples", "models", "mlp")) })
+	}
+}
+
+func sanitizeModel(t *testing.T, cc, dir string) {
 	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	input, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", "input_0.pb"))
-	if err != nil {
-		t.Fatal(err)
+	inputs := map[string]*tensor.Tensor{}
+	var args []*tensor.Tensor
+	for i, in := range model.Inputs {
+		v, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("input_%d.pb", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[in.Name] = v
+		args = append(args, v)
 	}
 	out := filepath.Join(t.TempDir(), "art")
 	if _, err := Compile(model.Module, nil, Config{Host: hostTarget(t), Out: out}); err != nil {
@@ -186,10 +214,12 @@ func TestCompiledModelUnderSanitizers(t *testing.T) {
 	var raw bytes.Buffer
 	for _, a := range g.ArgNodes {
 		name := g.Nodes[a].Name
-		if name == model.Inputs[0].Name {
-			raw.Write(input.Data)
+		if v, ok := inputs[name]; ok {
+			raw.Write(v.Data)
+		} else if p, ok := params[name]; ok {
+			raw.Write(p.Data)
 		} else {
-			raw.Write(params[name].Data)
+			t.Fatalf("argument %q is neither an input nor a parameter", name)
 		}
 	}
 	src, err := driverSource(&g)
@@ -203,14 +233,14 @@ func TestCompiledModelUnderSanitizers(t *testing.T) {
 		}
 	}
 	bin := filepath.Join(work, "run")
-	args := []string{"-std=c99", "-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror",
+	cargs := []string{"-std=c99", "-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror",
 		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fopenmp",
 		"-I", filepath.Join(out, "include"), filepath.Join(out, "kiln_lib.c"), filepath.Join(work, "driver.c"), "-o", bin, "-lm"}
-	if msg, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+	if msg, err := exec.Command(cc, cargs...).CombinedOutput(); err != nil {
 		t.Fatalf("sanitizer build: %v\n%s", err, msg)
 	}
 	run := exec.Command(bin, filepath.Join(work, "in.raw"), filepath.Join(work, "out.raw"))
-	run.Env = append(os.Environ(), "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1", "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+	run.Env = append(os.Environ(), "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1", "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1", "OMP_NUM_THREADS=2")
 	if msg, err := run.CombinedOutput(); err != nil || len(msg) > 0 {
 		t.Fatalf("sanitized run: %v\n%s", err, msg)
 	}
@@ -218,16 +248,23 @@ func TestCompiledModelUnderSanitizers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := ref.Run(model.Module, []*tensor.Tensor{input})
+	want, err := ref.Run(model.Module, args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := want.Flatten()[0]
-	gt, err := tensor.FromBytes(w.DType, w.Shape, got)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tensor.AllClose(gt, w, 1e-4, 1e-5); err != nil {
-		t.Errorf("sanitized run vs reference: %v", err)
+	off := 0
+	for i, w := range want.Flatten() {
+		n := len(w.Data)
+		if off+n > len(got) {
+			t.Fatalf("the sanitized run wrote %d bytes, output %d needs up to %d", len(got), i, off+n)
+		}
+		gt, err := tensor.FromBytes(w.DType, w.Shape, got[off:off+n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		off += n
+		if err := tensor.AllClose(gt, w, 1e-4, 1e-5); err != nil {
+			t.Errorf("sanitized run vs reference, output %d: %v", i, err)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All of kiln's checks: go vet, gofmt, go test, the race detector on the
-# concurrent packages, a short fuzz run of the ONNX loader, the ONNX
+# concurrent packages, a short run of every fuzz target, the ONNX
 # conformance suites on the reference engine and on the compiled engine
 # (`-t c`, graph and AOT executors), and the real models on every backend.
 # Fails on any vet, gofmt or test failure, when a conformance run passes
@@ -42,10 +42,10 @@ race_pkgs=(./ref/...)
 echo "== go test -race ${race_pkgs[*]}"
 go test -race "${race_pkgs[@]}"
 
-if grep -qs '^func FuzzLoad' frontend/onnx/*_test.go; then
-	echo "== fuzz FuzzLoad (10s)"
-	go test -run='^$' -fuzz=FuzzLoad -fuzztime=10s ./frontend/onnx/
-fi
+# Every fuzz target for a few seconds on its corpus (scripts/fuzz.sh runs
+# them for minutes; not in CI).
+source "$(dirname "$0")/fuzz_targets.sh"
+run_fuzz "${FUZZ_SECONDS:-4}"
 
 echo "== ONNX conformance (reference engine)"
 build_kiln

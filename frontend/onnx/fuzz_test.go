@@ -1,6 +1,8 @@
 package onnx
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -8,6 +10,7 @@ import (
 
 	"github.com/kiln-dev/kiln/frontend/onnx/pb"
 	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/internal/shared"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -92,10 +95,76 @@ func structuralVariants(data []byte) [][]byte {
 	return out
 }
 
+// sharedSeeds lists the files named name in the shared ONNX suites and
+// models (../shared, found from the repository root) no larger than max
+// bytes, at most 400 of them spread over the suites: the seed corpus of
+// the fuzz targets (each seed also runs as a test case in every go test).
+func sharedSeeds(f *testing.F, name string, max int64) []string {
+	root, err := shared.Dir()
+	if err != nil {
+		return nil
+	}
+	var all []string
+	for _, pat := range []string{filepath.Join(root, "onnx", "*", "*", name), filepath.Join(root, "onnx", "*", "*", "*", name), filepath.Join(root, "models", "*", name), filepath.Join(root, "models", "*", "*", name)} {
+		m, _ := filepath.Glob(pat)
+		for _, p := range m {
+			if st, err := os.Stat(p); err == nil && st.Size() <= max {
+				all = append(all, p)
+			}
+		}
+	}
+	if step := len(all)/400 + 1; step > 1 {
+		var picked []string
+		for i := 0; i < len(all); i += step {
+			picked = append(picked, all[i])
+		}
+		all = picked
+	}
+	return all
+}
+
+// FuzzReadTensorProto checks the .pb tensor reader: no panic, an accepted
+// tensor holds exactly its shape's bytes, and writing it back reads back
+// equal.
+func FuzzReadTensorProto(f *testing.F) {
+	for _, p := range sharedSeeds(f, "input_0.pb", 1<<12) {
+		if data, err := os.ReadFile(p); err == nil {
+			f.Add(data)
+		}
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(dir, "t.pb")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		v, name, err := ReadTensorFile(p)
+		if err != nil {
+			return
+		}
+		if int64(len(v.Data)) != v.Shape.NumElements()*int64(v.DType.Size()) {
+			t.Fatalf("%s%v holds %d bytes", v.DType, v.Shape, len(v.Data))
+		}
+		q := filepath.Join(dir, "back.pb")
+		if err := WriteTensorFile(q, v, name); err != nil {
+			t.Fatal(err)
+		}
+		back, _, err := ReadTensorFile(q)
+		if err != nil || !ir.TypeEqual(back.Type(), v.Type()) || string(back.Data) != string(v.Data) {
+			t.Fatalf("round trip: %v", err)
+		}
+	})
+}
+
 // FuzzLoad checks that Load never panics (a recovered panic shows up as an
 // "internal error") and that whatever it accepts type-checks, with outputs
 // of the types Model reports.
 func FuzzLoad(f *testing.F) {
+	for _, p := range sharedSeeds(f, "model.onnx", 1<<14) {
+		if data, err := os.ReadFile(p); err == nil {
+			f.Add(data)
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		freeze := fuzzFreeze(data)
 		for k, in := range append([][]byte{data}, structuralVariants(data)...) {
