@@ -47,6 +47,11 @@ const (
 	IntrinIsNaN
 	IntrinIsInf
 	IntrinIsFinite
+	// IntrinCheckIndex is check_index(i, n): the index i (an integer)
+	// normalised into [0, n) — i + n for a negative i — when -n <= i < n;
+	// otherwise the kernel fails with "index i out of range [-n, n)" (as
+	// the reference engine does) and the expression is 0, a safe address.
+	IntrinCheckIndex
 	numIntrinsics
 )
 
@@ -55,7 +60,7 @@ type IntrinsicKind uint8
 
 // Intrinsic signatures.
 const (
-	KindSpecial      IntrinsicKind = iota + 1 // call_extern, if_then_else, address_of
+	KindSpecial      IntrinsicKind = iota + 1 // call_extern, if_then_else, address_of, check_index
 	KindFloatUnary                            // f(x float) float
 	KindFloatBinary                           // f(x, y float) float
 	KindFloatTernary                          // f(x, y, z float) float
@@ -108,6 +113,7 @@ var intrinsics = [numIntrinsics]IntrinsicInfo{
 	IntrinIsNaN:      {Name: "isnan", Kind: KindFloatPred, Pred: math.IsNaN},
 	IntrinIsInf:      {Name: "isinf", Kind: KindFloatPred, Pred: func(x float64) bool { return math.IsInf(x, 0) }},
 	IntrinIsFinite:   {Name: "isfinite", Kind: KindFloatPred, Pred: func(x float64) bool { return !math.IsInf(x, 0) && !math.IsNaN(x) }},
+	IntrinCheckIndex: {Name: "check_index", Kind: KindSpecial},
 }
 
 // Valid reports whether op is a known intrinsic.
@@ -182,6 +188,16 @@ func callType(op Intrinsic, args []PrimExpr) (Type, error) {
 			return bad("argument must be a BufferLoad, got %T", args[0])
 		}
 		return HandleOf(ld.Buffer.DType), nil
+	case IntrinCheckIndex:
+		if len(args) != 2 {
+			return bad("want 2 args, got %d", len(args))
+		}
+		for _, a := range args {
+			if a.Type() != Int64T {
+				return bad("arguments must be int64, got %s", a.Type())
+			}
+		}
+		return Int64T, nil
 	}
 	want := map[IntrinsicKind]int{KindFloatUnary: 1, KindFloatPred: 1, KindFloatBinary: 2, KindFloatTernary: 3}[info.Kind]
 	if len(args) != want {

@@ -134,11 +134,11 @@ func trUnravel(flat tir.PrimExpr, shape ir.Shape) []tir.PrimExpr {
 
 // trNormIndex turns a run-time index of any integer (or float) type into an
 // int32 index in [0, n): negative values count from the end like the
-// reference executor; values still out of range are clamped (the reference
-// reports them as errors).
+// reference executor, and a value out of [-n, n) makes the kernel fail
+// with the reference executor's message ("index 7 out of range [-5, 5)")
+// through the check_index intrinsic (which reads element 0 meanwhile).
 func trNormIndex(e tir.PrimExpr, n int64) tir.PrimExpr {
-	i := trWrapNegative(e, n)
-	i = tir.Min(tir.Max(i, tir.Int64(0)), tir.Int64(n-1))
+	i := tir.NewCall(tir.IntrinCheckIndex, tir.NewCast(tir.Int64T, e), tir.Int64(n))
 	return tir.NewCast(tir.Int32T, i)
 }
 

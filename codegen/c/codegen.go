@@ -499,7 +499,21 @@ func (fg *funcGen) emitUnpacked() {
 	if fg.heap {
 		fg.line("int32_t kiln_oom = 0;")
 	}
+	checks := checksIndices(fg.f.Body)
+	if checks {
+		// check_index records the first bad index here (shared by the
+		// threads of parallel loops) and the function fails after.
+		fg.line("kiln_index_error kiln_ierr = {0, 0, 0};")
+	}
 	fg.stmt(fg.f.Body)
+	if checks {
+		fg.line("if (kiln_ierr.failed) {")
+		fg.line("  char kiln_msg[192];")
+		fg.line("  snprintf(kiln_msg, sizeof kiln_msg, %s, (long long)kiln_ierr.index, (long long)-kiln_ierr.n, (long long)kiln_ierr.n);", cString(fg.info.Symbol+": index %lld out of range [%lld, %lld)"))
+		fg.line("  kiln_set_last_error(kiln_msg);")
+		fg.line("  return -1;")
+		fg.line("}")
+	}
 	if fg.heap {
 		fg.line("if (kiln_oom) {")
 		fg.line("  kiln_set_last_error(%s);", cString(fg.info.Symbol+": out of memory allocating a scratch buffer"))
@@ -509,6 +523,18 @@ func (fg *funcGen) emitUnpacked() {
 	fg.line("return 0;")
 	fg.indent--
 	fg.line("}")
+}
+
+// checksIndices reports whether s uses check_index.
+func checksIndices(s tir.Node) bool {
+	found := false
+	tir.Visit(s, func(n tir.Node) bool {
+		if c, ok := n.(*tir.Call); ok && c.Op == tir.IntrinCheckIndex {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // needsHeap reports whether some allocation of s goes to the heap.

@@ -214,6 +214,18 @@ var helperTable = []helper{
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
 }`},
+	// check_index: the first out-of-range index (of any thread) is kept
+	// for the error message; the load then reads element 0.
+	{name: "kiln_check_index", code: `typedef struct { int32_t failed; int64_t index, n; } kiln_index_error;
+static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e) {
+  int32_t expected = 0;
+  if (i >= -n && i < n) return i < 0 ? i + n : i;
+  if (__atomic_compare_exchange_n(&e->failed, &expected, 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    e->index = i;
+    e->n = n;
+  }
+  return 0;
+}`},
 	{name: "kiln_min_i32", code: `static inline int32_t kiln_min_i32(int32_t a, int32_t b) { return a < b ? a : b; }`},
 	{name: "kiln_max_i32", code: `static inline int32_t kiln_max_i32(int32_t a, int32_t b) { return a > b ? a : b; }`},
 	{name: "kiln_min_i64", code: `static inline int64_t kiln_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }`},

@@ -303,6 +303,15 @@ func (m *machine) call(c *tir.Call) Value {
 			return m.expr(c.Args[1])
 		}
 		return m.expr(c.Args[2])
+	case tir.IntrinCheckIndex:
+		i, n := m.expr(c.Args[0]).I, m.expr(c.Args[1]).I
+		if i < -n || i >= n {
+			fail("index %d out of range [%d, %d)", i, -n, n)
+		}
+		if i < 0 {
+			i += n
+		}
+		return Value{T: c.T, I: i}
 	case tir.IntrinAddressOf:
 		ld := c.Args[0].(*tir.BufferLoad)
 		mem, off := m.address(ld.Buffer, ld.Indices)
