@@ -70,6 +70,9 @@ func runNewBackend(args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, "new-backend", fmt.Errorf("%v; give the package's import path with --import-path", err))
 		}
 	}
+	if !validImportPath(data.ImportPath) {
+		return fail(stderr, "new-backend", fmt.Errorf("import path %q: want letters, digits and - . _ ~ / only (it is written into Go source)", data.ImportPath))
+	}
 	if err := writeScaffold(abs, data); err != nil {
 		return fail(stderr, "new-backend", err)
 	}
@@ -119,4 +122,24 @@ func modulePathFor(dir string) (string, error) {
 			return "", fmt.Errorf("%s is not inside a Go module (no go.mod above it)", dir)
 		}
 	}
+}
+
+// validImportPath reports whether p can be written into an import
+// declaration verbatim: non-empty, made of the characters Go module paths
+// use, no leading or trailing slash, no empty or dot-only element.
+func validImportPath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return false
+	}
+	for _, r := range p {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~/", r)) {
+			return false
+		}
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == "" || el == "." || el == ".." {
+			return false
+		}
+	}
+	return true
 }

@@ -67,3 +67,14 @@ func TestNewBackend(t *testing.T) {
 		t.Errorf("outside a module: exit %d, %q", code, stderr)
 	}
 }
+
+// TestNewBackendImportPathChecked: the import path is written into Go
+// source, so one that could end the string literal is refused.
+func TestNewBackendImportPathChecked(t *testing.T) {
+	for _, p := range []string{`x"; import "os`, "a b", "../x", "/abs", "ok/..//x"} {
+		code, _, stderr := kiln("new-backend", "acc", "-o", filepath.Join(t.TempDir(), "acc"), "--import-path", p)
+		if code != 1 || !strings.Contains(stderr, "import path") {
+			t.Errorf("--import-path %q: exit %d: %s", p, code, stderr)
+		}
+	}
+}
