@@ -88,6 +88,7 @@ func TestHugeSizesRefused(t *testing.T) {
 			if err == nil {
 				t.Fatal("loaded without error")
 			}
+			t.Log(err)
 			if !strings.Contains(err.Error(), c.want) || !(strings.Contains(err.Error(), "memory budget") || strings.Contains(err.Error(), "overflow") || strings.Contains(err.Error(), "2^63")) {
 				t.Errorf("error %q: want one naming %q and the size", err, c.want)
 			}
