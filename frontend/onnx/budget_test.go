@@ -254,3 +254,28 @@ func TestSplitNumOutputs(t *testing.T) {
 		t.Errorf("split = %v", out)
 	}
 }
+
+// TestHugeConstantMatMulNotFolded: a MatMul of two constant 8192x8192
+// matrices (a 2^39-operation fold) stays in the program instead of
+// keeping the importer busy for minutes.
+func TestHugeConstantMatMulNotFolded(t *testing.T) {
+	n := int64(8192)
+	g := &pb.GraphProto{Name: proto.String("g"),
+		Node: []*pb.NodeProto{
+			nd("shape", "Constant", nil, []string{"s"}, tensorAttr("value", i64s(n, n))),
+			nd("a", "ConstantOfShape", []string{"s"}, []string{"ma"}),
+			nd("mm", "MatMul", []string{"ma", "ma"}, []string{"y"}),
+		},
+		Output: []*pb.ValueInfoProto{{Name: proto.String("y")}}}
+	start := time.Now()
+	m, err := Load(modelBytes(t, g, 13), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("import took %v", d)
+	}
+	if !strings.Contains(m.Module.String(), "matmul") {
+		t.Errorf("the MatMul was folded:\n%.400s", m.Module.String())
+	}
+}

@@ -308,6 +308,13 @@ func (c *Ctx) Call(o *op.Op, args []graph.Expr, attrs ir.Attrs) (graph.Expr, err
 		}
 		vals[i] = k.Value
 	}
+	argTypes := make([]ir.Type, len(vals))
+	for i, v := range vals {
+		argTypes[i] = v.Type()
+	}
+	if op.WorkEstimate(o, argTypes, call.Type()) > op.MaxFoldWork {
+		return call, nil // too much work to evaluate while importing
+	}
 	res, _, err := ref.EvalOp(o, call.Attrs, vals)
 	if err != nil {
 		return nil, c.node.Errorf("folding constants: %v", err)

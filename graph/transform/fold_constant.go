@@ -121,6 +121,13 @@ func foldNode(e graph.Expr) (graph.Expr, error) {
 			}
 			args[i] = c.Value
 		}
+		argTypes := make([]ir.Type, len(args))
+		for i, a := range args {
+			argTypes[i] = a.Type()
+		}
+		if op.WorkEstimate(x.Op, argTypes, x.Type()) > op.MaxFoldWork {
+			return e, nil // too much work for compile time: it runs compiled
+		}
 		res, out, err := ref.EvalOp(x.Op, x.Attrs, args)
 		if err != nil {
 			return e, nil
