@@ -74,6 +74,11 @@ type Call struct {
 // NewCall makes an operator call with attributes completed from the op's
 // declaration. It returns an error for unknown or ill-kinded attributes.
 func NewCall(o *op.Op, args []Expr, attrs ir.Attrs) (*Call, error) {
+	for i, a := range args {
+		if a == nil {
+			return nil, fmt.Errorf("%s: argument %d is missing", o.Name, i)
+		}
+	}
 	full, err := o.MakeAttrs(attrs)
 	if err != nil {
 		return nil, err

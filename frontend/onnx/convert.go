@@ -312,8 +312,17 @@ func (c *Ctx) Call(o *op.Op, args []graph.Expr, attrs ir.Attrs) (graph.Expr, err
 	for i, v := range vals {
 		argTypes[i] = v.Type()
 	}
-	if op.WorkEstimate(o, argTypes, call.Type()) > op.MaxFoldWork {
+	work := op.WorkEstimate(o, argTypes, call.Type())
+	if work > op.MaxFoldWork {
 		return call, nil // too much work to evaluate while importing
+	}
+	if c.imp != nil {
+		// Unrolled loops fold call after call: the import's total is
+		// bounded too; past it, calls stay in the program.
+		if c.imp.foldWork+work > MaxImportFoldWork {
+			return call, nil
+		}
+		c.imp.foldWork += work
 	}
 	res, _, err := ref.EvalOp(o, call.Attrs, vals)
 	if err != nil {

@@ -31,6 +31,9 @@ type importer struct {
 	freeUses map[*pb.GraphProto][]string
 	// functions holds "domain/name" of the model-local functions.
 	functions map[string]bool
+	// foldWork sums the work (op.WorkEstimate) of the calls folded so
+	// far, bounded by MaxImportFoldWork.
+	foldWork int64
 	// calls counts the operator calls built so far (Ctx.Call): unrolled
 	// loops and inlined functions multiply a file's nodes, and the total
 	// is bounded by MaxImportCalls.
@@ -43,6 +46,11 @@ type importer struct {
 // millions of operators and gigabytes of graph. Real models stay far
 // below (the seven shared models: under 500 each).
 const MaxImportCalls = 200_000
+
+// MaxImportFoldWork bounds the total work (op.WorkEstimate) constant
+// folding spends during one import; calls beyond it are left in the
+// program (and run compiled).
+const MaxImportFoldWork = 1 << 32
 
 // scope maps ONNX value names to graph expressions. Subgraphs (If branches,
 // Loop and Scan bodies) get a child scope, so they see the names of the

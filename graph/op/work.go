@@ -12,7 +12,7 @@ import (
 // the program and runs compiled: a few hundred bytes of ONNX holding two
 // large constant matrices and a MatMul must not keep the compiler busy
 // for minutes in the reference kernels.
-const MaxFoldWork = 1 << 32
+const MaxFoldWork = 1 << 30
 
 // WorkEstimate is an upper bound on the element operations a call of o
 // with argument types args and result type out performs: linear in the
