@@ -306,6 +306,10 @@ func (b *builder) integerConv(x, xzp, w, wzp graph.Expr) graph.Expr {
 	if b.err != nil {
 		return nil
 	}
+	if len(wt.Shape) < 3 {
+		b.fail("the weight %s must have rank 3 or more (O, I, spatial...)", wt)
+		return nil
+	}
 	xc := b.centered(x, xzp, nil)
 	wc := b.centered(w, wzp, perChannel(wt.Shape[0], len(wt.Shape)+1))
 	return b.convND(xc, wc)
