@@ -2,6 +2,7 @@ package build
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/kiln-dev/kiln/aot"
 	cgen "github.com/kiln-dev/kiln/codegen/c"
@@ -72,11 +72,20 @@ func liftWorkspaces(prims *tir.Module) (*tir.Module, error) {
 	return tirtransform.LiftWorkspaces().Apply(prims)
 }
 
-// compileAOT writes the AOT C project of a lowered model into tmp, builds
-// its test program with the C compiler, and fills res.Metadata.
-func compileAOT(cfg Config, low *lowered, gj *GraphJSON, params map[string]*tensor.Tensor, outputNames []string, tmp, scratch string, res *Result, stage func(string, time.Time)) error {
-	t0 := time.Now()
-	env := &hookEnv{cfg: low.cfg, labels: cfg.Labels, scratch: scratch}
+// aotBuild is what the AOT codegen stage leaves for its link stage.
+type aotBuild struct {
+	bopts  cgen.BuildOptions
+	module string
+	calls  int
+	gen    *aot.Generated
+}
+
+// stageAOTCodegen writes the AOT C project of the lowered model into the
+// build directory: the host C, the C source modules, the memory plan, the
+// run function and the Makefile.
+func stageAOTCodegen(_ context.Context, s *state) error {
+	cfg, low := s.cfg, s.low
+	env := &hookEnv{cfg: low.cfg, labels: cfg.Labels, scratch: s.scratch}
 	defPrims, hookMods, err := codegenTargets(env, low.prims)
 	if err != nil {
 		return err
@@ -87,6 +96,7 @@ func compileAOT(cfg Config, low *lowered, gj *GraphJSON, params map[string]*tens
 	if err != nil {
 		return fmt.Errorf("C codegen: %w", err)
 	}
+	s.src = src
 	bopts := cgen.BuildOptionsForTarget(low.cfg.Host)
 	applyCCodegen(low.cfg, nil, &bopts)
 	files := map[string][]byte{cgen.SourceName: []byte(src.Code)}
@@ -106,7 +116,7 @@ func compileAOT(cfg Config, low *lowered, gj *GraphJSON, params map[string]*tens
 		files[f.Name] = f.Data
 	}
 	module := aotModuleName(cfg.ModuleName)
-	prog, err := aotProgram(module, gj, params, low, src, cfg.AOT.UnpackedAPI, outputNames, res)
+	prog, err := aotProgram(module, s.gj, s.params, low, src, cfg.AOT.UnpackedAPI, s.outputNames, s.res)
 	if err != nil {
 		return err
 	}
@@ -122,33 +132,37 @@ func compileAOT(cfg Config, low *lowered, gj *GraphJSON, params map[string]*tens
 		files[n] = d
 	}
 	for name, data := range files {
-		if err := writeFile(tmp, name, data); err != nil {
+		if err := writeFile(s.tmp, name, data); err != nil {
 			return err
 		}
 	}
-	if err := cgen.WriteHeaders(filepath.Join(tmp, "include")); err != nil {
+	if err := cgen.WriteHeaders(filepath.Join(s.tmp, "include")); err != nil {
 		return err
 	}
-	stage("codegen", t0)
+	s.aot = &aotBuild{bopts: bopts, module: module, calls: len(prog.Calls), gen: gen}
+	return nil
+}
 
-	t0 = time.Now()
-	bin := "kiln_" + module
-	if err := buildAOTBinary(tmp, bin, bopts); err != nil {
+// stageAOTLink builds the project's test program and writes metadata.json.
+func stageAOTLink(_ context.Context, s *state) error {
+	a := s.aot
+	bin := "kiln_" + a.module
+	if err := buildAOTBinary(s.tmp, bin, a.bopts); err != nil {
 		return err
 	}
-	stage("C compile", t0)
-	res.Metadata.Executor = ExecutorAOT
-	res.Metadata.Kernels = len(prog.Calls)
-	res.Metadata.Params = "linked"
-	res.Metadata.AOT = &AOTMeta{Module: module, WorkspaceBytes: gen.Plan.Size, LowerBound: gen.Plan.LowerBound, Algorithm: gen.Plan.Algorithm, ConstantsBytes: gen.ConstantsBytes, Binary: bin}
-	if err := recordHashes(tmp, &res.Metadata, bin); err != nil {
+	md := &s.res.Metadata
+	md.Executor = ExecutorAOT
+	md.Kernels = a.calls
+	md.Params = "linked"
+	md.AOT = &AOTMeta{Module: a.module, WorkspaceBytes: a.gen.Plan.Size, LowerBound: a.gen.Plan.LowerBound, Algorithm: a.gen.Plan.Algorithm, ConstantsBytes: a.gen.ConstantsBytes, Binary: bin}
+	if err := recordHashes(s.tmp, md, bin); err != nil {
 		return err
 	}
-	mj, err := json.MarshalIndent(res.Metadata, "", "  ")
+	mj, err := json.MarshalIndent(md, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFile(tmp, "metadata.json", mj)
+	return writeFile(s.tmp, "metadata.json", mj)
 }
 
 // buildAOTBinary compiles every .c file of dir into the test program with

@@ -18,12 +18,14 @@ package build
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"time"
+	"slices"
+	"strings"
 
 	"github.com/kiln-dev/kiln/aot"
 	cgen "github.com/kiln-dev/kiln/codegen/c"
@@ -81,6 +83,15 @@ type Config struct {
 	Executor string
 	// AOT configures the AOT executor.
 	AOT AOTOptions
+	// Verify runs the graph and TIR verifiers after every stage (tests and
+	// --verify): an error names the stage that broke an invariant.
+	Verify bool
+	// DumpDir, when set, receives the IR after every stage (or only after
+	// DumpAfter) as NN-stage.txt: the graph, then the TIR, then the
+	// generated C.
+	DumpDir string
+	// DumpAfter names the one stage to dump (empty: all).
+	DumpAfter string
 }
 
 // TensorMeta names and types one model input or output.
@@ -115,34 +126,34 @@ type Metadata struct {
 	Files map[string]string `json:"files,omitempty"`
 }
 
-// Stage is the time one compilation stage took.
-type Stage struct {
-	Name string
-	Time time.Duration
-}
-
 // Result describes a finished compilation.
 type Result struct {
 	Dir      string
 	Metadata Metadata
-	Stages   []Stage
+	// Stages records every stage of the pipeline: time and IR sizes.
+	Stages []StageStats
 	// Impls maps each compiled function to the implementations chosen for its ops.
 	Impls map[string]string
 }
 
-// Compile builds mod (whose main is the model) into an artifact directory.
-// outputNames names main's outputs in order (empty: out0, out1, ...).
-//
-// The flow, in order: placement rules (Config.Placement) and the
-// compilation's targets (device.Prepare); the graph passes with device
-// planning before fusion; the targets' RelayToRuntime hooks, then their
-// RelayToTIR hooks (each kind once, in target-list order); LowerTE for
-// the remaining primitive calls, each for the target planning chose; the
-// TIR passes; per target its TIRToRuntime hook or the default C code
-// generation; the executor program (devices and device copies from the
-// plan); and finally one library holding the default code and every C
-// source module, with the other modules saved beside it.
-func Compile(mod *graph.Module, outputNames []string, cfg Config) (res *Result, err error) {
+// Compile builds mod (whose main is the model) into an artifact directory
+// (CompileContext without a deadline).
+func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, error) {
+	return CompileContext(context.Background(), mod, outputNames, cfg)
+}
+
+// CompileContext builds mod (whose main is the model) into an artifact
+// directory. outputNames names main's outputs in order (empty: out0,
+// out1, ...). It runs the stages of NewPipeline(cfg) in order — placement
+// and targets; the graph passes with partitioning and device planning;
+// the targets' hooks (RelayToRuntime, then RelayToTIR, each kind once, in
+// target-list order); LowerTE for the remaining primitive calls, each
+// for the target planning chose; the TIR passes; the executor program;
+// per target its TIRToRuntime hook or the default C code generation; the
+// link of one library holding the default code and every C source module
+// (other modules saved beside it); the package — and stops between
+// stages when ctx is done. A failed or cancelled compile leaves nothing.
+func CompileContext(ctx context.Context, mod *graph.Module, outputNames []string, cfg Config) (res *Result, err error) {
 	defer recoverInternal("compile", &err)
 	if cfg.Host == nil || cfg.Host.Kind != target.C {
 		return nil, fmt.Errorf("build: the host target must be of kind \"c\"")
@@ -150,175 +161,138 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (res *Result, 
 	if cfg.Out == "" {
 		return nil, fmt.Errorf("build: no output directory")
 	}
-	res = &Result{Dir: cfg.Out}
-	stage := func(name string, start time.Time) {
-		d := time.Since(start)
-		res.Stages = append(res.Stages, Stage{name, d})
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, "  %-22s %v\n", name, d.Round(time.Microsecond))
-		}
+	if cfg.DumpAfter != "" && !slices.Contains(StageNames(), cfg.DumpAfter) {
+		return nil, fmt.Errorf("build: --dump-after %q: no such stage (stages: %s)", cfg.DumpAfter, strings.Join(StageNames(), ", "))
 	}
+	p, err := NewPipeline(cfg)
+	if err != nil {
+		return nil, err
+	}
+	res = &Result{Dir: cfg.Out}
 	scratch, err := os.MkdirTemp("", "kiln-hooks-")
 	if err != nil {
 		return nil, fmt.Errorf("build: %w", err)
 	}
 	TrackTemp(scratch)
 	defer removeTemp(scratch)
-
-	switch cfg.Executor {
-	case "", ExecutorGraph, ExecutorAOT:
-	default:
-		return nil, fmt.Errorf("build: unknown executor %q (want %s or %s)", cfg.Executor, ExecutorGraph, ExecutorAOT)
-	}
-	low, err := lowerAll(mod, cfg, scratch, stage)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Executor == ExecutorAOT {
-		if low.prims, err = liftWorkspaces(low.prims); err != nil {
-			return nil, fmt.Errorf("TIR passes: %w", err)
-		}
-	}
-	res.Impls = low.impls
-	main := low.mod.Main()
-
-	t0 := time.Now()
-	gj, params, err := buildGraphJSON(main, low.callee, func(e graph.Expr) device.VirtualDevice { return device.DeviceOf(low.mod, e) })
-	if err != nil {
-		return nil, fmt.Errorf("graph executor: %w", err)
-	}
-	gjText, err := gj.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	if err := runtime.ValidateGraphJSON(gjText); err != nil {
-		return nil, fmt.Errorf("internal error: the generated graph program is invalid: %w", err)
-	}
-	stage("executor codegen", t0)
-
-	if cfg.Executor == ExecutorAOT {
-		tmp, err := newBuildDir(cfg.Out)
-		if err != nil {
-			return nil, err
-		}
-		defer removeTemp(tmp)
-		res.Metadata = Metadata{Kiln: Version, Target: targetListString(low.cfg), Devices: devicesOf(gj)}
-		if err := compileAOT(cfg, low, gj, params, outputNames, tmp, scratch, res, stage); err != nil {
-			return nil, err
-		}
-		if err := replaceDir(tmp, cfg.Out); err != nil {
-			return nil, err
-		}
-		return res, nil
-	}
-
-	t0 = time.Now()
-	env := &hookEnv{cfg: low.cfg, labels: cfg.Labels, scratch: scratch}
-	defPrims, hookMods, err := codegenTargets(env, low.prims)
-	if err != nil {
-		return nil, err
-	}
-	copts := cgen.HostOptions()
-	copts.NoPipeline = true
-	copts.AllowEmpty = true
-	applyCCodegen(low.cfg, &copts, nil)
-	src, err := cgen.Generate(defPrims, copts)
-	if err != nil {
-		return nil, fmt.Errorf("C codegen: %w", err)
-	}
-	stage("codegen", t0)
-
 	tmp, err := newBuildDir(cfg.Out)
 	if err != nil {
 		return nil, err
 	}
 	defer removeTemp(tmp)
+	s := &state{cfg: cfg, outputNames: outputNames, scratch: scratch, tmp: tmp, res: res, mod: mod}
+	if err := p.run(ctx, s); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// stageLink builds the library: the generated C, every C source module
+// and (with LinkParams) the weights.
+func stageLink(_ context.Context, s *state) error {
 	var pbuf bytes.Buffer
-	if err := runtime.SaveParams(&pbuf, params); err != nil {
-		return nil, err
+	if err := runtime.SaveParams(&pbuf, s.params); err != nil {
+		return err
 	}
-	bopts := cgen.BuildOptionsForTarget(low.cfg.Host)
-	applyCCodegen(low.cfg, nil, &bopts)
-	mods, err := composeModules(tmp, append(low.external, hookMods...), &bopts)
+	s.paramsBin = pbuf.Bytes()
+	bopts := cgen.BuildOptionsForTarget(s.low.cfg.Host)
+	applyCCodegen(s.low.cfg, nil, &bopts)
+	mods, err := composeModules(s.tmp, append(s.low.external, s.hookMods...), &bopts)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	paramsMode := "file"
-	if cfg.LinkParams {
-		paramsMode = "linked"
+	s.res.Metadata.Modules = mods
+	if s.cfg.LinkParams {
 		// The assembler finds the blob's relative name in its working
 		// directory, the build directory: no path (which may hold commas
 		// or quotes) goes into a flag or the assembly.
 		bopts.ExtraSources = append(bopts.ExtraSources,
-			cgen.File{Name: linkedParamsBlob, Data: pbuf.Bytes()},
-			cgen.File{Name: "kiln_params.c", Data: []byte(linkedParamsSource(pbuf.Len()))})
+			cgen.File{Name: linkedParamsBlob, Data: s.paramsBin},
+			cgen.File{Name: "kiln_params.c", Data: []byte(linkedParamsSource(len(s.paramsBin)))})
 	}
-	t0 = time.Now()
-	if _, err := cgen.Build(src, tmp, bopts); err != nil {
-		return nil, fmt.Errorf("C compiler: %w", err)
+	if _, err := cgen.Build(s.src, s.tmp, bopts); err != nil {
+		return fmt.Errorf("C compiler: %w", err)
 	}
-	stage("C compile", t0)
-	if cfg.LinkParams {
+	if s.cfg.LinkParams {
 		// The weights are inside the library now; the blob was only the
 		// assembler's input.
-		if err := os.Remove(filepath.Join(tmp, linkedParamsBlob)); err != nil {
-			return nil, err
+		if err := os.Remove(filepath.Join(s.tmp, linkedParamsBlob)); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	res.Metadata = Metadata{Kiln: Version, Executor: "graph", Target: targetListString(low.cfg), Kernels: low.prims.Len() + len(low.external), Params: paramsMode, Modules: mods, Devices: devicesOf(gj)}
+// stagePackage writes metadata.json (with the content hashes) and the
+// remaining files, and publishes the artifact.
+func stagePackage(_ context.Context, s *state) error {
+	if s.cfg.Executor != ExecutorAOT {
+		if err := s.packageGraph(); err != nil {
+			return err
+		}
+	}
+	return replaceDir(s.tmp, s.cfg.Out)
+}
+
+// packageGraph writes a graph artifact's files and metadata.json.
+func (s *state) packageGraph() error {
+	low, md := s.low, &s.res.Metadata
+	md.Executor = "graph"
+	md.Kernels = low.prims.Len() + len(low.external)
+	md.Params = "file"
+	if s.cfg.LinkParams {
+		md.Params = "linked"
+	}
+	main := low.mod.Main()
 	for _, prm := range main.Params {
-		res.Metadata.Inputs = append(res.Metadata.Inputs, meta(prm.Name, prm.Type()))
+		md.Inputs = append(md.Inputs, meta(prm.Name, prm.Type()))
 	}
 	outTypes, err := flatTensorTypes(main.Body.Type())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i, t := range outTypes {
 		name := fmt.Sprintf("out%d", i)
-		if i < len(outputNames) && outputNames[i] != "" {
-			name = outputNames[i]
+		if i < len(s.outputNames) && s.outputNames[i] != "" {
+			name = s.outputNames[i]
 		}
-		res.Metadata.Outputs = append(res.Metadata.Outputs, meta(name, t))
+		md.Outputs = append(md.Outputs, meta(name, t))
 	}
-	files := map[string][]byte{"graph.json": gjText}
-	if !cfg.LinkParams {
-		files["params.bin"] = pbuf.Bytes()
+	files := map[string][]byte{"graph.json": s.gjText}
+	if !s.cfg.LinkParams {
+		files["params.bin"] = s.paramsBin
 	}
 	if len(low.consts) > 0 {
 		var cbuf bytes.Buffer
 		if err := runtime.SaveParams(&cbuf, low.consts); err != nil {
-			return nil, err
+			return err
 		}
 		files[constantsFile] = cbuf.Bytes()
-		res.Metadata.Constants = constantsFile
+		md.Constants = constantsFile
 	}
 	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
-			return nil, fmt.Errorf("build: %w", err)
+		if err := os.WriteFile(filepath.Join(s.tmp, name), data, 0o644); err != nil {
+			return fmt.Errorf("build: %w", err)
 		}
 	}
 	hashed := []string{"kiln_lib.so"}
 	for name := range files {
 		hashed = append(hashed, name)
 	}
-	for _, m := range mods {
+	for _, m := range md.Modules {
 		hashed = append(hashed, m.File)
 	}
-	if err := recordHashes(tmp, &res.Metadata, hashed...); err != nil {
-		return nil, err
+	if err := recordHashes(s.tmp, md, hashed...); err != nil {
+		return err
 	}
-	mj, err := json.MarshalIndent(res.Metadata, "", "  ")
+	mj, err := json.MarshalIndent(md, "", "  ")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, "metadata.json"), mj, 0o644); err != nil {
-		return nil, fmt.Errorf("build: %w", err)
+	if err := os.WriteFile(filepath.Join(s.tmp, "metadata.json"), mj, 0o644); err != nil {
+		return fmt.Errorf("build: %w", err)
 	}
-	if err := replaceDir(tmp, cfg.Out); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return nil
 }
 
 func meta(name string, t ir.Type) TensorMeta {

@@ -54,6 +54,7 @@ func compileAndCompareWith(t *testing.T, dir string, rtol, atol float64, cfg Con
 		names = append(names, o.Name)
 	}
 	cfg.Out = filepath.Join(t.TempDir(), "artifact")
+	cfg.Verify = true // every end-to-end test verifies the IR after every stage
 	res, err := Compile(model.Module, names, cfg)
 	if err != nil {
 		t.Fatalf("compile: %v", err)

@@ -3,14 +3,11 @@ package build
 import (
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/graph/transform"
-	"github.com/kiln-dev/kiln/lower"
-	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tensor"
@@ -98,132 +95,6 @@ func hasExternal(cfg *device.CompilationConfig) bool {
 		}
 	}
 	return false
-}
-
-// lowerAll runs the graph-level part of the build: placement, graph
-// passes with device planning and fusion, then the targets' hooks in the
-// documented order (RelayToRuntime, RelayToTIR), LowerTE for the rest
-// with each call's planned target, and the TIR passes.
-func lowerAll(mod *graph.Module, cfg Config, scratch string, stage func(string, time.Time)) (*lowered, error) {
-	targets := cfg.Targets
-	if len(targets) == 0 {
-		targets = []*target.Target{cfg.Host}
-	}
-	t0 := time.Now()
-	prepared, ccfg, err := device.Prepare(mod, device.Spec{Targets: targets, Host: cfg.Host, Labels: cfg.Labels, Rules: cfg.Placement})
-	if err != nil {
-		return nil, err
-	}
-	if ccfg.Host.Kind != target.C {
-		return nil, fmt.Errorf("build: the host target must be of kind \"c\", not %q", ccfg.Host.Kind.Name)
-	}
-	var part *transform.Pass
-	var report *partition.Report
-	if hasExternal(ccfg) {
-		part = &transform.Pass{Name: "partition", Required: true, Run: func(m *graph.Module) (*graph.Module, error) {
-			out, rep, err := partition.Partition(m, ccfg.Primitives, partition.Options{ModuleName: cfg.ModuleName, RequireOffload: cfg.RequireOffload})
-			report = rep
-			return out, err
-		}}
-	}
-	p := transform.NewPipeline()
-	p.Passes = graphPasses(transform.FuseOptions{Disable: cfg.DisableFusion}, part)
-	p.Dump = cfg.DumpGraph
-	fused, err := p.Run(prepared)
-	if err != nil {
-		return nil, fmt.Errorf("graph passes: %w", err)
-	}
-	if cfg.Report != nil && report != nil {
-		*cfg.Report = *report
-	}
-	main, err := computeOutputs(fused.Main())
-	if err != nil {
-		return nil, err
-	}
-	fused = fused.ShallowCopy()
-	fused.Funcs["main"] = main
-	// Plan the fused module: the side table says where each fused call
-	// runs (FuseOps rebuilt every node), which is what hooks and LowerTE
-	// need.
-	planned, err := device.PlanDevices(fused)
-	if err != nil {
-		return nil, err
-	}
-	stage("graph passes", t0)
-
-	t0 = time.Now()
-	env := &hookEnv{cfg: ccfg, labels: cfg.Labels, scratch: scratch, placed: map[*graph.Function]*target.Target{}}
-	graph.PostOrder(planned.Main().Body, func(e graph.Expr) {
-		if c, ok := e.(*graph.Call); ok {
-			if fn, ok := c.Fn.(*graph.Function); ok {
-				if t := device.DeviceOf(planned, c).Target; t != nil && t.Kind != ccfg.Host.Kind {
-					env.placed[fn] = t
-				}
-			}
-		}
-	})
-	work := planned.ShallowCopy()
-	prims := &tir.Module{}
-	res := &lowered{cfg: ccfg, consts: map[string]*tensor.Tensor{}}
-	if err := runRelayToRuntime(env, work, prims, res); err != nil {
-		return nil, err
-	}
-	for _, t := range ccfg.Primitives {
-		hook := t.Kind.Hooks.RelayToTIR
-		if hook == nil {
-			continue
-		}
-		ctx, err := env.context(t)
-		if err != nil {
-			return nil, err
-		}
-		if err := hook(ctx, work, prims); err != nil {
-			return nil, fmt.Errorf("target %s: RelayToTIR: %w", t.Kind.Name, err)
-		}
-		if work.Main() == nil {
-			return nil, fmt.Errorf("target %s: RelayToTIR removed main", t.Kind.Name)
-		}
-		if err := graph.InferTypes(work); err != nil {
-			return nil, fmt.Errorf("target %s: RelayToTIR left an ill-typed module: %w", t.Kind.Name, err)
-		}
-	}
-	if len(res.external) > 0 || prims.Len() > 0 {
-		// The hooks rebuilt calls; plan again (planning is idempotent) so
-		// that the side table covers the final nodes.
-		if work, err = device.PlanDevices(work); err != nil {
-			return nil, fmt.Errorf("after the target hooks: %w", err)
-		}
-	}
-	res.mod = work
-	stage("target hooks", t0)
-
-	t0 = time.Now()
-	lres, err := lower.LowerTE(work.Main(), lower.Options{
-		Target:   ccfg.Host,
-		TargetOf: func(c *graph.Call) *target.Target { return device.DeviceOf(work, c).Target },
-		Prims:    prims,
-		Skip:     func(c *graph.Call) bool { return deviceCopyOf(c) != nil },
-	})
-	if err != nil {
-		return nil, err
-	}
-	res.callee, res.impls, res.prims = lres.Callee, lres.Impls, prims
-	if err := checkBound(work, res); err != nil {
-		return nil, err
-	}
-	stage("lower to TIR", t0)
-
-	t0 = time.Now()
-	if prims.Len() > 0 {
-		out, err := runTIRPasses(ccfg, prims)
-		if err != nil {
-			return nil, err
-		}
-		prims = out
-	}
-	res.prims = prims
-	stage("TIR passes", t0)
-	return res, nil
 }
 
 // runRelayToRuntime gives every target with a RelayToRuntime hook the

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,6 +41,9 @@ type compileOptions struct {
 	Executor string
 	// AOT configures the AOT executor.
 	AOT build.AOTOptions
+	// Verify, DumpDir and DumpAfter are build.Config's.
+	Verify             bool
+	DumpDir, DumpAfter string
 }
 
 // moduleName is the module name of the model given as arg on the command
@@ -82,6 +86,9 @@ func compileModel(m *onnx.Model, opts compileOptions) (*build.Result, time.Durat
 		ModuleName:     opts.ModuleName,
 		Executor:       opts.Executor,
 		AOT:            opts.AOT,
+		Verify:         opts.Verify,
+		DumpDir:        opts.DumpDir,
+		DumpAfter:      opts.DumpAfter,
 	})
 	return res, time.Since(t0), err
 }
@@ -154,6 +161,10 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	requireOffload := fs.Bool("require-offload", false, "fail when partitioning leaves operators on the host")
 	reportJSON := fs.String("report-json", "", "write the partition report as JSON to this file")
 	reportHTML := fs.String("report-html", "", "write the graph coloured by target and the partition report as one HTML page to this file")
+	printPipeline := fs.Bool("print-pipeline", false, "print the compilation's stages (with the passes and target hooks inside them) and exit")
+	verify := fs.Bool("verify", false, "run the graph and TIR verifiers after every stage")
+	dumpDir := fs.String("dump-dir", "", "write the IR after every stage to `DIR`/NN-stage.txt (graph, then TIR, then C)")
+	dumpAfter := fs.String("dump-after", "", "with --dump-dir: only after this `STAGE`")
 	var imp importOptions
 	imp.register(fs)
 	var devs deviceFlags
@@ -182,6 +193,18 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "compile", err)
 	}
+	if *printPipeline {
+		p, err := build.NewPipeline(build.Config{Host: place.list.Host, Targets: place.list.Targets, Executor: *executor, DisableFusion: *noFuse})
+		if err != nil {
+			return fail(stderr, "compile", err)
+		}
+		fmt.Fprint(stdout, p.String())
+		return exitOK
+	}
+	if *dumpAfter != "" && !slices.Contains(build.StageNames(), *dumpAfter) {
+		fmt.Fprintf(stderr, "kiln compile: --dump-after %q: no such stage (stages: %s)\n", *dumpAfter, strings.Join(build.StageNames(), ", "))
+		return exitUsage
+	}
 	path, err := modelPath(pos[0])
 	if err == errArtifact {
 		return fail(stderr, "compile", fmt.Errorf("%s: %v", pos[0], err))
@@ -199,7 +222,8 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	}
 	tImport := time.Since(t0)
 	var rep partition.Report
-	opts := compileOptions{Place: place, Out: *out, NoFuse: *noFuse, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts}
+	opts := compileOptions{Place: place, Out: *out, NoFuse: *noFuse, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts,
+		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter}
 	if *verbose {
 		fmt.Fprintf(stdout, "  %-22s %v\n", "import", tImport.Round(time.Microsecond))
 		opts.Progress = stdout

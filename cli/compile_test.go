@@ -40,7 +40,7 @@ func TestCompileAndRunMLP(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("compile: exit %d: %s", code, stderr)
 	}
-	for _, w := range []string{"compiled ", `for "c"`, "kernels, executor graph, 1 input, 1 output", "artifact: " + out, "C compile", "pass "} {
+	for _, w := range []string{"compiled ", `for "c"`, "kernels, executor graph, 1 input, 1 output", "artifact: " + out, "  link  ", "pass "} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("compile output lacks %q:\n%s", w, stdout)
 		}
@@ -152,7 +152,7 @@ func TestBenchModel(t *testing.T) {
 		t.Errorf("bench --json wrote to stderr: %q", stderr)
 	}
 	code, stdout, stderr = kiln("bench", mlpDir, "--runs", "2", "--input", filepath.Join(mlpDir, "test_data_set_0", "input_0.pb"))
-	if code != 0 || !strings.Contains(stdout, "median ") || !strings.Contains(stdout, "(files inputs)") || !strings.Contains(stderr, "C compile") {
+	if code != 0 || !strings.Contains(stdout, "median ") || !strings.Contains(stdout, "(files inputs)") || !strings.Contains(stderr, "  link  ") {
 		t.Errorf("bench: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	// --profile: the slowest kernels, each with a positive time, sorted,

@@ -66,7 +66,7 @@ func compileRun(t testing.TB, r *target.Registry, targets, executor string, mod 
 		t.Fatal(err)
 	}
 	c := &Compiled{Dir: filepath.Join(t.TempDir(), "art")}
-	if _, err := build.Compile(mod, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: c.Dir, Report: &c.Report, ModuleName: "test", Executor: executor}); err != nil {
+	if _, err := build.Compile(mod, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: c.Dir, Report: &c.Report, ModuleName: "test", Executor: executor, Verify: true}); err != nil {
 		t.Fatalf("compiling for %q: %v", targets, err)
 	}
 	art, err := build.LoadArtifact(c.Dir)
