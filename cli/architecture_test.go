@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/internal/golden"
+	"github.com/kiln-dev/kiln/target"
+)
+
+// TestArchitectureDoc keeps the stage lists of docs/ARCHITECTURE.md equal
+// to what NewPipeline builds (-update rewrites them).
+func TestArchitectureDoc(t *testing.T) {
+	path := filepath.Join("..", "docs", "ARCHITECTURE.md")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	for _, c := range []struct{ marker, targets, executor string }{
+		{`graph executor, -t "dnnl, cblas, c"`, "dnnl, cblas, c", build.ExecutorGraph},
+		{"AOT executor, -t c", "c", build.ExecutorAOT},
+	} {
+		l, err := target.ParseList(c.targets)
+		if err != nil {
+			t.Fatalf("target list %q: %v", c.targets, err)
+		}
+		p, err := build.NewPipeline(build.Config{Host: l.Host, Targets: l.Targets, Executor: c.executor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := "<!-- BEGIN generated: " + c.marker + " -->\n"
+		i := strings.Index(doc, begin)
+		j := strings.Index(doc[max(i, 0):], "<!-- END generated -->")
+		if i < 0 || j < 0 {
+			t.Fatalf("%s lacks the markers %q", path, begin)
+		}
+		j += i
+		want := "```\n" + p.String() + "```\n"
+		if doc[i+len(begin):j] != want {
+			if !*golden.Update {
+				t.Errorf("%s: the stage list for %s differs from the code (go test ./cli -run TestArchitectureDoc -update):\n%s", path, c.marker, want)
+				continue
+			}
+			doc = doc[:i+len(begin)] + want + doc[j:]
+		}
+	}
+	if *golden.Update {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
