@@ -31,6 +31,7 @@ import (
 	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/runtime"
@@ -132,6 +133,9 @@ type Result struct {
 	Metadata Metadata
 	// Stages records every stage of the pipeline: time and IR sizes.
 	Stages []StageStats
+	// GraphPasses records every pass of the graph-passes stage: its time,
+	// or that it was skipped.
+	GraphPasses []transform.PassStat
 	// Impls maps each compiled function to the implementations chosen for its ops.
 	Impls map[string]string
 }

@@ -289,6 +289,7 @@ func stageGraphPasses(_ context.Context, s *state) error {
 	p.Passes = graphPasses(transform.FuseOptions{Disable: s.cfg.DisableFusion}, part)
 	p.Dump = s.cfg.DumpGraph
 	fused, err := p.Run(s.mod)
+	s.res.GraphPasses = append([]transform.PassStat(nil), p.Stats...)
 	if err != nil {
 		return fmt.Errorf("graph passes: %w", err)
 	}

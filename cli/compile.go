@@ -241,7 +241,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "compile", err)
 	}
 	if *verbose {
-		if err := writePassStats(stdout, model, *noFuse); err != nil {
+		if err := writeStageStats(stdout, res); err != nil {
 			return fail(stderr, "compile", err)
 		}
 	}
@@ -315,16 +315,19 @@ func aotFlags(stderr io.Writer, executor, interfaceAPI string, unpacked bool, we
 	return o, 0, true
 }
 
-// writePassStats runs the graph passes once more on the model to print
-// each pass's time (build.Result does not carry the pass statistics).
-func writePassStats(w io.Writer, m *onnx.Model, noFuse bool) error {
-	p := transform.NewPipeline()
-	p.Passes = transform.Passes(transform.FuseOptions{Disable: noFuse})
-	if _, err := p.Run(m.Module); err != nil {
+// writeStageStats prints the statistics the compile collected (-v): every
+// graph pass's time and every stage's time and IR sizes.
+func writeStageStats(w io.Writer, res *build.Result) error {
+	fmt.Fprintln(w, "graph passes:")
+	p := transform.Pipeline{Stats: res.GraphPasses}
+	if err := p.WriteStats(w); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "graph passes (a separate run, for statistics):")
-	return p.WriteStats(w)
+	fmt.Fprintln(w, "stages (time, graph calls, PrimFuncs, bytes of C after each):")
+	for _, st := range res.Stages {
+		fmt.Fprintf(w, "  %-16s %10v %6d %6d %9d\n", st.Name, st.Time.Round(time.Microsecond), st.GraphCalls, st.PrimFuncs, st.CBytes)
+	}
+	return nil
 }
 
 func plural(n int, what string) string {
