@@ -144,10 +144,10 @@ func stageAOTCodegen(_ context.Context, s *state) error {
 }
 
 // stageAOTLink builds the project's test program and writes metadata.json.
-func stageAOTLink(_ context.Context, s *state) error {
+func stageAOTLink(ctx context.Context, s *state) error {
 	a := s.aot
 	bin := "kiln_" + a.module
-	if err := buildAOTBinary(s.tmp, bin, a.bopts); err != nil {
+	if err := buildAOTBinary(ctx, s.tmp, bin, a.bopts); err != nil {
 		return err
 	}
 	md := &s.res.Metadata
@@ -168,7 +168,7 @@ func stageAOTLink(_ context.Context, s *state) error {
 // buildAOTBinary compiles every .c file of dir into the test program with
 // the flags of the project's Makefile plus -Werror: the generated C must
 // compile warning-free.
-func buildAOTBinary(dir, bin string, bopts cgen.BuildOptions) error {
+func buildAOTBinary(ctx context.Context, dir, bin string, bopts cgen.BuildOptions) error {
 	srcs, err := filepath.Glob(filepath.Join(dir, "*.c"))
 	if err != nil {
 		return err
@@ -181,7 +181,7 @@ func buildAOTBinary(dir, bin string, bopts cgen.BuildOptions) error {
 	}
 	args = append(args, "-o", bin, "-lm")
 	args = append(args, bopts.LDFlags...)
-	if err := cgen.RunCompiler(dir, bopts.CC, args, "the AOT project"); err != nil {
+	if err := cgen.RunCompilerContext(ctx, dir, bopts.CC, args, "the AOT project"); err != nil {
 		return fmt.Errorf("C compiler: %w", err)
 	}
 	return cgen.CheckELF(filepath.Join(dir, bin), bopts.CC)

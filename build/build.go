@@ -193,7 +193,7 @@ func CompileContext(ctx context.Context, mod *graph.Module, outputNames []string
 
 // stageLink builds the library: the generated C, every C source module
 // and (with LinkParams) the weights.
-func stageLink(_ context.Context, s *state) error {
+func stageLink(ctx context.Context, s *state) error {
 	var pbuf bytes.Buffer
 	if err := runtime.SaveParams(&pbuf, s.params); err != nil {
 		return err
@@ -214,7 +214,7 @@ func stageLink(_ context.Context, s *state) error {
 			cgen.File{Name: linkedParamsBlob, Data: s.paramsBin},
 			cgen.File{Name: "kiln_params.c", Data: []byte(linkedParamsSource(len(s.paramsBin)))})
 	}
-	if _, err := cgen.Build(s.src, s.tmp, bopts); err != nil {
+	if _, err := cgen.BuildContext(ctx, s.src, s.tmp, bopts); err != nil {
 		return fmt.Errorf("C compiler: %w", err)
 	}
 	if s.cfg.LinkParams {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/internal/shared"
@@ -119,5 +120,36 @@ func TestCompileCancelled(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(root); len(ents) != 0 {
 		t.Errorf("left behind: %v", ents)
+	}
+}
+
+// TestCompileTimeoutStopsCompiler: a deadline that passes while the C
+// compiler runs kills it and the compile returns the context's error
+// promptly, leaving no artifact and no build directory.
+func TestCompileTimeoutStopsCompiler(t *testing.T) {
+	model, err := onnx.LoadFile(filepath.Join("..", "examples", "models", "mlp", "model.onnx"), onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	cc := filepath.Join(t.TempDir(), "slowcc")
+	if err := os.WriteFile(cc, []byte("#!/bin/sh\nsleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CC", cc)
+	for _, executor := range []string{ExecutorGraph, ExecutorAOT} {
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		start := time.Now()
+		_, err = CompileContext(ctx, model.Module, nil, Config{Host: hostTarget(t), Out: filepath.Join(root, "art"), Executor: executor})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v, want the deadline's error", executor, err)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("%s: returned after %v", executor, d)
+		}
+		if ents, _ := os.ReadDir(root); len(ents) != 0 {
+			t.Errorf("%s: left behind: %v", executor, ents)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package c
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/kiln-dev/kiln/internal/escape"
 	"github.com/kiln-dev/kiln/runtime/include"
@@ -131,6 +133,12 @@ const SourceName = "kiln_lib.c"
 // holding the compiler's (trimmed) output; the sources stay in dir for
 // inspection. Build writes nothing time-dependent.
 func Build(src *Source, dir string, opts BuildOptions) (string, error) {
+	return BuildContext(context.Background(), src, dir, opts)
+}
+
+// BuildContext is Build under ctx: a cancelled context stops the C
+// compiler (see RunCompilerContext).
+func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOptions) (string, error) {
 	if src == nil {
 		return "", fmt.Errorf("codegen/c: Build: nil source")
 	}
@@ -176,7 +184,7 @@ func Build(src *Source, dir string, opts BuildOptions) (string, error) {
 	args = append(args, sources...)
 	args = append(args, opts.LDFlags...)
 	args = append(args, "-o", libPath, "-lm")
-	if err := RunCompiler(dir, opts.CC, args, srcPath); err != nil {
+	if err := RunCompilerContext(ctx, dir, opts.CC, args, srcPath); err != nil {
 		return "", err
 	}
 	if err := CheckELF(libPath, opts.CC); err != nil {
@@ -207,13 +215,25 @@ func CheckELF(path, cc string) error {
 // naming source and holding the compiler's output (truncated when very
 // long).
 func RunCompiler(dir, cc string, args []string, source string) error {
+	return RunCompilerContext(context.Background(), dir, cc, args, source)
+}
+
+// RunCompilerContext is RunCompiler under ctx: when ctx is done the
+// compiler is killed (with its process group, so that the driver's
+// children stop too) and the error wraps ctx.Err().
+func RunCompilerContext(ctx context.Context, dir, cc string, args []string, source string) error {
 	command := compilerCommand(cc)
-	cmd := exec.Command(command[0], append(command[1:], args...)...)
+	cmd := exec.CommandContext(ctx, command[0], append(command[1:], args...)...)
 	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("codegen/c: compiling %s: %w", source, ctx.Err())
+		}
 		msg := strings.TrimSpace(out.String())
 		const max = 8000
 		if len(msg) > max {
