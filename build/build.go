@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kiln-dev/kiln/passconfig"
 	"io"
 	"os"
 	"path/filepath"
@@ -69,8 +70,9 @@ type Config struct {
 	// Out is the artifact directory to create. An existing kiln artifact
 	// there is replaced; any other existing non-empty directory is an error.
 	Out string
-	// DisableFusion compiles every operator as its own function.
-	DisableFusion bool
+	// PassConfig holds the optimisation level, the passes to skip and the
+	// passes' options (package passconfig); nil is the default.
+	PassConfig *passconfig.Config
 	// LinkParams embeds the weights in the library as read-only data
 	// instead of writing them to params.bin next to it.
 	LinkParams bool

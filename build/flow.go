@@ -2,12 +2,12 @@ package build
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/passconfig"
 	"os"
 
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
-	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tensor"
@@ -63,27 +63,6 @@ func (h *hookEnv) context(t *target.Target) (*target.HookContext, error) {
 		Target: t, Host: h.cfg.Host, ScratchDir: dir, Labels: h.labels,
 		PlacedOn: func(fn *graph.Function) *target.Target { return h.placed[fn] },
 	}, nil
-}
-
-// graphPasses is the graph pass list of a compilation: the standard
-// passes with partitioning (when part is not nil) after the simplifying
-// passes and before the layout changes, and device planning right before
-// fusion (fusion must not merge operators of different devices, and
-// device_copy is opaque to it).
-func graphPasses(fuse transform.FuseOptions, part *transform.Pass) []transform.Pass {
-	var out []transform.Pass
-	for _, p := range transform.Passes(fuse) {
-		switch p.Name {
-		case "alter_conv_layout":
-			if part != nil {
-				out = append(out, *part)
-			}
-		case "fuse_ops":
-			out = append(out, transform.Pass{Name: "plan_devices", Run: device.PlanDevices, Required: true})
-		}
-		out = append(out, p)
-	}
-	return out
 }
 
 // hasExternal reports whether a target of the list is an external code
@@ -213,7 +192,7 @@ func targetNames(cfg *device.CompilationConfig) []string {
 // runTIRPasses runs the TIR pipeline: the built-in passes on every
 // PrimFunc, plus, on the PrimFuncs of a kind with TIRPasses (attribute
 // target=<kind name>), the passes the kind adds for its target.
-func runTIRPasses(cfg *device.CompilationConfig, prims *tir.Module) (*tir.Module, error) {
+func runTIRPasses(cfg *device.CompilationConfig, pc *passconfig.Config, prims *tir.Module) (*tir.Module, error) {
 	groups := map[*target.Target]*tir.Module{}
 	rest := &tir.Module{}
 	for _, f := range prims.Funcs() {
@@ -237,7 +216,7 @@ func runTIRPasses(cfg *device.CompilationConfig, prims *tir.Module) (*tir.Module
 		}
 	}
 	if len(groups) == 0 {
-		out, err := tirtransform.NewPipeline().Run(prims)
+		out, err := newTIRPipeline(pc).Run(prims)
 		if err != nil {
 			return nil, fmt.Errorf("TIR passes: %w", err)
 		}
@@ -259,7 +238,7 @@ func runTIRPasses(cfg *device.CompilationConfig, prims *tir.Module) (*tir.Module
 		}
 		return nil
 	}
-	if err := run(tirtransform.NewPipeline(), rest, ""); err != nil {
+	if err := run(newTIRPipeline(pc), rest, ""); err != nil {
 		return nil, err
 	}
 	for _, t := range cfg.Primitives {
@@ -267,7 +246,7 @@ func runTIRPasses(cfg *device.CompilationConfig, prims *tir.Module) (*tir.Module
 		if g == nil {
 			continue
 		}
-		p := tirtransform.NewPipeline()
+		p := newTIRPipeline(pc)
 		for _, pass := range t.Kind.TIRPasses(t) {
 			if err := p.Register(pass); err != nil {
 				return nil, fmt.Errorf("target %s: %w", t.Kind.Name, err)

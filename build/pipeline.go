@@ -106,7 +106,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 	if len(targets) == 0 {
 		targets = []*target.Target{cfg.Host}
 	}
-	var ext, r2rt, r2tir, t2rt, tirp []string
+	var ext, r2rt, r2tir, t2rt, tirp, tirk []string
 	for _, t := range targets {
 		k := t.Kind
 		if k.Supports != nil {
@@ -125,16 +125,25 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 			t2rt = append(t2rt, k.Name+".TIRToRuntime")
 		}
 		if k.TIRPasses != nil {
-			tirp = append(tirp, k.Name+".TIRPasses")
+			tirk = append(tirk, k.Name+".TIRPasses")
 		}
 	}
-	var graphSteps []string
 	var part *transform.Pass
 	if len(ext) > 0 {
-		part = &transform.Pass{Name: "partition"}
+		part = &transform.Pass{Name: "partition", Required: true}
 	}
-	for _, p := range graphPasses(transform.FuseOptions{Disable: cfg.DisableFusion}, part) {
-		graphSteps = append(graphSteps, p.Name)
+	gp := graphPasses(cfg.PassConfig, part)
+	if err := checkDisabled(cfg.PassConfig, gp, targets); err != nil {
+		return nil, err
+	}
+	var graphSteps []string
+	for _, p := range gp {
+		if !skipPass(cfg.PassConfig, p) {
+			graphSteps = append(graphSteps, p.Name)
+		}
+	}
+	for _, p := range newTIRPipeline(cfg.PassConfig).Passes() {
+		tirp = append(tirp, p.Name)
 	}
 	p := &Pipeline{Stages: []Stage{
 		{Name: "prepare", Doc: "placement rules, the targets' devices and the compilation config (device.Prepare)", Run: stagePrepare},
@@ -142,7 +151,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 		{Name: "plan-devices", Doc: "the program's outputs and the device of every fused call (device.PlanDevices)", Run: stagePlan},
 		{Name: "target-hooks", Doc: "the targets' graph-level hooks, each kind once, in target-list order", Steps: append(r2rt, r2tir...), Run: stageTargetHooks},
 		{Name: "lower", Doc: "every remaining primitive function to TIR for its planned target (LowerTE)", Run: stageLower},
-		{Name: "tir-passes", Doc: "the TIR pass pipeline, plus the passes target kinds add for their PrimFuncs", Steps: tirp, Run: stageTIRPasses},
+		{Name: "tir-passes", Doc: "the TIR pass pipeline, plus the passes target kinds add for their PrimFuncs", Steps: append(tirp, tirk...), Run: stageTIRPasses},
 	}}
 	switch cfg.Executor {
 	case "", ExecutorGraph:
@@ -286,7 +295,11 @@ func stageGraphPasses(_ context.Context, s *state) error {
 		}}
 	}
 	p := transform.NewPipeline()
-	p.Passes = graphPasses(transform.FuseOptions{Disable: s.cfg.DisableFusion}, part)
+	p.Passes = graphPasses(s.cfg.PassConfig, part)
+	p.Disabled = map[string]bool{}
+	for _, ps := range p.Passes {
+		p.Disabled[ps.Name] = skipPass(s.cfg.PassConfig, ps)
+	}
 	p.Dump = s.cfg.DumpGraph
 	fused, err := p.Run(s.mod)
 	s.res.GraphPasses = append([]transform.PassStat(nil), p.Stats...)
@@ -393,7 +406,7 @@ func stageTIRPasses(_ context.Context, s *state) error {
 	if s.low.prims.Len() == 0 {
 		return nil
 	}
-	out, err := runTIRPasses(s.ccfg, s.low.prims)
+	out, err := runTIRPasses(s.ccfg, s.cfg.PassConfig, s.low.prims)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/kiln-dev/kiln/target"
 )
 
-// TestArchitectureDoc keeps the stage lists of docs/ARCHITECTURE.md equal
-// to what NewPipeline builds (-update rewrites them).
+// TestArchitectureDoc keeps the stage lists and the pass-config keys of
+// docs/ARCHITECTURE.md equal to what the code has (-update rewrites them).
 func TestArchitectureDoc(t *testing.T) {
 	path := filepath.Join("..", "docs", "ARCHITECTURE.md")
 	data, err := os.ReadFile(path)
@@ -20,6 +20,8 @@ func TestArchitectureDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(data)
+	sections := map[string]string{}
+	var order []string
 	for _, c := range []struct{ marker, targets, executor string }{
 		{`graph executor, -t "dnnl, cblas, c"`, "dnnl, cblas, c", build.ExecutorGraph},
 		{"AOT executor, -t c", "c", build.ExecutorAOT},
@@ -32,17 +34,25 @@ func TestArchitectureDoc(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		begin := "<!-- BEGIN generated: " + c.marker + " -->\n"
+		sections[c.marker] = "```\n" + p.String() + "```\n"
+		order = append(order, c.marker)
+	}
+	var keys strings.Builder
+	writePassConfigKeys(&keys)
+	sections["pass-config keys"] = "```\n" + keys.String() + "```\n"
+	order = append(order, "pass-config keys")
+	for _, marker := range order {
+		want := sections[marker]
+		begin := "<!-- BEGIN generated: " + marker + " -->\n"
 		i := strings.Index(doc, begin)
 		j := strings.Index(doc[max(i, 0):], "<!-- END generated -->")
 		if i < 0 || j < 0 {
 			t.Fatalf("%s lacks the markers %q", path, begin)
 		}
 		j += i
-		want := "```\n" + p.String() + "```\n"
 		if doc[i+len(begin):j] != want {
 			if !*golden.Update {
-				t.Errorf("%s: the stage list for %s differs from the code (go test ./cli -run TestArchitectureDoc -update):\n%s", path, c.marker, want)
+				t.Errorf("%s: the section %q differs from the code (go test ./cli -run TestArchitectureDoc -update):\n%s", path, marker, want)
 				continue
 			}
 			doc = doc[:i+len(begin)] + want + doc[j:]

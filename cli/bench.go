@@ -58,7 +58,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	profile := fs.Int("profile", 0, "after the timed runs, time every kernel call over the same number of runs and list the N slowest (0: no profile)")
 	seed := fs.Uint64("seed", 1, "seed of the random inputs")
-	noFuse := fs.Bool("no-fuse", false, "compile every operator as its own kernel")
+	var passes passFlags
+	passes.register(fs)
 	var inputs listFlag
 	fs.Var(&inputs, "input", "an input: NAME=FILE or FILE (default: random values; repeatable)")
 	var imp importOptions
@@ -75,6 +76,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if *runs < 1 || *threads < 1 {
 		fmt.Fprintln(stderr, "kiln bench: --runs and --threads must be at least 1")
+		return exitUsage
+	}
+	pc, err := passes.resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln bench: %v\n", err)
 		return exitUsage
 	}
 	if *threads > 1 && !*asJSON && os.Getenv("OMP_WAIT_POLICY") == "" {
@@ -131,7 +137,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if progress != nil {
 			fmt.Fprintf(progress, "  %-22s %v\n", "import", time.Since(t0).Round(time.Microsecond))
 		}
-		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, NoFuse: *noFuse, Progress: progress, ModuleName: moduleName(pos[0])}); err != nil {
+		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, Passes: pc, Progress: progress, ModuleName: moduleName(pos[0])}); err != nil {
 			return fail(stderr, "bench", err)
 		}
 		rep.CompileS = time.Since(t0).Seconds()

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"github.com/kiln-dev/kiln/passconfig"
 	"io"
 	"os"
 	"path/filepath"
@@ -22,9 +23,10 @@ import (
 // compileOptions are the build options the commands share.
 type compileOptions struct {
 	// Place is where the model runs: targets, labels, placement rules.
-	Place  *placement
-	Out    string
-	NoFuse bool
+	Place *placement
+	Out   string
+	// Passes is the pass configuration (nil: the default).
+	Passes *passconfig.Config
 	// LinkParams puts the weights inside kiln_lib.so instead of params.bin.
 	LinkParams bool
 	Progress   io.Writer // one line per finished stage, or nil
@@ -77,7 +79,7 @@ func compileModel(m *onnx.Model, opts compileOptions) (*build.Result, time.Durat
 		Labels:         opts.Place.labels,
 		Placement:      opts.Place.rules,
 		Out:            out,
-		DisableFusion:  opts.NoFuse,
+		PassConfig:     opts.Passes,
 		LinkParams:     opts.LinkParams,
 		DumpGraph:      opts.Dump,
 		Progress:       opts.Progress,
@@ -154,7 +156,8 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	unpackedAPI := fs.Bool("unpacked-api", false, "aot: call the host kernels through their unpacked form (raw pointers, no argument checks)")
 	weights := fs.String("weights", "auto", "aot: constants as a C array (c-array), an assembler-included binary (blob), or auto (C array up to 4 MiB)")
 	out := fs.String("o", "", "output artifact directory (default: MODEL's name + .kiln)")
-	noFuse := fs.Bool("no-fuse", false, "compile every operator as its own kernel (no operator fusion)")
+	var passes passFlags
+	passes.register(fs)
 	linkParams := fs.Bool("link-params", false, "link the weights into kiln_lib.so as read-only data instead of writing params.bin")
 	dump := fs.String("dump-graph", "", "write the graph IR after every pass to this file")
 	verbose := fs.Bool("v", false, "print per-stage timings, graph pass statistics and the full partition report")
@@ -189,12 +192,21 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kiln compile: -t is required (e.g. -t c or -t \"c -mcpu=native\")")
 		return exitUsage
 	}
+	if passes.wantsHelp() {
+		writePassConfigKeys(stdout)
+		return exitOK
+	}
+	pc, err := passes.resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln compile: %v\n", err)
+		return exitUsage
+	}
 	place, err := devs.resolve(*targets)
 	if err != nil {
 		return fail(stderr, "compile", err)
 	}
 	if *printPipeline {
-		p, err := build.NewPipeline(build.Config{Host: place.list.Host, Targets: place.list.Targets, Executor: *executor, DisableFusion: *noFuse})
+		p, err := build.NewPipeline(build.Config{Host: place.list.Host, Targets: place.list.Targets, Executor: *executor, PassConfig: pc})
 		if err != nil {
 			return fail(stderr, "compile", err)
 		}
@@ -222,7 +234,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	}
 	tImport := time.Since(t0)
 	var rep partition.Report
-	opts := compileOptions{Place: place, Out: *out, NoFuse: *noFuse, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts,
+	opts := compileOptions{Place: place, Out: *out, Passes: pc, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts,
 		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter}
 	if *verbose {
 		fmt.Fprintf(stdout, "  %-22s %v\n", "import", tImport.Round(time.Microsecond))

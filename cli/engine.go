@@ -55,7 +55,7 @@ func (c *compiledEngine) prepare(m *onnx.Model) error {
 	}
 	out := filepath.Join(c.tmp, fmt.Sprintf("artifact%d", c.n))
 	c.n++
-	res, _, err := compileModel(m, compileOptions{Place: &placement{list: c.cfg.Targets}, Out: out, NoFuse: c.cfg.NoFuse, Executor: c.cfg.Executor})
+	res, _, err := compileModel(m, compileOptions{Place: &placement{list: c.cfg.Targets}, Out: out, Passes: c.cfg.Passes, Executor: c.cfg.Executor})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/kiln-dev/kiln/internal/escape"
+	"github.com/kiln-dev/kiln/passconfig"
 	"io"
 	"math"
 	"os"
@@ -108,12 +109,19 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	show := fs.Int("show", 8, "values of each output to print")
 	var devs deviceFlags
 	devs.register(fs)
+	var passes passFlags
+	passes.register(fs)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
 		fs.Usage()
+		return exitUsage
+	}
+	pc, err := passes.resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln run: %v\n", err)
 		return exitUsage
 	}
 	if *outFormat != "npy" && *outFormat != "pb" {
@@ -163,7 +171,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		if ts == "" {
 			ts = defaultTargets
 		}
-		return compileAndRun(path, ts, &devs, vals, outs, stdout, stderr)
+		return compileAndRun(path, ts, &devs, pc, vals, outs, stdout, stderr)
 	}
 	t0 := time.Now()
 	model, err := loadWithInputs(path, vals, nil)
@@ -195,7 +203,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 // compileAndRun imports the model with the input values (as the reference
 // engine does), compiles it for targets into a temporary directory, runs
 // the artifact and prints the outputs.
-func compileAndRun(path, targets string, devs *deviceFlags, vals map[string]*tensor.Tensor, o outputOptions, stdout, stderr io.Writer) int {
+func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Config, vals map[string]*tensor.Tensor, o outputOptions, stdout, stderr io.Writer) int {
 	place, err := devs.resolve(targets)
 	if err != nil {
 		return fail(stderr, "run", err)
@@ -211,7 +219,7 @@ func compileAndRun(path, targets string, devs *deviceFlags, vals map[string]*ten
 		return fail(stderr, "run", err)
 	}
 	defer build.RemoveTemp(tmp)
-	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact"), ModuleName: moduleName(path)})
+	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact"), ModuleName: moduleName(path), Passes: pc})
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

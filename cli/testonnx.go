@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"github.com/kiln-dev/kiln/passconfig"
 	"io"
 	"os"
 	"path/filepath"
@@ -35,8 +36,8 @@ type TestConfig struct {
 	// compiled for them into a temporary directory and run from the
 	// artifact. Nil runs the reference interpreter.
 	Targets *target.TargetList
-	// NoFuse disables operator fusion in the compiled engine.
-	NoFuse bool
+	// Passes configures the compiled engine's passes (nil: the default).
+	Passes *passconfig.Config
 	// Executor is the compiled engine's executor: "graph" (default) or
 	// "aot" (the AOT C project's program, built with cc).
 	Executor string
@@ -76,7 +77,8 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Jobs, "j", runtime.GOMAXPROCS(0), "tests run in parallel")
 	fs.DurationVar(&cfg.Timeout, "timeout", 60*time.Second, "per-test time limit")
 	verbose := fs.Bool("v", false, "print per-stage timings on each line")
-	fs.BoolVar(&cfg.NoFuse, "no-fuse", false, "compiled engine: no operator fusion")
+	var passes passFlags
+	passes.register(fs)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -85,6 +87,12 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
+	pc, err := passes.resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln test-onnx: %v\n", err)
+		return exitUsage
+	}
+	cfg.Passes = pc
 	switch *engine {
 	case "ref":
 		if *targets != "" || *executor != "graph" {

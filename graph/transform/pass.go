@@ -24,17 +24,21 @@ type Pass struct {
 	// Required passes always run (later stages depend on their output);
 	// the others may be disabled.
 	Required bool
+	// OptLevel is the lowest optimisation level (passconfig) at which the
+	// pass runs; the build skips it below that level. Required passes have
+	// level 0.
+	OptLevel int
 }
 
 // Passes returns the standard graph pass list, in order, with the given
 // fusion options.
 func Passes(fuse FuseOptions) []Pass {
 	return []Pass{
-		{Name: "fold_constant", Run: FoldConstant},
-		{Name: "simplify_expr", Run: SimplifyExpr},
-		{Name: "dead_code_elimination", Run: DeadCodeElimination},
-		{Name: "alter_conv_layout", Run: AlterConvLayout},
-		{Name: "alter_dense_layout", Run: AlterDenseLayout},
+		{Name: "fold_constant", Run: FoldConstant, OptLevel: 1},
+		{Name: "simplify_expr", Run: SimplifyExpr, OptLevel: 2},
+		{Name: "dead_code_elimination", Run: DeadCodeElimination, OptLevel: 1},
+		{Name: "alter_conv_layout", Run: AlterConvLayout, OptLevel: 3},
+		{Name: "alter_dense_layout", Run: AlterDenseLayout, OptLevel: 3},
 		{Name: "fuse_ops", Run: func(m *graph.Module) (*graph.Module, error) { return FuseOpsWith(m, fuse) }, Required: true},
 	}
 }

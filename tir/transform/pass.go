@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/tir"
 )
 
@@ -54,10 +55,17 @@ func (p Phase) String() string { return fmt.Sprintf("phase%d", int(p)) }
 // Pass is one transformation. Exactly one of Run (applied to every
 // function of the module) and RunModule must be set.
 type Pass struct {
-	Name      string
-	Phase     Phase
-	Run       func(*tir.PrimFunc) (*tir.PrimFunc, error)
+	// Name identifies the pass in dumps, errors and --disable-pass.
+	Name string
+	// Phase is where the pass runs; see the package documentation.
+	Phase Phase
+	// Run rewrites one function.
+	Run func(*tir.PrimFunc) (*tir.PrimFunc, error)
+	// RunModule rewrites the whole module.
 	RunModule func(*tir.Module) (*tir.Module, error)
+	// OptLevel is the lowest optimisation level (passconfig) at which the
+	// pass runs.
+	OptLevel int
 }
 
 // Apply runs the pass on every function of m (or on m for a module pass)
@@ -86,17 +94,31 @@ func (p Pass) Apply(m *tir.Module) (*tir.Module, error) {
 	return out, nil
 }
 
-// Builtins returns the built-in passes with their phases, in order.
-func Builtins() []Pass {
+// Builtins returns the built-in passes with their phases, in order, for
+// the default configuration.
+func Builtins() []Pass { return BuiltinsFor(nil) }
+
+// BuiltinsFor returns the built-in passes with their phases, in order, as
+// cfg configures them: UnrollLoops expands loops up to
+// passconfig.UnrollMaxExtent and runs from opt level 2, and
+// passconfig.DisableVectorize adds DisableVectorize before it.
+func BuiltinsFor(cfg *passconfig.Config) []Pass {
 	set := func(p Pass, ph Phase) Pass { p.Phase = ph; return p }
-	return []Pass{
+	unroll := set(UnrollLoops(cfg.Int(passconfig.UnrollMaxExtent)), Phase2)
+	unroll.OptLevel = 2
+	out := []Pass{
 		set(FlattenBuffers(), Phase1),
 		set(Simplify(), Phase1),
-		set(UnrollLoops(DefaultMaxUnroll), Phase2),
+	}
+	if cfg.Bool(passconfig.DisableVectorize) {
+		out = append(out, set(DisableVectorize(), Phase2))
+	}
+	return append(out,
+		unroll,
 		set(Simplify(), Phase2),
 		set(RemoveNoOp(), Phase3),
 		set(Simplify(), Phase3),
-	}
+	)
 }
 
 // Pipeline runs the built-in and registered passes phase by phase. The
@@ -114,6 +136,9 @@ type Pipeline struct {
 	// DumpDir, when not empty, receives one file per step:
 	// 00_input.tir, 01_phase1_FlattenBuffers.tir, ...
 	DumpDir string
+	// Config configures the built-in passes and skips the passes below
+	// its opt level or disabled in it; nil is the default configuration.
+	Config *passconfig.Config
 
 	user     []Pass
 	disabled map[string]bool
@@ -145,7 +170,7 @@ func (p *Pipeline) Register(pass Pass) error {
 }
 
 func (p *Pipeline) known(name string) bool {
-	for _, b := range Builtins() {
+	for _, b := range BuiltinsFor(p.Config) {
 		if b.Name == name {
 			return true
 		}
@@ -170,14 +195,34 @@ func (p *Pipeline) Disable(name string) error {
 	return nil
 }
 
-// Passes returns the passes Run will execute, in order.
+// Names lists the names of the passes the pipeline knows (built-in and
+// registered), each once, in pipeline order, whether or not they run.
+func (p *Pipeline) Names() []string {
+	var out []string
+	seen := map[string]bool{}
+	for ph := Phase0; ph < numPhases; ph++ {
+		for _, list := range [][]Pass{BuiltinsFor(p.Config), p.user} {
+			for _, pass := range list {
+				if pass.Phase == ph && !seen[pass.Name] {
+					seen[pass.Name] = true
+					out = append(out, pass.Name)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Passes returns the passes Run will execute, in order: those not disabled
+// (Disable or the Config) and not above the Config's opt level.
 func (p *Pipeline) Passes() []Pass {
 	var out []Pass
-	builtins := Builtins()
+	builtins := BuiltinsFor(p.Config)
+	level := p.Config.OptLevel()
 	for ph := Phase0; ph < numPhases; ph++ {
 		for _, list := range [][]Pass{builtins, p.user} {
 			for _, pass := range list {
-				if pass.Phase == ph && !p.disabled[pass.Name] {
+				if pass.Phase == ph && !p.disabled[pass.Name] && !p.Config.Disabled(pass.Name) && pass.OptLevel <= level {
 					out = append(out, pass)
 				}
 			}

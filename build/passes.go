@@ -1,0 +1,89 @@
+package build
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/kiln-dev/kiln/device"
+	"github.com/kiln-dev/kiln/graph/transform"
+	"github.com/kiln-dev/kiln/passconfig"
+	"github.com/kiln-dev/kiln/target"
+	tirtransform "github.com/kiln-dev/kiln/tir/transform"
+)
+
+// graphPasses is the graph pass list of a compilation: the standard
+// passes with partitioning (when part is not nil) after the simplifying
+// passes and before the layout changes, and device planning right before
+// fusion (fusion must not merge operators of different devices, and
+// device_copy is opaque to it). Fusion follows the pass config: its depth
+// limit, and no fusion at all when the config disables it or at opt
+// level 0.
+func graphPasses(pc *passconfig.Config, part *transform.Pass) []transform.Pass {
+	fuse := transform.FuseOptions{
+		MaxDepth: int(pc.Int(passconfig.FuseMaxDepth)),
+		Disable:  pc.Bool(passconfig.DisableFusion) || pc.OptLevel() == 0,
+	}
+	var out []transform.Pass
+	for _, p := range transform.Passes(fuse) {
+		switch p.Name {
+		case "alter_conv_layout":
+			if part != nil {
+				out = append(out, *part)
+			}
+		case "fuse_ops":
+			out = append(out, transform.Pass{Name: "plan_devices", Run: device.PlanDevices, Required: true})
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// skipPass reports whether the pass config skips graph pass p: disabled
+// by name, or above the opt level. Required passes always run.
+func skipPass(pc *passconfig.Config, p transform.Pass) bool {
+	return !p.Required && (pc.Disabled(p.Name) || p.OptLevel > pc.OptLevel())
+}
+
+// newTIRPipeline is the TIR pass pipeline configured by pc.
+func newTIRPipeline(pc *passconfig.Config) *tirtransform.Pipeline {
+	p := tirtransform.NewPipeline()
+	p.Config = pc
+	return p
+}
+
+// checkDisabled checks the passes the config disables: each must be a
+// graph pass of the list gp or a TIR pass (built in or added by a target
+// of the list), and not one later stages need.
+func checkDisabled(pc *passconfig.Config, gp []transform.Pass, targets []*target.Target) error {
+	dis := pc.DisabledPasses()
+	if len(dis) == 0 {
+		return nil
+	}
+	var known []string
+	required := map[string]bool{}
+	for _, p := range gp {
+		known = append(known, p.Name)
+		required[p.Name] = p.Required
+	}
+	tp := newTIRPipeline(pc)
+	for _, t := range targets {
+		if t.Kind.TIRPasses == nil {
+			continue
+		}
+		for _, ps := range t.Kind.TIRPasses(t) {
+			// A registration error surfaces when the TIR stage runs.
+			_ = tp.Register(ps)
+		}
+	}
+	known = append(known, tp.Names()...)
+	for _, name := range dis {
+		switch {
+		case !slices.Contains(known, name):
+			return fmt.Errorf("build: --disable-pass %s: no such pass in this compilation (passes: %s)", name, strings.Join(known, ", "))
+		case required[name]:
+			return fmt.Errorf("build: --disable-pass %s: the pass is required (later stages depend on its output)", name)
+		}
+	}
+	return nil
+}
