@@ -317,7 +317,7 @@ func allBuffers(fi cgen.FuncInfo) bool {
 // runAOT runs an AOT artifact's test program on inputs (by name): each
 // input is written to a raw file, the program writes each output to a
 // raw file, which is read back.
-func runAOT(dir string, md Metadata, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runAOT(ctx context.Context, dir string, md Metadata, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
 	work, err := TempDir("", "kiln-aot-run-")
 	if err != nil {
 		return nil, err
@@ -349,10 +349,13 @@ func runAOT(dir string, md Metadata, inputs map[string]*tensor.Tensor) ([]*tenso
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: stopped: %w", md.AOT.Binary, ctx.Err())
+		}
 		return nil, fmt.Errorf("%s: %v: %s", md.AOT.Binary, err, strings.TrimSpace(out.String()))
 	}
 	var outs []*tensor.Tensor

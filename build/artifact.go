@@ -252,7 +252,7 @@ func checkRel(dir, rel string) (string, error) {
 		return "", err
 	}
 	p := filepath.Join(dir, rel)
-	real, err := filepath.EvalSymlinks(p)
+	real, err := realPath(p)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", rel, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -104,6 +105,7 @@ func TestReplaceDirRefuses(t *testing.T) {
 // second replaces the first, marker and all) and into an empty
 // directory.
 func TestReplacePreviousArtifact(t *testing.T) {
+	testenv.Cgo(t)
 	root := t.TempDir()
 	out := filepath.Join(root, "art")
 	mlpArtifact(t, out, false)
@@ -179,7 +181,27 @@ func rehash(t *testing.T, dir, rel string) {
 // TestArtifactTampering checks LoadArtifact against corrupt, swapped and
 // edited artifacts: each is a clean error (no SIGBUS, no wrong answer,
 // nothing called outside the library's table).
+// TestRelativeArtifactPath loads an artifact by a relative path (the
+// confinement check must compare resolved absolute paths).
+func TestRelativeArtifactPath(t *testing.T) {
+	testenv.Cgo(t)
+	root := t.TempDir()
+	inName, in := mlpArtifact(t, filepath.Join(root, "base"), false)
+	t.Chdir(root)
+	for _, p := range []string{"base", filepath.Join(".", "base", "..", "base")} {
+		art, err := LoadArtifact(p)
+		if err != nil {
+			t.Fatalf("LoadArtifact(%q): %v", p, err)
+		}
+		if _, err := art.Run(map[string]*tensor.Tensor{inName: in}); err != nil {
+			t.Errorf("%s: run: %v", p, err)
+		}
+		art.Close()
+	}
+}
+
 func TestArtifactTampering(t *testing.T) {
+	testenv.Cgo(t)
 	root := t.TempDir()
 	base := filepath.Join(root, "base")
 	inName, in := mlpArtifact(t, base, false)
@@ -271,6 +293,7 @@ func TestArtifactTampering(t *testing.T) {
 // TestLinkParamsOddPath builds with linked parameters into a directory
 // whose path holds a comma, a space, quotes and a dollar sign.
 func TestLinkParamsOddPath(t *testing.T) {
+	testenv.Cgo(t)
 	out := filepath.Join(t.TempDir(), `a,b c'd"$e`, "art")
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		t.Fatal(err)

@@ -21,12 +21,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/kiln-dev/kiln/passconfig"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/kiln-dev/kiln/passconfig"
 
 	"github.com/kiln-dev/kiln/aot"
 	cgen "github.com/kiln-dev/kiln/codegen/c"
@@ -421,12 +422,19 @@ func LoadArtifact(dir string) (art *Artifact, err error) {
 }
 
 // Run sets the inputs by name, runs and returns the outputs in order.
-func (a *Artifact) Run(inputs map[string]*tensor.Tensor) (outs []*tensor.Tensor, err error) {
+func (a *Artifact) Run(inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return a.RunContext(context.Background(), inputs)
+}
+
+// RunContext is Run that stops once ctx is done: the graph executor before
+// its next step, the AOT program by being killed. Its temporary files are
+// removed either way.
+func (a *Artifact) RunContext(ctx context.Context, inputs map[string]*tensor.Tensor) (outs []*tensor.Tensor, err error) {
 	defer recoverInternal("run", &err)
 	if a.Exec == nil {
-		return runAOT(a.dir, a.Metadata, inputs)
+		return runAOT(ctx, a.dir, a.Metadata, inputs)
 	}
-	return a.Exec.Execute(inputs)
+	return a.Exec.ExecuteContext(ctx, inputs)
 }
 
 // linkedParamsBlob is the params file the assembler embeds with .incbin.

@@ -1,6 +1,7 @@
 package build
 
 import (
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"path/filepath"
 	"testing"
@@ -89,15 +90,17 @@ func compileAndCompareWith(t *testing.T, dir string, rtol, atol float64, cfg Con
 func itoa(i int) string { return string(rune('0' + i)) }
 
 func TestCompileMLP(t *testing.T) {
+	testenv.Cgo(t)
 	compileAndCompare(t, filepath.Join("..", "examples", "models", "mlp"), 1e-3, 1e-4)
 }
 
 // TestCompileSharedModels compiles every model in ../shared/models.
 func TestCompileSharedModels(t *testing.T) {
+	testenv.Cgo(t)
 	root := filepath.Join(sharedDir(t), "models")
 	entries, err := os.ReadDir(root)
 	if err != nil {
-		t.Skipf("shared models not found: %v", err)
+		t.Fatalf("shared models: %v", err)
 	}
 	for _, e := range entries {
 		name := e.Name()
@@ -111,6 +114,7 @@ func TestCompileSharedModels(t *testing.T) {
 // TestLinkedParams builds the example MLP with its weights inside the
 // library and checks the artifact has no params file and still matches.
 func TestLinkedParams(t *testing.T) {
+	testenv.Cgo(t)
 	dir := filepath.Join("..", "examples", "models", "mlp")
 	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
 	if err != nil {

@@ -1,10 +1,11 @@
 package build
 
 import (
-	"github.com/kiln-dev/kiln/internal/shared"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/target"
@@ -29,6 +30,7 @@ func twoCPULabels(t *testing.T, host *target.Target) *target.Labels {
 // uses both devices, copies between them, and its outputs match the
 // reference executor and PyTorch.
 func TestModelSplitAcrossTwoCPUs(t *testing.T) {
+	testenv.Cgo(t)
 	cases := []struct {
 		model string
 		rules string
@@ -69,9 +71,5 @@ func TestModelSplitAcrossTwoCPUs(t *testing.T) {
 // sharedDir is ../shared beside the repository root.
 func sharedDir(t *testing.T) string {
 	t.Helper()
-	dir, err := shared.Dir()
-	if err != nil {
-		t.Skip(err)
-	}
-	return dir
+	return testenv.Shared(t)
 }

@@ -3,6 +3,7 @@ package build
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -177,6 +178,7 @@ func checkValues(t *testing.T, got []float32, want func(x, y float32) float32) {
 }
 
 func TestHookRelayToTIRReplacesAddWithSubtract(t *testing.T) {
+	testenv.Cgo(t)
 	var seen []int64
 	r := hookRegistry(t, target.CPU, &seen, nil)
 	_, got := compileHooked(t, r, addModule(t, "example_target_hook"), "example_target_hook -example_attribute=42, c -mcpu=x86-64", nil, nil)
@@ -195,6 +197,7 @@ func TestHookRelayToTIRReplacesAddWithSubtract(t *testing.T) {
 }
 
 func TestHookTIRToRuntimeReplacesCodegen(t *testing.T) {
+	testenv.Cgo(t)
 	var seen []int64
 	calls := 0
 	r := hookRegistry(t, target.CPU, &seen, &calls)
@@ -225,6 +228,7 @@ func TestHookTIRToRuntimeReplacesCodegen(t *testing.T) {
 // back, the kind's RelayToTIR owns the placed function, and the runtime
 // executes the copies through ext_dev's memory.
 func TestHookOwnsPlacedFunctions(t *testing.T) {
+	testenv.Cgo(t)
 	var seen []int64
 	r := hookRegistry(t, target.ExtDev, &seen, nil)
 	tt := ir.NewTensorType(ir.Float32, ir.Shape{8})
@@ -340,6 +344,7 @@ var registerScaleLoader = sync.OnceValue(func() error {
 })
 
 func TestHookRelayToRuntimeWithConstants(t *testing.T) {
+	testenv.Cgo(t)
 	if err := registerScaleLoader(); err != nil {
 		t.Fatal(err)
 	}
@@ -415,6 +420,7 @@ func TestHookErrors(t *testing.T) {
 // kernel is compiled into the library, its header is included, and the
 // kind's ReplaceCallExtern maps the TIR extern name onto the kernel.
 func TestHookCCodegenKernelSources(t *testing.T) {
+	testenv.Cgo(t)
 	r := target.NewRegistry()
 	kind := &target.Kind{Name: "vendor", DeviceType: target.CPU, Keys: []string{"cpu"},
 		Hooks: target.Hooks{RelayToTIR: func(ctx *target.HookContext, mod *graph.Module, prims *tir.Module) error {

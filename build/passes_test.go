@@ -1,6 +1,7 @@
 package build
 
 import (
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 // the reference executor and the stored outputs: skipping a pass may make
 // code slower, never wrong.
 func TestPassConfigDifferential(t *testing.T) {
+	testenv.Cgo(t)
 	root := filepath.Join(sharedDir(t), "models")
 	configs := []struct {
 		name string

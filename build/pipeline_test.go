@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-dev/kiln/internal/testenv"
+
 	"github.com/kiln-dev/kiln/frontend/onnx"
-	"github.com/kiln-dev/kiln/internal/shared"
 )
 
 // TestPipelineStages checks the stage lists of both executors and that
@@ -48,10 +49,7 @@ func TestPipelineStages(t *testing.T) {
 // --dump-dir and verification on, and checks the dump's file list and
 // that each file holds the IR of its stage; then --dump-after.
 func TestDumpDir(t *testing.T) {
-	dir, err := shared.Path("models", "resnet18")
-	if _, serr := os.Stat(dir); err != nil || serr != nil {
-		dir = filepath.Join("..", "examples", "models", "mlp")
-	}
+	dir := testenv.SharedPath(t, "models", "resnet18")
 	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
 	if err != nil {
 		t.Fatal(err)

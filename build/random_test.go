@@ -2,6 +2,7 @@ package build
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"math/rand"
 	"path/filepath"
 	"testing"
@@ -144,6 +145,7 @@ func (g *graphGen) step() {
 // TestRandomGraphsCompiled compiles random graphs with the C target and
 // compares every output with the reference executor on random inputs.
 func TestRandomGraphsCompiled(t *testing.T) {
+	testenv.Cgo(t)
 	n := 24
 	if testing.Short() {
 		n = 6

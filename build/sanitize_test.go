@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/shared"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/ir"
@@ -159,10 +160,7 @@ func TestCompiledModelsUnderSanitizers(t *testing.T) {
 	}
 	ran := 0
 	for _, name := range sanitizerModels {
-		dir, err := shared.Path("models", name)
-		if _, serr := os.Stat(dir); err != nil || serr != nil {
-			continue
-		}
+		dir := testenv.SharedPath(t, "models", name)
 		if (testing.Short() && name == "resnet18") || (os.Getenv("KILN_SANITIZE_ALL") == "" && (name == "googlenet" || name == "mobilenet_v3_large")) {
 			t.Logf("%s skipped (KILN_SANITIZE_ALL=1 runs it)", name)
 			continue

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 // TestArchitectureDoc keeps the stage lists and the pass-config keys of
 // docs/ARCHITECTURE.md equal to what the code has (-update rewrites them).
 func TestArchitectureDoc(t *testing.T) {
+	testenv.Cgo(t)
 	path := filepath.Join("..", "docs", "ARCHITECTURE.md")
 	data, err := os.ReadFile(path)
 	if err != nil {

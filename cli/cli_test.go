@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -257,5 +259,37 @@ func TestBindInputs(t *testing.T) {
 	}
 	if _, err := bindInputs([]string{write("i0.pb", "", 1), write("i1.pb", "", 1), write("i2.pb", "", 1), write("i3.pb", "", 1)}, decl); err == nil {
 		t.Errorf("four files for three inputs bound without error")
+	}
+}
+
+// TestRunWithLimitCancels gives a compiled test less time than its
+// compile takes (at several limits, to stop it in different stages, the C
+// compiler included): the result is a timeout, the test stopped well
+// within the grace period, and no temporary file is left. A limit the
+// machine is fast enough to beat gives a PASS, which is fine, but the
+// shortest must time out.
+func TestRunWithLimitCancels(t *testing.T) {
+	testenv.Cgo(t)
+	l, err := target.ParseList("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, limit := range []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 200 * time.Millisecond, 250 * time.Millisecond} {
+		tmp := t.TempDir()
+		t.Setenv("TMPDIR", tmp)
+		start := time.Now()
+		r := runWithLimit(mlpDir, TestConfig{Timeout: limit, Targets: l, RTol: 1e-3, ATol: 1e-5})
+		switch {
+		case r.Status == statusPass && i > 0:
+			t.Logf("%v: the test finished in time", limit)
+		case r.Status != statusFail || r.Reason != "timeout ("+limit.String()+")":
+			t.Errorf("%v: result %s %q, want a timeout", limit, r.Status, r.Reason)
+		}
+		if d := time.Since(start); d > limit+timeoutGrace/2 {
+			t.Errorf("%v: the timed-out test took %v to stop", limit, d)
+		}
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Errorf("%v: temporary files left: %v", limit, left)
+		}
 	}
 }

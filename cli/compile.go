@@ -1,15 +1,17 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
-	"github.com/kiln-dev/kiln/passconfig"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kiln-dev/kiln/passconfig"
 
 	"github.com/kiln-dev/kiln/build"
 	"github.com/kiln-dev/kiln/frontend/onnx"
@@ -22,6 +24,8 @@ import (
 
 // compileOptions are the build options the commands share.
 type compileOptions struct {
+	// Ctx stops the compile when done (nil: never).
+	Ctx context.Context
 	// Place is where the model runs: targets, labels, placement rules.
 	Place *placement
 	Out   string
@@ -72,8 +76,12 @@ func compileModel(m *onnx.Model, opts compileOptions) (*build.Result, time.Durat
 	if err != nil {
 		return nil, 0, err
 	}
+	ctx := opts.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	t0 := time.Now()
-	res, err := build.Compile(m.Module, names, build.Config{
+	res, err := build.CompileContext(ctx, m.Module, names, build.Config{
 		Host:           opts.Place.list.Host,
 		Targets:        opts.Place.list.Targets,
 		Labels:         opts.Place.labels,

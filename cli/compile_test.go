@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,7 @@ func TestParseTargetList(t *testing.T) {
 // artifact directory, runs it on the example input and compares with the
 // reference outputs; then runs it with wrong inputs.
 func TestCompileAndRunMLP(t *testing.T) {
+	testenv.Cgo(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "mlp.kiln")
 	code, stdout, stderr := kiln("compile", filepath.Join(mlpDir, "model.onnx"), "-t", "c", "-o", out, "-v")
@@ -137,6 +139,7 @@ func TestCompileAndRunMLP(t *testing.T) {
 // TestBenchModel compiles a model file first (compile_s > 0) and prints a
 // human-readable line without --json.
 func TestBenchModel(t *testing.T) {
+	testenv.Cgo(t)
 	code, stdout, stderr := kiln("bench", mlpDir, "--runs", "2", "--threads", "2", "--json")
 	if code != 0 {
 		t.Fatalf("bench: exit %d: %s", code, stderr)
@@ -221,6 +224,7 @@ func TestCompileErrorsLeaveNoArtifact(t *testing.T) {
 // TestTestONNXCompiled runs three small node tests with the compiled
 // engine, one with a corrupted expected output.
 func TestTestONNXCompiled(t *testing.T) {
+	testenv.Cgo(t)
 	node := filepath.Join(sharedRoot(t), "onnx", "node")
 	suite := t.TempDir()
 	for _, n := range []string{"test_add", "test_relu", "test_matmul_2d"} {

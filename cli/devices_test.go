@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/internal/testenv"
+
 	"github.com/kiln-dev/kiln/build"
-	"github.com/kiln-dev/kiln/internal/shared"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -52,6 +53,7 @@ func TestDeviceFlagErrors(t *testing.T) {
 // TestCompileWithPlacement splits lenet between cpu:0 and cpu:1 from the
 // command line, runs the artifact and compares with PyTorch's outputs.
 func TestCompileWithPlacement(t *testing.T) {
+	testenv.Cgo(t)
 	lenet := filepath.Join(sharedRoot(t), "models", "lenet")
 	out := filepath.Join(t.TempDir(), "lenet.kiln")
 	placeFile := filepath.Join(t.TempDir(), "place.txt")
@@ -99,6 +101,7 @@ func TestCompileWithPlacement(t *testing.T) {
 // placement (the convolutions no longer fuse with their neighbours on
 // cpu:0). A bad label fails before compiling.
 func TestRunAndBenchWithPlacement(t *testing.T) {
+	testenv.Cgo(t)
 	lenet := filepath.Join(sharedRoot(t), "models", "lenet")
 	place := []string{"--target-label", "big=c", "--target-label", "little=c", "--place", "op:nn.conv2d = little:1"}
 
@@ -193,17 +196,14 @@ func TestInspectShowsDevices(t *testing.T) {
 // sharedRoot is ../shared beside the repository root.
 func sharedRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := shared.Dir()
-	if err != nil {
-		t.Skip(err)
-	}
-	return dir
+	return testenv.Shared(t)
 }
 
 // TestCompileCcompilerReport compiles the MLP with the ccompiler backend:
 // the partition report is printed (summary; per node with -v; JSON with
 // --report-json) and the artifact's outputs match PyTorch.
 func TestCompileCcompilerReport(t *testing.T) {
+	testenv.Cgo(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "mlp.kiln")
 	rj := filepath.Join(dir, "report.json")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -14,17 +15,17 @@ import (
 // engine runs imported models for test-onnx: prepare is called after each
 // (re)import, run for every data set.
 type engine interface {
-	prepare(m *onnx.Model) error
-	run(m *onnx.Model, argv []*tensor.Tensor) ([]*tensor.Tensor, error)
+	prepare(ctx context.Context, m *onnx.Model) error
+	run(ctx context.Context, m *onnx.Model, argv []*tensor.Tensor) ([]*tensor.Tensor, error)
 }
 
 // refEngine is the reference interpreter.
 type refEngine struct{}
 
-func (refEngine) prepare(*onnx.Model) error { return nil }
+func (refEngine) prepare(context.Context, *onnx.Model) error { return nil }
 
-func (refEngine) run(m *onnx.Model, argv []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	res, err := ref.Run(m.Module, argv)
+func (refEngine) run(ctx context.Context, m *onnx.Model, argv []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	res, err := ref.RunContext(ctx, m.Module, argv)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +41,7 @@ type compiledEngine struct {
 	art *build.Artifact
 }
 
-func (c *compiledEngine) prepare(m *onnx.Model) error {
+func (c *compiledEngine) prepare(ctx context.Context, m *onnx.Model) error {
 	if c.tmp == "" {
 		tmp, err := build.TempDir("", "kiln-test-")
 		if err != nil {
@@ -55,7 +56,7 @@ func (c *compiledEngine) prepare(m *onnx.Model) error {
 	}
 	out := filepath.Join(c.tmp, fmt.Sprintf("artifact%d", c.n))
 	c.n++
-	res, _, err := compileModel(m, compileOptions{Place: &placement{list: c.cfg.Targets}, Out: out, Passes: c.cfg.Passes, Executor: c.cfg.Executor})
+	res, _, err := compileModel(m, compileOptions{Ctx: ctx, Place: &placement{list: c.cfg.Targets}, Out: out, Passes: c.cfg.Passes, Executor: c.cfg.Executor})
 	if err != nil {
 		return err
 	}
@@ -67,12 +68,12 @@ func (c *compiledEngine) prepare(m *onnx.Model) error {
 	return nil
 }
 
-func (c *compiledEngine) run(m *onnx.Model, argv []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func (c *compiledEngine) run(ctx context.Context, m *onnx.Model, argv []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	vals := make(map[string]*tensor.Tensor, len(argv))
 	for i, in := range m.Inputs {
 		vals[in.Name] = argv[i]
 	}
-	return c.art.Run(vals)
+	return c.art.RunContext(ctx, vals)
 }
 
 func (c *compiledEngine) close() {

@@ -7,23 +7,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/internal/testenv"
+
 	"github.com/kiln-dev/kiln/internal/shared"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
 // tool finds a program the AOT tests need; without it the test is skipped,
-// unless KILN_REQUIRE_ARM is set (scripts/test.sh installs the tools and
+// unless KILN_TEST_STRICT=1 (scripts/test.sh installs the tools and
 // sets it), where it fails.
 func tool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("KILN_REQUIRE_ARM") != "" {
-			t.Fatalf("%s is not installed (scripts/lib.sh need_cross installs it)", name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-	return p
+	return testenv.Tool(t, name) // scripts/lib.sh need_cross installs the cross tools
 }
 
 // TestExportCProject compiles lenet with the AOT executor, exports the C
@@ -146,6 +141,7 @@ func TestExportCProject(t *testing.T) {
 // TestExportErrors: a graph artifact, an existing directory and a bad
 // format are refused.
 func TestExportErrors(t *testing.T) {
+	testenv.Cgo(t)
 	dir := t.TempDir()
 	art := filepath.Join(dir, "mlp.kiln")
 	if code, _, stderr := kiln("compile", filepath.Join(mlpDir, "model.onnx"), "-t", "c", "-o", art); code != 0 {

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"encoding/xml"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +75,7 @@ func hostileModel(t *testing.T) []byte {
 // files, and nothing may run: no file named pwned appears in the working
 // directory or beside the model.
 func TestHostileNames(t *testing.T) {
+	testenv.Cgo(t)
 	work := t.TempDir()
 	t.Chdir(work)
 	modelDir := filepath.Join(work, `m$(touch pwned)'"`)

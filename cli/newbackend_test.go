@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 // and matching the host) and that its kiln command builds and lists the
 // new target; then the error cases.
 func TestNewBackend(t *testing.T) {
+	testenv.Cgo(t)
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

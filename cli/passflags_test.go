@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 // keys, the printed pipeline follows the level, and a compile with them
 // gives the same outputs.
 func TestPassFlags(t *testing.T) {
+	testenv.Cgo(t)
 	for _, c := range []struct {
 		args []string
 		code int

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"github.com/kiln-dev/kiln/passconfig"
@@ -244,10 +245,16 @@ func RunTests(dirs []string, cfg TestConfig, report func(*TestResult)) {
 }
 
 // runWithLimit runs one test in its own goroutine, turning a panic into a
-// FAIL with the panic's first stack frame and giving up after cfg.Timeout
-// (the abandoned goroutine finishes in the background).
+// FAIL with the panic's first stack frame. At cfg.Timeout it cancels the
+// test's context — the compile stops between stages and kills the C
+// compiler, the engines stop before their next node — and waits up to
+// timeoutGrace for the test to clean up; a test still running then (one
+// kernel that does not return) is abandoned, and test-onnx removes its
+// temporary files at exit.
 func runWithLimit(dir string, cfg TestConfig) *TestResult {
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	defer cancel()
 	ch := make(chan *TestResult, 1)
 	go func() {
 		r := &TestResult{Dir: dir}
@@ -257,18 +264,32 @@ func runWithLimit(dir string, cfg TestConfig) *TestResult {
 			}
 			ch <- r
 		}()
-		runTest(r, cfg)
+		runTest(ctx, r, cfg)
 	}()
-	timer := time.NewTimer(cfg.Timeout)
-	defer timer.Stop()
+	timedOut := func(extra string) *TestResult {
+		return &TestResult{Dir: dir, Status: statusFail, Reason: "timeout (" + cfg.Timeout.String() + extra + ")", Total: time.Since(start)}
+	}
 	select {
 	case r := <-ch:
+		if ctx.Err() != nil && r.Status != statusPass {
+			return timedOut("")
+		}
 		r.Total = time.Since(start)
 		return r
-	case <-timer.C:
-		return &TestResult{Dir: dir, Status: statusFail, Reason: "timeout (" + cfg.Timeout.String() + ")", Total: time.Since(start)}
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(timeoutGrace)
+	defer grace.Stop()
+	select {
+	case <-ch:
+		return timedOut("")
+	case <-grace.C:
+		return timedOut(fmt.Sprintf("; still running %v later, abandoned", timeoutGrace))
 	}
 }
+
+// timeoutGrace is how long a timed-out test may take to stop.
+const timeoutGrace = 10 * time.Second
 
 // panicSite names the function and line that panicked, from within the
 // deferred recover: the first frame outside the runtime.
@@ -404,8 +425,9 @@ func asBFloat16(t *tensor.Tensor, want ir.DType) *tensor.Tensor {
 	return t
 }
 
-// runTest loads, runs and checks one test directory, filling r.
-func runTest(r *TestResult, cfg TestConfig) {
+// runTest loads, runs and checks one test directory, filling r; it stops
+// early once ctx is done.
+func runTest(ctx context.Context, r *TestResult, cfg TestConfig) {
 	// Messages name files relative to the test directory.
 	short := func(msg string) string {
 		return oneLine(strings.ReplaceAll(msg, r.Dir+string(filepath.Separator), ""))
@@ -462,7 +484,7 @@ func runTest(r *TestResult, cfg TestConfig) {
 			}
 			loadedWith = vals
 			t1 := time.Now()
-			err = eng.prepare(model)
+			err = eng.prepare(ctx, model)
 			r.Compile += time.Since(t1)
 			if err != nil {
 				failf("compile: %v", err)
@@ -477,7 +499,7 @@ func runTest(r *TestResult, cfg TestConfig) {
 			}
 		}
 		t1 := time.Now()
-		outs, err := eng.run(model, argv)
+		outs, err := eng.run(ctx, model, argv)
 		r.Run += time.Since(t1)
 		if err != nil {
 			classify(prefix, err)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,6 +70,7 @@ func zeroSizeModel(t *testing.T) []byte {
 // compiled engine (graph executor and AOT) must build and run them and
 // agree with the reference engine.
 func TestZeroSizeTensors(t *testing.T) {
+	testenv.Cgo(t)
 	dir := t.TempDir()
 	model := filepath.Join(dir, "zero.onnx")
 	if err := os.WriteFile(model, zeroSizeModel(t), 0o644); err != nil {

@@ -173,3 +173,17 @@ func TestAttachFromModule(t *testing.T) {
 		t.Fatalf("FromModule = %v, %v", got, err)
 	}
 }
+
+// TestDeviceTypeAttrRange: a device type from an attribute beyond int32
+// must not wrap onto a real one (2^32+1 would be cpu).
+func TestDeviceTypeAttrRange(t *testing.T) {
+	if got := deviceType(1<<32 + 1); got == target.CPU {
+		t.Errorf("deviceType(2^32+1) = %v", got)
+	}
+	if got := deviceType(12); got != target.ExtDev {
+		t.Errorf("deviceType(12) = %v", got)
+	}
+	if got := deviceType(-7); got != 0 {
+		t.Errorf("deviceType(-7) = %v, want 0 (unconstrained)", got)
+	}
+}

@@ -2,6 +2,7 @@ package device
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
@@ -339,6 +340,19 @@ func (p *planner) analyseFunc(name string, f *graph.Function) error {
 	return nil
 }
 
+// deviceType converts a device type from an attribute. A value above
+// int32 becomes math.MaxInt32, which no configuration knows, rather than
+// wrapping onto a real device type (values up to 0 mean "unconstrained").
+func deviceType(v int64) target.DeviceType {
+	if v > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	if v < 0 {
+		return 0
+	}
+	return target.DeviceType(v)
+}
+
 // attrConstraints applies the device attributes of an already planned function.
 func (p *planner) attrConstraints(name string, f *graph.Function) error {
 	types, hasT := f.Attrs[AttrParamDeviceTypes].([]int64)
@@ -348,7 +362,7 @@ func (p *planner) attrConstraints(name string, f *graph.Function) error {
 			return fmt.Errorf("%s: %s/%s must have one entry per parameter (%d)", name, AttrParamDeviceTypes, AttrParamDeviceIDs, len(f.Params))
 		}
 		for i, v := range f.Params {
-			vd, err := p.cfg.CanonicalVirtualDevice(VirtualDevice{DeviceType: target.DeviceType(types[i]), DeviceID: int(ids[i])})
+			vd, err := p.cfg.CanonicalVirtualDevice(VirtualDevice{DeviceType: deviceType(types[i]), DeviceID: int(ids[i])})
 			if err != nil {
 				return fmt.Errorf("%s: parameter %s: %v", name, graph.Describe(v), err)
 			}
@@ -363,7 +377,7 @@ func (p *planner) attrConstraints(name string, f *graph.Function) error {
 		if !hasRT || !hasRI {
 			return fmt.Errorf("%s: %s and %s go together", name, AttrResultDeviceType, AttrResultDeviceID)
 		}
-		vd, err := p.cfg.CanonicalVirtualDevice(VirtualDevice{DeviceType: target.DeviceType(rt), DeviceID: int(ri)})
+		vd, err := p.cfg.CanonicalVirtualDevice(VirtualDevice{DeviceType: deviceType(rt), DeviceID: int(ri)})
 		if err != nil {
 			return fmt.Errorf("%s: result: %v", name, err)
 		}
@@ -382,8 +396,8 @@ func (p *planner) onDeviceTarget(attrs ir.Attrs, ctx graph.Expr) (VirtualDevice,
 		if err != nil {
 			return vd, fmt.Errorf("%s: %v", graph.Describe(ctx), err)
 		}
-		if dt > 0 && target.DeviceType(dt) != vd.DeviceType {
-			return vd, fmt.Errorf("%s: device %q is a %s device but device_type is %s", graph.Describe(ctx), s, vd.DeviceType, target.DeviceType(dt))
+		if dt > 0 && deviceType(dt) != vd.DeviceType {
+			return vd, fmt.Errorf("%s: device %q is a %s device but device_type is %s", graph.Describe(ctx), s, vd.DeviceType, deviceType(dt))
 		}
 		if id >= 0 && int(id) != vd.DeviceID {
 			return vd, fmt.Errorf("%s: device %q has id %d but device_id is %d", graph.Describe(ctx), s, vd.DeviceID, id)
@@ -396,7 +410,7 @@ func (p *planner) onDeviceTarget(attrs ir.Attrs, ctx graph.Expr) (VirtualDevice,
 	if id < 0 {
 		id = 0
 	}
-	vd, err := p.cfg.CanonicalVirtualDevice(VirtualDevice{DeviceType: target.DeviceType(dt), DeviceID: int(id)})
+	vd, err := p.cfg.CanonicalVirtualDevice(VirtualDevice{DeviceType: deviceType(dt), DeviceID: int(id)})
 	if err != nil {
 		return vd, fmt.Errorf("%s: %v", graph.Describe(ctx), err)
 	}
@@ -408,7 +422,7 @@ func (p *planner) copyEnds(attrs ir.Attrs, ctx graph.Expr) (VirtualDevice, Virtu
 	var ends [2]VirtualDevice
 	for i, side := range []string{"src", "dst"} {
 		vd, err := p.cfg.CanonicalVirtualDevice(VirtualDevice{
-			DeviceType: target.DeviceType(attrs.Int(side + "_device_type")),
+			DeviceType: deviceType(attrs.Int(side + "_device_type")),
 			DeviceID:   int(attrs.Int(side + "_device_id")),
 		})
 		if err != nil {

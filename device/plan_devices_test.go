@@ -391,7 +391,7 @@ func TestPlanErrors(t *testing.T) {
 }`, `no target registered under label "gpu"`},
 		{"device type without target", `def @main(%a: ` + twoByTwo + `) {
   device_copy(%a, src_device_type=1, dst_device_type=2)
-}`, "no target for device type device(2)"},
+}`, "no target for device type device_type(2)"},
 		{"label disagrees with device_type", `def @main(%a: ` + twoByTwo + `) {
   on_device(%a, device="npu", device_type=1)
 }`, "device_type is cpu"},

@@ -2,12 +2,13 @@ package graph_test
 
 import (
 	"errors"
-	"github.com/kiln-dev/kiln/internal/shared"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
@@ -140,17 +141,14 @@ func TestParseErrors(t *testing.T) {
 // frozen values), prints with all constants, parses and prints again: the
 // two texts must be identical. Models over 2 MB run only without -short.
 func TestRoundTripModels(t *testing.T) {
-	sharedDir, err := shared.Dir()
-	if err != nil {
-		t.Skip(err)
-	}
+	sharedDir := testenv.Shared(t)
 	var dirs []string
 	for _, pat := range []string{"models/*", "onnx/*/test_*"} {
 		m, _ := filepath.Glob(filepath.Join(sharedDir, pat))
 		dirs = append(dirs, m...)
 	}
 	if len(dirs) == 0 {
-		t.Skip("../shared is not present")
+		t.Fatalf("no models or ONNX tests under %s", sharedDir)
 	}
 	imported := 0
 	for _, d := range dirs {

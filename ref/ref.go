@@ -9,6 +9,7 @@
 package ref
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -129,12 +130,24 @@ func checkResult(o *op.Op, out ir.Type, res []*tensor.Tensor) error {
 // Run evaluates the module's main function on the given arguments (one per
 // parameter, in order) and returns its result.
 func Run(mod *graph.Module, args []*tensor.Tensor) (Value, error) {
-	return RunFunction(mod, mod.Main(), args)
+	return RunFunctionContext(context.Background(), mod, mod.Main(), args)
+}
+
+// RunContext is Run that stops, with ctx's error, before the next node
+// once ctx is done.
+func RunContext(ctx context.Context, mod *graph.Module, args []*tensor.Tensor) (Value, error) {
+	return RunFunctionContext(ctx, mod, mod.Main(), args)
 }
 
 // RunFunction evaluates f on the arguments. A tensor too large for the
 // memory budget is an error; so is a kernel's panic (an internal error).
-func RunFunction(mod *graph.Module, f *graph.Function, args []*tensor.Tensor) (v Value, err error) {
+func RunFunction(mod *graph.Module, f *graph.Function, args []*tensor.Tensor) (Value, error) {
+	return RunFunctionContext(context.Background(), mod, f, args)
+}
+
+// RunFunctionContext is RunFunction that stops, with ctx's error, before
+// the next node once ctx is done.
+func RunFunctionContext(ctx context.Context, mod *graph.Module, f *graph.Function, args []*tensor.Tensor) (v Value, err error) {
 	defer recoverKernel("reference executor", &err)
 	if len(args) != len(f.Params) {
 		return Value{}, fmt.Errorf("function takes %d inputs, got %d", len(f.Params), len(args))
@@ -153,10 +166,10 @@ func RunFunction(mod *graph.Module, f *graph.Function, args []*tensor.Tensor) (v
 		}
 		vals[i] = TensorValue(args[i])
 	}
-	return callFunction(mod, f, vals)
+	return callFunction(ctx, mod, f, vals)
 }
 
-func callFunction(mod *graph.Module, f *graph.Function, args []Value) (Value, error) {
+func callFunction(ctx context.Context, mod *graph.Module, f *graph.Function, args []Value) (Value, error) {
 	env := make(map[graph.Expr]Value, 64)
 	for i, p := range f.Params {
 		env[p] = args[i]
@@ -169,8 +182,13 @@ func callFunction(mod *graph.Module, f *graph.Function, args []Value) (Value, er
 		if _, done := env[e]; done {
 			return
 		}
+		if ctx.Done() != nil {
+			if err = ctx.Err(); err != nil {
+				return
+			}
+		}
 		var v Value
-		v, err = evalNode(mod, e, env)
+		v, err = evalNode(ctx, mod, e, env)
 		if err == nil {
 			env[e] = v
 		}
@@ -181,7 +199,7 @@ func callFunction(mod *graph.Module, f *graph.Function, args []Value) (Value, er
 	return env[f.Body], nil
 }
 
-func evalNode(mod *graph.Module, e graph.Expr, env map[graph.Expr]Value) (Value, error) {
+func evalNode(ctx context.Context, mod *graph.Module, e graph.Expr, env map[graph.Expr]Value) (Value, error) {
 	switch x := e.(type) {
 	case *graph.Var:
 		return Value{}, fmt.Errorf("unbound variable %%%s", x.Name)
@@ -242,7 +260,7 @@ func evalNode(mod *graph.Module, e graph.Expr, env map[graph.Expr]Value) (Value,
 		default:
 			return Value{}, fmt.Errorf("call of unsupported callee %T", x.Fn)
 		}
-		return callFunction(mod, fn, args)
+		return callFunction(ctx, mod, fn, args)
 	}
 	return Value{}, fmt.Errorf("reference executor: unknown expression %T", e)
 }

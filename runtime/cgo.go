@@ -1,3 +1,5 @@
+//go:build cgo
+
 package runtime
 
 // All cgo of the package lives in this file: C memory, dlopen/dlsym and the
@@ -88,13 +90,7 @@ import (
 	"errors"
 	"fmt"
 	"unsafe"
-
-	"github.com/kiln-dev/kiln/ir"
 )
-
-// Alignment is the byte alignment of every buffer the runtime allocates
-// (the ABI promises 64-byte aligned data when kiln allocated it).
-const Alignment = 64
 
 // cAlloc returns zeroed, Alignment-aligned C memory of at least nbytes
 // bytes (a zero request still returns a valid, non-nil block).
@@ -119,14 +115,6 @@ func cFree(p unsafe.Pointer) {
 	}
 }
 
-// bytesAt views n bytes of C memory at p as a Go slice (for copies only).
-func bytesAt(p unsafe.Pointer, n int64) []byte {
-	if n == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(p), n)
-}
-
 // dlOpen loads a shared library with RTLD_NOW|RTLD_LOCAL.
 func dlOpen(path string) (unsafe.Pointer, error) {
 	cp := C.CString(path)
@@ -146,11 +134,6 @@ func dlSym(handle unsafe.Pointer, name string) unsafe.Pointer {
 	defer C.free(unsafe.Pointer(cn))
 	return C.kiln_rt_dlsym(handle, cn)
 }
-
-// maxRegistry bounds the entries read from a library's function table (a
-// table without its terminator must not run the reader off the end
-// forever).
-const maxRegistry = 1 << 20
 
 // readRegistry reads a kiln_func_registry table: name → function pointer.
 // Duplicate or empty names and a missing terminator are errors.
@@ -197,23 +180,6 @@ func callPacked(f unsafe.Pointer, args unsafe.Pointer, n int32, setErr, getErr u
 		return fmt.Errorf("%s (code %d)", msg, int32(r.rc))
 	}
 	return fmt.Errorf("returned code %d without an error message", int32(r.rc))
-}
-
-// dtypeCode maps a kiln dtype to the ABI's (code, bits) pair.
-func dtypeCode(dt ir.DType) (code, bits uint8, ok bool) {
-	switch dt {
-	case ir.Float16, ir.Float32, ir.Float64:
-		return uint8(C.KILN_FLOAT), uint8(dt.Size() * 8), true
-	case ir.BFloat16:
-		return uint8(C.KILN_BFLOAT), 16, true
-	case ir.Int8, ir.Int16, ir.Int32, ir.Int64:
-		return uint8(C.KILN_INT), uint8(dt.Size() * 8), true
-	case ir.Uint8, ir.Uint16, ir.Uint32, ir.Uint64:
-		return uint8(C.KILN_UINT), uint8(dt.Size() * 8), true
-	case ir.Bool:
-		return uint8(C.KILN_BOOL), 8, true
-	}
-	return 0, 0, false
 }
 
 // kilnTensorSize is sizeof(kiln_tensor).
@@ -267,4 +233,10 @@ func packArgs(args []*NDArray) (unsafe.Pointer, error) {
 		t.device_id = C.int32_t(a.dev.ID)
 	}
 	return block, nil
+}
+
+// headerDTypeCodes returns the header's kiln_dtype_code values in the
+// order int, uint, float, bfloat, bool (for TestABIConstants).
+func headerDTypeCodes() [5]uint8 {
+	return [5]uint8{uint8(C.KILN_INT), uint8(C.KILN_UINT), uint8(C.KILN_FLOAT), uint8(C.KILN_BFLOAT), uint8(C.KILN_BOOL)}
 }

@@ -6,29 +6,19 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/kiln-dev/kiln/ir"
 )
 
-// DeviceType is a device kind, numbered as in the C ABI header
-// (enum kiln_device_type).
-type DeviceType int32
+// DeviceType is a device kind: ir.DeviceType, kiln's one device-type
+// enum, numbered as in the C ABI header (enum kiln_device_type).
+type DeviceType = ir.DeviceType
 
-// The device types the runtime knows. CPU follows DLPack's numbering;
-// ExtDev is a simulated device with memory of its own (see ExtDevAPI).
+// The device types the runtime knows (ir.CPU and ir.ExtDev).
 const (
-	CPU    DeviceType = 1
-	ExtDev DeviceType = 12
+	CPU    = ir.CPU
+	ExtDev = ir.ExtDev
 )
-
-// String names the device type as it appears in device strings ("cpu", "ext_dev").
-func (t DeviceType) String() string {
-	switch t {
-	case CPU:
-		return "cpu"
-	case ExtDev:
-		return "ext_dev"
-	}
-	return "device_type(" + strconv.Itoa(int(t)) + ")"
-}
 
 // Device is one device: a type and an id. cpu:0 and cpu:1 share the CPU
 // DeviceAPI and the host address space, but they are distinct devices: an
@@ -95,12 +85,20 @@ var (
 	}
 )
 
-// RegisterDeviceAPI installs (or replaces) the DeviceAPI of a device type,
-// for devices added by later work (accelerator simulators, ...).
-func RegisterDeviceAPI(t DeviceType, api DeviceAPI) {
+// RegisterDeviceAPI installs the DeviceAPI of a device type, for devices
+// added by later work (accelerator simulators, ...). A type that already
+// has one, or a nil API, is an error: nothing is replaced silently.
+func RegisterDeviceAPI(t DeviceType, api DeviceAPI) error {
+	if api == nil {
+		return fmt.Errorf("RegisterDeviceAPI(%s): nil DeviceAPI", t)
+	}
 	deviceAPIsMu.Lock()
 	defer deviceAPIsMu.Unlock()
+	if _, dup := deviceAPIs[t]; dup {
+		return fmt.Errorf("RegisterDeviceAPI(%s): the device type already has a DeviceAPI", t)
+	}
 	deviceAPIs[t] = api
+	return nil
 }
 
 // GetDeviceAPI returns the DeviceAPI of a device type.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"strings"
 	"testing"
 
@@ -57,6 +58,7 @@ func FuzzReadParams(f *testing.F) {
 // accept names only functions of the library's table (anything else is
 // refused at load).
 func FuzzGraphJSON(f *testing.F) {
+	testenv.Cgo(f)
 	f.Add([]byte(testGraph))
 	f.Add([]byte(strings.Replace(testGraph, "add_f32", "system", 1)))
 	f.Add([]byte(`{"nodes":[{"op":"null","name":"x"}],"arg_nodes":[0],"heads":[[0,0]],"node_row_ptr":[0,1],"attrs":{"shape":[[2]],"dltype":["float32"],"storage_id":[0]}}`))

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -315,7 +316,11 @@ func (e *GraphExecutor) LoadParams(r io.Reader) error {
 }
 
 // Run executes the graph once. Every input must have been set.
-func (e *GraphExecutor) Run() error {
+func (e *GraphExecutor) Run() error { return e.RunContext(context.Background()) }
+
+// RunContext is Run that stops before the next step, with ctx's error, once
+// ctx is done (a kernel already running finishes first).
+func (e *GraphExecutor) RunContext(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// Kernels run OpenMP parallel regions, and OpenMP keeps a thread
@@ -323,7 +328,7 @@ func (e *GraphExecutor) Run() error {
 	// would wake several teams, which then compete for the cores.
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
-	return e.run(nil)
+	return e.run(ctx, nil)
 }
 
 // StepTime is the time one step of the program (a kernel call or a device
@@ -347,7 +352,7 @@ func (e *GraphExecutor) Profile(runs int) ([]StepTime, error) {
 	defer goruntime.UnlockOSThread()
 	times := make([]time.Duration, len(e.steps))
 	for r := 0; r < runs; r++ {
-		if err := e.run(times); err != nil {
+		if err := e.run(context.Background(), times); err != nil {
 			return nil, err
 		}
 	}
@@ -359,9 +364,9 @@ func (e *GraphExecutor) Profile(runs int) ([]StepTime, error) {
 	return out, nil
 }
 
-// run executes every step; with times (one per step) it adds each step's
-// duration.
-func (e *GraphExecutor) run(times []time.Duration) error {
+// run executes every step, checking ctx before each (when it can be
+// cancelled); with times (one per step) it adds each step's duration.
+func (e *GraphExecutor) run(ctx context.Context, times []time.Duration) error {
 	if e.closed {
 		return errClosed
 	}
@@ -375,9 +380,17 @@ func (e *GraphExecutor) run(times []time.Duration) error {
 		return fmt.Errorf("run: input(s) %s not set", strings.Join(unset, ", "))
 	}
 	var t0 time.Time
+	done := ctx.Done()
 	for i := range e.steps {
 		st := &e.steps[i]
 		n := &e.g.nodes[st.node]
+		if done != nil {
+			select {
+			case <-done:
+				return fmt.Errorf("run: stopped before %s: %w", e.g.nodeRef(st.node), ctx.Err())
+			default:
+			}
+		}
 		var err error
 		if times != nil {
 			t0 = time.Now()
@@ -431,6 +444,11 @@ func (e *GraphExecutor) getOutput(i int) (*tensor.Tensor, error) {
 // holding the executor's lock throughout, so concurrent callers each get
 // the outputs of their own inputs.
 func (e *GraphExecutor) Execute(inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return e.ExecuteContext(context.Background(), inputs)
+}
+
+// ExecuteContext is Execute that stops between steps once ctx is done.
+func (e *GraphExecutor) ExecuteContext(ctx context.Context, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	names := make([]string, 0, len(inputs))
@@ -443,7 +461,7 @@ func (e *GraphExecutor) Execute(inputs map[string]*tensor.Tensor) ([]*tensor.Ten
 			return nil, err
 		}
 	}
-	if err := e.run(nil); err != nil {
+	if err := e.run(ctx, nil); err != nil {
 		return nil, err
 	}
 	outs := make([]*tensor.Tensor, len(e.g.heads))

@@ -2,11 +2,15 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
@@ -89,6 +93,7 @@ var (
 )
 
 func TestGraphExecutorRun(t *testing.T) {
+	testenv.Cgo(t)
 	mod := testModule(t)
 	e, err := NewGraphExecutor([]byte(testGraph), mod)
 	if err != nil {
@@ -142,6 +147,19 @@ func TestGraphExecutorRun(t *testing.T) {
 	if _, err := e.GetOutput(5); err == nil || !strings.Contains(err.Error(), "output 5 out of range") {
 		t.Errorf("GetOutput(5): %v", err)
 	}
+	// A cancelled context stops the run before its first step; the
+	// executor still runs afterwards.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.RunContext(ctx); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "run: stopped before node 2 (\"add\")") {
+		t.Errorf("RunContext(cancelled) = %v", err)
+	}
+	if _, err := e.ExecuteContext(ctx, map[string]*tensor.Tensor{"x": tensor.FromFloat32s(ir.Shape{2, 3}, testX)}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ExecuteContext(cancelled) = %v", err)
+	}
+	if err := e.RunContext(context.Background()); err != nil {
+		t.Errorf("run after a cancelled run: %v", err)
+	}
 	e.Close()
 	if err := e.Run(); err != errClosed {
 		t.Errorf("Run after Close: %v", err)
@@ -152,6 +170,7 @@ func TestGraphExecutorRun(t *testing.T) {
 }
 
 func TestGraphExecutorDevicesAndMemory(t *testing.T) {
+	testenv.Cgo(t)
 	mod := testModule(t)
 	ext := ExtDevMemory()
 	b0, n0 := ext.Stats(0)
@@ -196,6 +215,7 @@ func gattr(g map[string]any, key string) []any {
 }
 
 func TestGraphExecutorValidation(t *testing.T) {
+	testenv.Cgo(t)
 	mod := testModule(t)
 	cases := []struct {
 		name string
@@ -345,6 +365,7 @@ const docGraph = `{
 }`
 
 func TestGraphExecutorInputErrors(t *testing.T) {
+	testenv.Cgo(t)
 	e, err := NewGraphExecutor([]byte(testGraph), testModule(t))
 	if err != nil {
 		t.Fatal(err)
@@ -390,6 +411,7 @@ const failGraph = `{
 }`
 
 func TestGraphExecutorKernelErrors(t *testing.T) {
+	testenv.Cgo(t)
 	mod := testModule(t)
 	cases := []struct{ fn, want string }{
 		{"always_fail", `run: node 2 ("boom") (func "always_fail"): always_fail (in libkiln_rt_main.so): always_fail: the kernel refused (code 7)`},
@@ -420,6 +442,7 @@ func TestGraphExecutorKernelErrors(t *testing.T) {
 }
 
 func TestParamsFile(t *testing.T) {
+	testenv.Cgo(t)
 	params := map[string]*tensor.Tensor{
 		"w":      tensor.FromFloat32s(ir.Shape{2, 3}, testW),
 		"bias":   tensor.FromInt64s(ir.Shape{3}, []int64{-1, 1 << 40, 7}),
@@ -509,6 +532,7 @@ func inputFor(g, i int) []float32 {
 }
 
 func TestGraphExecutorConcurrency(t *testing.T) {
+	testenv.Cgo(t)
 	mod := testModule(t)
 	const workers, iters = 8, 40
 	w := tensor.FromFloat32s(ir.Shape{2, 3}, testW)
@@ -665,6 +689,7 @@ func compareOutputs(got []*tensor.Tensor, want [][]float32) error {
 // (kernel calls and device copies) in program order, and leaves the same
 // outputs as Run.
 func TestGraphExecutorProfile(t *testing.T) {
+	testenv.Cgo(t)
 	e, err := NewGraphExecutor([]byte(testGraph), testModule(t))
 	if err != nil {
 		t.Fatal(err)

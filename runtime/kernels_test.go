@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,13 +204,7 @@ func buildLib(t testing.TB, name, src string) string {
 	if p, ok := libPaths[name]; ok {
 		return p
 	}
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler (%s): %v", cc, err)
-	}
+	cc := testenv.CC(t)
 	cfile := filepath.Join(libDir, name+".c")
 	if err := os.WriteFile(cfile, []byte(src), 0o644); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +113,7 @@ func TestLoadLibraryErrors(t *testing.T) {
 }
 
 func TestDSOFunctions(t *testing.T) {
+	testenv.Cgo(t)
 	mod := loadMain(t)
 	if mod.Kind() != "dso" || mod.Name() != "libkiln_rt_main.so" {
 		t.Errorf("module %s (%s)", mod.Name(), mod.Kind())
@@ -187,6 +189,7 @@ func TestDSOFunctions(t *testing.T) {
 }
 
 func TestModuleImports(t *testing.T) {
+	testenv.Cgo(t)
 	root := loadMain(t)
 	extra := loadExtra(t)
 	neg := negateModule()
@@ -229,6 +232,7 @@ func TestModuleImports(t *testing.T) {
 }
 
 func TestSetNumThreads(t *testing.T) {
+	testenv.Cgo(t)
 	root := loadMain(t)
 	root.Import(loadExtra(t)) // exports no kiln_set_num_threads
 	q, _ := root.GetFunction("query_threads")
@@ -253,6 +257,7 @@ func TestSetNumThreads(t *testing.T) {
 // function are not functions of the module, and a graph program naming
 // one is refused at load; a library without a table does not load.
 func TestOnlyRegisteredFunctions(t *testing.T) {
+	testenv.Cgo(t)
 	mod := loadMain(t)
 	for _, name := range []string{"system", "exit", "free", "dlopen", "printf", "kiln_set_last_error", "kiln_get_last_error",
 		"kiln_set_num_threads", "hidden_f32", "kiln_func_registry", "", "mul_f32"} {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-dev/kiln/internal/testenv"
+
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -231,6 +233,7 @@ func TestExtDevMemoryIsChecked(t *testing.T) {
 // TestPackArgs checks the kiln_tensor layout seen by C, through a kernel
 // that reports what it received.
 func TestPackArgs(t *testing.T) {
+	testenv.Cgo(t)
 	mod := loadMain(t)
 	describe, ok := mod.GetFunction("describe")
 	if !ok {
@@ -279,6 +282,7 @@ func TestPackArgs(t *testing.T) {
 // TestUnreachableMemoryIsReleased checks the cleanup path: arrays and
 // executors dropped without Free/Close give their device memory back.
 func TestUnreachableMemoryIsReleased(t *testing.T) {
+	testenv.Cgo(t)
 	ext := ExtDevMemory()
 	dev := ExtDevice(9) // an id no other test uses
 	for range 5 {
@@ -304,5 +308,24 @@ func TestUnreachableMemoryIsReleased(t *testing.T) {
 			t.Fatalf("%d blocks (%d bytes) still live on %s after GC", b, n, dev)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRegisterDeviceAPIRefusesDuplicates: registering a device type twice
+// (cpu and ext_dev are built in) or a nil API is an error, and the
+// built-in API stays.
+func TestRegisterDeviceAPIRefusesDuplicates(t *testing.T) {
+	before, err := GetDeviceAPI(CPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := RegisterDeviceAPI(CPU, cpuAPI{}); err == nil || !strings.Contains(err.Error(), "already has a DeviceAPI") {
+		t.Errorf("RegisterDeviceAPI(cpu) = %v", err)
+	}
+	if err := RegisterDeviceAPI(DeviceType(99), nil); err == nil {
+		t.Error("a nil DeviceAPI was accepted")
+	}
+	if after, _ := GetDeviceAPI(CPU); after != before {
+		t.Error("the cpu DeviceAPI changed")
 	}
 }

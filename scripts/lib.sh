@@ -54,13 +54,19 @@ need_backends() {
 
 # need_cross installs the Cortex-M cross toolchain the AOT tests build
 # exported C projects with (gcc-arm-none-eabi, newlib), QEMU to run them,
-# and make, and makes
-# its tests required (KILN_REQUIRE_ARM: a missing toolchain fails them
-# instead of skipping).
+# and make.
 need_cross() {
 	need_packages make:make arm-none-eabi-gcc:gcc-arm-none-eabi qemu-system-arm:qemu-system-arm
 	need_debs libnewlib-arm-none-eabi
-	export KILN_REQUIRE_ARM=1
+}
+
+# need_shared fails with a clear message when ../shared (the ONNX suites,
+# the models, the seeds) is not beside the repository.
+need_shared() {
+	if [ ! -d ../shared/onnx ] || [ ! -d ../shared/models ]; then
+		echo "error: ../shared (with onnx/ and models/) must be beside the repository root $(pwd); the tests and conformance runs need it" >&2
+		exit 1
+	fi
 }
 
 # build_kiln builds the CLI into out/kiln.

@@ -11,25 +11,15 @@ import (
 	tirtransform "github.com/kiln-dev/kiln/tir/transform"
 )
 
-// DeviceType is a DLPack-style device type.
-type DeviceType int
+// DeviceType is a DLPack-style device type: ir.DeviceType, kiln's one
+// device-type enum.
+type DeviceType = ir.DeviceType
 
-// Device types kiln knows.
+// Device types kiln knows (ir.CPU and ir.ExtDev).
 const (
-	CPU    DeviceType = 1
-	ExtDev DeviceType = 12
+	CPU    = ir.CPU
+	ExtDev = ir.ExtDev
 )
-
-// String names the device type as used in labels and the runtime ("cpu", "ext_dev").
-func (d DeviceType) String() string {
-	switch d {
-	case CPU:
-		return "cpu"
-	case ExtDev:
-		return "ext_dev"
-	}
-	return fmt.Sprintf("device(%d)", int(d))
-}
 
 // Option declares one attribute a target kind accepts. Kind is one of
 // ir.AttrString, ir.AttrInt, ir.AttrBool, ir.AttrStrings.

@@ -2,6 +2,7 @@ package topi
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -15,10 +16,6 @@ import (
 	"github.com/kiln-dev/kiln/topi/topitest"
 )
 
-// nnONNXDir holds the ONNX backend node tests (shared test data beside the
-// repository root).
-const nnONNXDir = "../../shared/onnx/node"
-
 // nnONNXMaxElems bounds the argument size of a checked call (the TIR
 // interpreter is slow).
 const nnONNXMaxElems = 40000
@@ -27,9 +24,10 @@ const nnONNXMaxElems = 40000
 // its graph with the reference executor and checks every call of an nn
 // group operator on its actual argument values with topitest.Check.
 func TestNNOnONNXNodeTests(t *testing.T) {
-	dirs, err := filepath.Glob(filepath.Join(nnONNXDir, "test_*"))
+	root := testenv.SharedPath(t, "onnx", "node")
+	dirs, err := filepath.Glob(filepath.Join(root, "test_*"))
 	if err != nil || len(dirs) == 0 {
-		t.Skipf("no ONNX node tests under %s", nnONNXDir)
+		t.Fatalf("no ONNX node tests under %s", root)
 	}
 	inGroup := map[*op.Op]bool{}
 	for _, o := range nnGroupOps {

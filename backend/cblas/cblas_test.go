@@ -3,6 +3,7 @@ package cblas
 import (
 	"fmt"
 	"github.com/kiln-dev/kiln/backend/backendtest"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -105,6 +106,7 @@ func librarySource(t *testing.T, dir string) string {
 }
 
 func TestDense(t *testing.T) {
+	testenv.Cgo(t)
 	rng := rand.New(rand.NewSource(1))
 	cases := []struct {
 		name     string
@@ -162,6 +164,7 @@ func TestDense(t *testing.T) {
 }
 
 func TestMatMul(t *testing.T) {
+	testenv.Cgo(t)
 	rng := rand.New(rand.NewSource(2))
 	cases := []struct {
 		name   string
@@ -216,6 +219,7 @@ func TestMatMul(t *testing.T) {
 // products of one input, one with an elementwise tail, and a product fed
 // by another), used by host operators.
 func TestTwoOutputsAndHostOps(t *testing.T) {
+	testenv.Cgo(t)
 	rng := rand.New(rand.NewSource(3))
 	x := graph.NewVar("x", f32(5, 8))
 	a := graph.NewVar("a", f32(5, 8))
@@ -246,6 +250,7 @@ func TestTwoOutputsAndHostOps(t *testing.T) {
 // called through a GlobalVar, with a constant weight lifted into a
 // graph parameter.
 func TestModuleLevelFunction(t *testing.T) {
+	testenv.Cgo(t)
 	rng := rand.New(rand.NewSource(4))
 	a := graph.NewVar("a", f32(3, 4))
 	w := graph.NewConstant(randTensor(rng, ir.Shape{2, 4}))
@@ -267,6 +272,7 @@ func TestModuleLevelFunction(t *testing.T) {
 // TestPartitionedModel compiles an unannotated model: partitioning gives
 // cblas the products (Supported), the rest stays on the host.
 func TestPartitionedModel(t *testing.T) {
+	testenv.Cgo(t)
 	rng := rand.New(rand.NewSource(5))
 	x := graph.NewVar("x", f32(4, 10))
 	h := call(op.Relu, nil, call(op.Add, nil, call(op.Dense, nil, x, graph.NewConstant(randTensor(rng, ir.Shape{16, 10}))), graph.NewConstant(randTensor(rng, ir.Shape{16}))))
@@ -288,6 +294,7 @@ func TestPartitionedModel(t *testing.T) {
 // artifact directory twice (as a separate process would) and runs it:
 // the library links OpenBLAS and the lifted weights come from params.bin.
 func TestArtifactReloads(t *testing.T) {
+	testenv.Cgo(t)
 	rng := rand.New(rand.NewSource(6))
 	w := graph.NewConstant(randTensor(rng, ir.Shape{5, 7}))
 	b := graph.NewConstant(randTensor(rng, ir.Shape{5}))
@@ -325,6 +332,7 @@ func TestArtifactReloads(t *testing.T) {
 // (PyTorch's): backendtest.CompileModel's check, then again with the
 // tighter absolute tolerance (1e-5) kept for cblas.
 func TestSharedModels(t *testing.T) {
+	testenv.Cgo(t)
 	for _, name := range []string{"mlp", "tiny_bert"} {
 		t.Run(name, func(t *testing.T) {
 			c := backendtest.CompileModel(t, backendtest.Registry(t, Register), "cblas, c -mcpu=x86-64", name)

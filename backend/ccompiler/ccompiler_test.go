@@ -1,6 +1,7 @@
 package ccompiler
 
 import (
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -36,6 +37,7 @@ func compileAndCheck(t *testing.T, mod *graph.Module, inputs []*tensor.Tensor) (
 }
 
 func TestElementwiseChains(t *testing.T) {
+	testenv.Cgo(t)
 	rng := rand.New(rand.NewSource(1))
 	cases := []struct {
 		name   string
@@ -69,6 +71,7 @@ func TestElementwiseChains(t *testing.T) {
 }
 
 func TestTwoOutputsAndSource(t *testing.T) {
+	testenv.Cgo(t)
 	rng := rand.New(rand.NewSource(2))
 	tt := ir.NewTensorType(ir.Float32, ir.Shape{4, 4})
 	x := graph.NewVar("x", tt)

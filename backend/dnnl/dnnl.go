@@ -30,8 +30,6 @@
 package dnnl
 
 import (
-	"sync"
-
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/runtime/jsonrt"
@@ -55,30 +53,16 @@ var Kind = &target.Kind{
 }
 
 // Register adds Kind to r and registers the runtime loader of dnnl's
-// modules (once per process).
+// modules (once per process). In a build without oneDNN (no cgo, or the
+// build tag kiln_nodnnl) it registers nothing: Available is false there.
 func Register(r *target.Registry) error {
+	if !Available {
+		return nil
+	}
 	if err := RegisterLoader(); err != nil {
 		return err
 	}
 	return r.Register(Kind)
-}
-
-var registerLoader = sync.OnceValue(func() error {
-	return runtime.RegisterLoader(jsonrt.NewLoader(ModuleKind, func() (jsonrt.KernelSet, error) { return newKernelSet() }))
-})
-
-// RegisterLoader registers the runtime.Loader of ModuleKind so that
-// build.LoadArtifact can read dnnl modules back. It runs once per
-// process (from this package's init); later calls return the first
-// result.
-func RegisterLoader() error { return registerLoader() }
-
-func init() {
-	if err := RegisterLoader(); err != nil {
-		// Only a programming error (another package registering the
-		// same module kind) gets here.
-		panic(err)
-	}
 }
 
 // relayToRuntime generates the JSON graph of one partitioned function.

@@ -1,3 +1,5 @@
+//go:build cgo && !kiln_nodnnl
+
 package dnnl
 
 /*
@@ -58,6 +60,28 @@ import (
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/runtime/jsonrt"
 )
+
+// Available reports whether this build has the oneDNN kernels (cgo and
+// libdnnl, without the build tag kiln_nodnnl).
+const Available = true
+
+var registerLoader = sync.OnceValue(func() error {
+	return runtime.RegisterLoader(jsonrt.NewLoader(ModuleKind, func() (jsonrt.KernelSet, error) { return newKernelSet() }))
+})
+
+// RegisterLoader registers the runtime.Loader of ModuleKind so that
+// build.LoadArtifact can read dnnl modules back. It runs once per
+// process (from this package's init); later calls return the first
+// result.
+func RegisterLoader() error { return registerLoader() }
+
+func init() {
+	if err := RegisterLoader(); err != nil {
+		// Only a programming error (another package registering the
+		// same module kind) gets here.
+		panic(err)
+	}
+}
 
 // kernelSet is the oneDNN kernel set of one module: its engine and
 // stream (created at the first Prepare) and thread count.

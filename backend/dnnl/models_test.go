@@ -1,3 +1,5 @@
+//go:build cgo && !kiln_nodnnl
+
 package dnnl
 
 import (

@@ -223,8 +223,20 @@ func RunCompiler(dir, cc string, args []string, source string) error {
 // children stop too) and the error wraps ctx.Err().
 func RunCompilerContext(ctx context.Context, dir, cc string, args []string, source string) error {
 	command := compilerCommand(cc)
+	// The compiler's own temporary files (cc1's assembly, collect2's
+	// lists) go to a directory of ours, removed when it exits: a compiler
+	// killed on cancellation cannot delete them itself.
+	tmp, err := os.MkdirTemp(dir, ".cc-tmp-")
+	if err != nil {
+		return fmt.Errorf("codegen/c: compiling %s: %w", source, err)
+	}
+	defer os.RemoveAll(tmp)
+	if tmp, err = filepath.Abs(tmp); err != nil {
+		return fmt.Errorf("codegen/c: compiling %s: %w", source, err)
+	}
 	cmd := exec.CommandContext(ctx, command[0], append(command[1:], args...)...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out bytes.Buffer

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -48,9 +49,7 @@ func sanitizerAvailable(dir string) error {
 // sanitizer report fails the run.
 func TestSanitizers(t *testing.T) {
 	dir := t.TempDir()
-	if err := sanitizerAvailable(dir); err != nil {
-		t.Skipf("C sanitizer runtimes unavailable (apt-get install libasan8 libubsan1): %v", err)
-	}
+	testenv.Need(t, "the C sanitizer runtimes (apt-get install libasan8 libubsan1)", sanitizerAvailable(dir))
 	funcs := testFuncs()
 	m := mustModule(t, funcs)
 	src, err := Generate(m, HostOptions())

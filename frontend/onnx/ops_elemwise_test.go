@@ -3,6 +3,7 @@ package onnx
 import (
 	"errors"
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -389,10 +390,10 @@ func ewClose(got, want *tensor.Tensor) error {
 // through the importer and the reference executor. Tests of unsupported
 // value types (string casts) must fail with ErrUnsupportedType.
 func TestElemwiseONNXBackend(t *testing.T) {
-	root := "../../../shared/onnx/node"
+	root := testenv.SharedPath(t, "onnx", "node")
 	entries, err := os.ReadDir(root)
 	if err != nil {
-		t.Skipf("ONNX backend tests not available: %v", err)
+		t.Fatal(err)
 	}
 	var names []string
 	for _, e := range entries {

@@ -3,6 +3,7 @@ package onnx
 import (
 	"errors"
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -358,10 +359,7 @@ func miscRunNodeTest(dir string) error {
 }
 
 func TestMiscONNXNodeTests(t *testing.T) {
-	root := "../../../shared/onnx/node"
-	if _, err := os.Stat(root); err != nil {
-		t.Skipf("ONNX node tests not found at %s", root)
-	}
+	root := testenv.SharedPath(t, "onnx", "node")
 	var dirs []string
 	for _, pat := range miscNodeTests {
 		ms, _ := filepath.Glob(filepath.Join(root, pat))

@@ -3,10 +3,11 @@ package onnx
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/tensor"
@@ -110,10 +111,7 @@ func nnClose(got, want *tensor.Tensor) error {
 // from ../shared when that folder is present (the models only without
 // -short).
 func TestNNONNXBackend(t *testing.T) {
-	root := "../../../shared"
-	if _, err := os.Stat(root); err != nil {
-		t.Skip("shared test data not found at", root)
-	}
+	root := testenv.Shared(t)
 	var dirs []string
 	for _, p := range nnBackendTests {
 		if testing.Short() && filepath.Dir(p) == "models" {

@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -116,10 +117,7 @@ func trClose(got, want *tensor.Tensor) error {
 // TestTransformONNXBackend runs the transform group's ONNX backend tests
 // from ../shared/onnx when that folder is present.
 func TestTransformONNXBackend(t *testing.T) {
-	root := "../../../shared/onnx"
-	if _, err := os.Stat(root); err != nil {
-		t.Skip("ONNX backend tests not found at", root)
-	}
+	root := testenv.SharedPath(t, "onnx")
 	var dirs []string
 	for _, p := range trNodeTestDirs {
 		m, _ := filepath.Glob(filepath.Join(root, p))

@@ -1,7 +1,6 @@
 package transform
 
 import (
-	"github.com/kiln-dev/kiln/internal/shared"
 	"math/rand"
 	"strings"
 	"testing"
@@ -96,7 +95,3 @@ func primitiveNames(m *graph.Module) []string {
 	})
 	return out
 }
-
-// sharedDir is the shared test data folder beside the repository root
-// ("" when there is none: the tests that need it skip).
-var sharedDir, _ = shared.Dir()

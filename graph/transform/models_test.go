@@ -2,6 +2,7 @@ package transform
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 // loadModel imports a real model and reads its first data set's inputs.
 func loadModel(t *testing.T, name string) (*graph.Module, []*tensor.Tensor) {
 	t.Helper()
-	dir := filepath.Join(sharedDir, "models", name)
+	dir := testenv.SharedPath(t, "models", name)
 	path := filepath.Join(dir, "model.onnx")
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("model missing: %v", err)

@@ -1,6 +1,7 @@
 package escape
 
 import (
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -72,10 +73,7 @@ func TestNamerDistinct(t *testing.T) {
 }
 
 func TestShellAndMake(t *testing.T) {
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
+	sh := testenv.Tool(t, "sh")
 	dir := t.TempDir()
 	for _, s := range hostile {
 		if strings.ContainsRune(s, 0) {
@@ -86,9 +84,7 @@ func TestShellAndMake(t *testing.T) {
 			t.Errorf("Shell(%q): sh printed %q (%v)", s, out, err)
 		}
 	}
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("no make")
-	}
+	testenv.Tool(t, "make")
 	var mk strings.Builder
 	var want []string
 	for i, s := range hostile {
@@ -128,10 +124,7 @@ func TestShellAndMake(t *testing.T) {
 // string in a comment and as a literal, and checks the literals hold the
 // exact bytes and nothing ran.
 func TestCStringAndCommentCompile(t *testing.T) {
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler")
-	}
+	cc := testenv.CC(t)
 	dir := t.TempDir()
 	var src strings.Builder
 	src.WriteString("#include <stdio.h>\n#include <string.h>\nint main(void) {\n  int bad = 0;\n")

@@ -2,6 +2,7 @@ package minimal
 
 import (
 	"bufio"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ func TestFitsInSixtyLines(t *testing.T) {
 // TestLeNet compiles ../shared/models/lenet with "minimal_conv, c": both
 // convolutions go to the kernel and the outputs match the reference.
 func TestLeNet(t *testing.T) {
+	testenv.Cgo(t)
 	r := backendtest.Registry(t, Register)
 	c := backendtest.CompileModel(t, r, "minimal_conv, c", "lenet")
 	convs := 0

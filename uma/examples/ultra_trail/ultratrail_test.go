@@ -1,6 +1,7 @@
 package ultratrail
 
 import (
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"strings"
 	"testing"
 
@@ -21,6 +22,7 @@ func cycles(c, kw, oc, ol, d int64) int64 {
 // outputs match PyTorch's, and the simulator counts the model's MACs and
 // the cycles of its model.
 func TestConv1dKWS(t *testing.T) {
+	testenv.Cgo(t)
 	r := backendtest.Registry(t, Register)
 	for _, c := range []struct {
 		targets string

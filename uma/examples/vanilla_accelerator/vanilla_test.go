@@ -2,6 +2,7 @@ package vanilla
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"math/rand"
 	"strings"
 	"testing"
@@ -35,6 +36,7 @@ func convModule(t *testing.T, x, w ir.Shape, pad, stride int64, groups int64) *g
 // several input sizes, with and without padding, and compares the
 // accelerator's outputs with the host path's (rtol 1e-5).
 func TestConvMatchesHost(t *testing.T) {
+	testenv.Cgo(t)
 	r := backendtest.Registry(t, Register)
 	rng := rand.New(rand.NewSource(1))
 	for _, k := range []int64{3, 5, 7} {
@@ -90,6 +92,7 @@ func TestEligible(t *testing.T) {
 // stride-2 stem stays on the host with the predicate's reason, and the
 // outputs match PyTorch's.
 func TestSqueezeNet(t *testing.T) {
+	testenv.Cgo(t)
 	r := backendtest.Registry(t, Register)
 	c := backendtest.CompileModel(t, r, "vanilla_accelerator, c", "squeezenet1_1")
 	offloaded := 0

@@ -1,0 +1,7 @@
+//go:build cgo
+
+package testenv
+
+const haveCgo = true
+
+var errNoCgo error
