@@ -78,11 +78,14 @@ type state struct {
 	tmp         string // the artifact being written
 	res         *Result
 
-	mod    *graph.Module // the graph: imported, then after each graph stage
-	ccfg   *device.CompilationConfig
-	report *partition.Report
-	env    *hookEnv
-	low    *lowered
+	mod *graph.Module // the graph: imported, then after each graph stage
+	// planned says mod's device plan is current (from the plan-devices
+	// stage on), so --verify checks it (device.VerifyPlan).
+	planned bool
+	ccfg    *device.CompilationConfig
+	report  *partition.Report
+	env     *hookEnv
+	low     *lowered
 
 	gj     *GraphJSON
 	gjText []byte
@@ -234,6 +237,11 @@ func (s *state) verify() error {
 		if err := transform.Verify(s.mod); err != nil {
 			return err
 		}
+		if s.planned {
+			if err := device.VerifyPlan(s.mod); err != nil {
+				return err
+			}
+		}
 	}
 	if s.low != nil && s.low.prims != nil {
 		if err := tir.VerifyModule(s.low.prims); err != nil {
@@ -327,7 +335,7 @@ func stagePlan(_ context.Context, s *state) error {
 	if err != nil {
 		return err
 	}
-	s.mod = planned
+	s.mod, s.planned = planned, true
 	return nil
 }
 
