@@ -191,7 +191,7 @@ func buildAOTBinary(ctx context.Context, dir, bin string, bopts cgen.BuildOption
 // inputs and constants from its "null" nodes, one call per kernel node
 // (with the workspaces LiftWorkspaces gave the PrimFunc as extra
 // temporaries), outputs written in place by the kernels that produce them.
-func aotProgram(module string, gj *GraphJSON, params map[string]*tensor.Tensor, low *lowered, src *cgen.Source, unpacked bool, outputNames []string, res *Result) (*aot.Program, error) {
+func aotProgram(module string, gj *runtime.GraphJSON, params map[string]*tensor.Tensor, low *lowered, src *cgen.Source, unpacked bool, outputNames []string, res *Result) (*aot.Program, error) {
 	main := low.mod.Main()
 	p := &aot.Program{Module: module}
 	inputIndex := map[string]int{}
@@ -211,7 +211,7 @@ func aotProgram(module string, gj *GraphJSON, params map[string]*tensor.Tensor, 
 		}
 		return aot.Tensor{DType: dt, Shape: ir.Shape(gj.Attrs.Shape[e])}, nil
 	}
-	entryID := func(node, index int) int { return gj.NodeRowPtr[node] + index }
+	entryID := func(node, index int64) int { return int(gj.NodeRowPtr[node] + index) }
 	// Outputs: the first head naming an entry gets it; later ones copy.
 	headOf := map[int]int{}
 	for k, h := range gj.Heads {
@@ -238,9 +238,9 @@ func aotProgram(module string, gj *GraphJSON, params map[string]*tensor.Tensor, 
 	}
 	for n, node := range gj.Nodes {
 		switch node.Op {
-		case "null":
+		case runtime.OpNull:
 			if v, ok := params[node.Name]; ok {
-				refOf[entryID(n, 0)] = aot.Ref{Kind: aot.RefConstant, Index: len(p.Constants)}
+				refOf[entryID(int64(n), 0)] = aot.Ref{Kind: aot.RefConstant, Index: len(p.Constants)}
 				p.Constants = append(p.Constants, v)
 				continue
 			}
@@ -248,9 +248,9 @@ func aotProgram(module string, gj *GraphJSON, params map[string]*tensor.Tensor, 
 			if !ok {
 				return nil, fmt.Errorf("aot: graph input %q is neither an input nor a parameter", node.Name)
 			}
-			refOf[entryID(n, 0)] = aot.Ref{Kind: aot.RefInput, Index: i}
-		case "kiln_op":
-			fn, _ := node.Attrs["func_name"].(string)
+			refOf[entryID(int64(n), 0)] = aot.Ref{Kind: aot.RefInput, Index: i}
+		case runtime.OpKiln:
+			fn := node.StringAttr("func_name")
 			c := aot.Call{Func: fn}
 			for _, in := range node.Inputs {
 				r, ok := refOf[entryID(in[0], in[1])]
@@ -260,8 +260,8 @@ func aotProgram(module string, gj *GraphJSON, params map[string]*tensor.Tensor, 
 				c.Args = append(c.Args, r)
 			}
 			nout := gj.NodeRowPtr[n+1] - gj.NodeRowPtr[n]
-			for i := 0; i < nout; i++ {
-				e := entryID(n, i)
+			for i := int64(0); i < nout; i++ {
+				e := entryID(int64(n), i)
 				if k, ok := headOf[e]; ok {
 					refOf[e] = aot.Ref{Kind: aot.RefOutput, Index: k}
 				} else {

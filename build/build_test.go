@@ -1,10 +1,11 @@
 package build
 
 import (
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/ref"

@@ -165,10 +165,10 @@ func targetListString(cfg *device.CompilationConfig) string {
 }
 
 // devicesOf lists the devices of the program's entries, sorted.
-func devicesOf(g *GraphJSON) []string {
+func devicesOf(g *runtime.GraphJSON) []string {
 	seen := map[string]bool{}
 	for _, di := range g.Attrs.DeviceIndex {
-		seen[runtime.Device{Type: runtime.DeviceType(di[0]), ID: di[1]}.String()] = true
+		seen[runtime.Device{Type: runtime.DeviceType(di[0]), ID: int(di[1])}.String()] = true
 	}
 	out := make([]string, 0, len(seen))
 	for d := range seen {

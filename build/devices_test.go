@@ -55,13 +55,14 @@ func TestModelSplitAcrossTwoCPUs(t *testing.T) {
 				t.Errorf("devices %v, want %v", res.Metadata.Devices, want)
 			}
 			g := readGraph(t, res.Dir)
-			copies := map[[2]int]int{}
+			copies := map[[2]int64]int{}
 			for i, n := range g.Nodes {
 				if n.Op == "device_copy" {
-					copies[g.Attrs.DeviceIndex[g.NodeRowPtr[i]]]++
+					di := g.Attrs.DeviceIndex[g.NodeRowPtr[i]]
+					copies[[2]int64{di[0], di[1]}]++
 				}
 			}
-			if copies[[2]int{1, 1}] == 0 || copies[[2]int{1, 0}] == 0 {
+			if copies[[2]int64{1, 1}] == 0 || copies[[2]int64{1, 0}] == 0 {
 				t.Errorf("device copies by destination %v: want copies to cpu:1 and back to cpu:0", copies)
 			}
 		})

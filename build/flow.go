@@ -2,8 +2,9 @@ package build
 
 import (
 	"fmt"
-	"github.com/kiln-dev/kiln/passconfig"
 	"os"
+
+	"github.com/kiln-dev/kiln/passconfig"
 
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"

@@ -8,43 +8,16 @@ import (
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/tensor"
 )
-
-// GraphJSON is the graph executor's program (the format documented in
-// package runtime): nodes in execution order, the entries (node outputs)
-// with their shapes, dtypes, storage ids and devices.
-type GraphJSON struct {
-	Nodes      []GraphNode `json:"nodes"`
-	ArgNodes   []int       `json:"arg_nodes"`
-	Heads      [][2]int    `json:"heads"`
-	NodeRowPtr []int       `json:"node_row_ptr"`
-	Attrs      GraphAttrs  `json:"attrs"`
-}
-
-// GraphNode is one node: an input or parameter ("null"), a compiled
-// function call ("kiln_op") or a copy between devices ("device_copy").
-type GraphNode struct {
-	Op     string         `json:"op"`
-	Name   string         `json:"name"`
-	Inputs [][2]int       `json:"inputs,omitempty"`
-	Attrs  map[string]any `json:"attrs,omitempty"`
-}
-
-// GraphAttrs are the per-entry tables.
-type GraphAttrs struct {
-	Shape       [][]int64 `json:"shape"`
-	DLType      []string  `json:"dltype"`
-	StorageID   []int     `json:"storage_id"`
-	DeviceIndex [][2]int  `json:"device_index"`
-}
 
 // entry identifies one output of one node.
 type entry struct{ node, index int }
 
 // graphBuilder walks the lowered main function.
 type graphBuilder struct {
-	g       *GraphJSON
+	g       *runtime.GraphJSON
 	callee  map[*graph.Call]string
 	entries map[graph.Expr][]entry
 	types   []*ir.TensorType // per entry, in entry order
@@ -59,17 +32,17 @@ type graphBuilder struct {
 
 // deviceIndex is the [device_type, device_id] of e's entries: its planned
 // device, cpu:0 for whatever planning left unconstrained.
-func (b *graphBuilder) deviceIndex(e graph.Expr) [2]int {
-	di := [2]int{1, 0}
+func (b *graphBuilder) deviceIndex(e graph.Expr) []int64 {
+	di := []int64{int64(runtime.CPU), 0}
 	if b.devOf == nil {
 		return di
 	}
 	vd := b.devOf(e)
 	if vd.DeviceType > 0 {
-		di[0] = int(vd.DeviceType)
+		di[0] = int64(vd.DeviceType)
 	}
 	if vd.DeviceID > 0 {
-		di[1] = vd.DeviceID
+		di[1] = int64(vd.DeviceID)
 	}
 	return di
 }
@@ -80,10 +53,10 @@ func (b *graphBuilder) deviceIndex(e graph.Expr) [2]int {
 // each expression's planned device (nil: everything on cpu:0).
 // Constants become parameters named p0, p1, ... and are returned for the
 // params file.
-func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf func(graph.Expr) device.VirtualDevice) (*GraphJSON, map[string]*tensor.Tensor, error) {
+func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf func(graph.Expr) device.VirtualDevice) (*runtime.GraphJSON, map[string]*tensor.Tensor, error) {
 	b := &graphBuilder{
 		devOf:   devOf,
-		g:       &GraphJSON{},
+		g:       &runtime.GraphJSON{},
 		callee:  callee,
 		entries: map[graph.Expr][]entry{},
 		params:  map[string]*tensor.Tensor{},
@@ -93,8 +66,8 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf f
 		if !ok {
 			return nil, nil, fmt.Errorf("input %%%s is not a tensor", p.Name)
 		}
-		b.entries[p] = []entry{b.addNode(GraphNode{Op: "null", Name: p.Name}, []*ir.TensorType{tt}, b.deviceIndex(p))}
-		b.g.ArgNodes = append(b.g.ArgNodes, len(b.g.Nodes)-1)
+		b.entries[p] = []entry{b.addNode(runtime.GraphNode{Op: runtime.OpNull, Name: p.Name}, []*ir.TensorType{tt}, b.deviceIndex(p))}
+		b.g.ArgNodes = append(b.g.ArgNodes, int64(len(b.g.Nodes)-1))
 	}
 	var err error
 	graph.PostOrder(main.Body, func(e graph.Expr) {
@@ -106,16 +79,18 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf f
 		return nil, nil, err
 	}
 	for _, en := range b.entries[main.Body] {
-		b.g.Heads = append(b.g.Heads, [2]int{en.node, en.index})
+		b.g.Heads = append(b.g.Heads, []int64{int64(en.node), int64(en.index)})
 	}
-	b.g.NodeRowPtr = append(b.rowStart, len(b.types))
+	for _, r := range append(b.rowStart, len(b.types)) {
+		b.g.NodeRowPtr = append(b.g.NodeRowPtr, int64(r))
+	}
 	b.planStorage()
 	return b.g, b.params, nil
 }
 
 // addNode appends a node with the given output types, on device dev, and
 // returns its first entry.
-func (b *graphBuilder) addNode(n GraphNode, outs []*ir.TensorType, dev [2]int) entry {
+func (b *graphBuilder) addNode(n runtime.GraphNode, outs []*ir.TensorType, dev []int64) entry {
 	id := len(b.g.Nodes)
 	b.g.Nodes = append(b.g.Nodes, n)
 	b.rowStart = append(b.rowStart, len(b.types))
@@ -157,8 +132,8 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 		name := fmt.Sprintf("p%d", b.nparams)
 		b.nparams++
 		b.params[name] = x.Value
-		b.entries[e] = []entry{b.addNode(GraphNode{Op: "null", Name: name}, []*ir.TensorType{x.Value.Type()}, b.deviceIndex(x))}
-		b.g.ArgNodes = append(b.g.ArgNodes, len(b.g.Nodes)-1)
+		b.entries[e] = []entry{b.addNode(runtime.GraphNode{Op: runtime.OpNull, Name: name}, []*ir.TensorType{x.Value.Type()}, b.deviceIndex(x))}
+		b.g.ArgNodes = append(b.g.ArgNodes, int64(len(b.g.Nodes)-1))
 	case *graph.Tuple:
 		var es []entry
 		for _, f := range x.Fields {
@@ -188,10 +163,10 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 	case *graph.Function, *graph.GlobalVar:
 		// Function literals and global functions are only callees.
 	case *graph.Call:
-		var ins [][2]int
+		var ins [][]int64
 		for _, a := range x.Args {
 			for _, en := range b.entries[a] {
-				ins = append(ins, [2]int{en.node, en.index})
+				ins = append(ins, []int64{int64(en.node), int64(en.index)})
 			}
 		}
 		outs, err := flatTensorTypes(x.Type())
@@ -205,9 +180,9 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 			}
 			name := fmt.Sprintf("device_copy_%d", b.ncopy)
 			b.ncopy++
-			first = b.addNode(GraphNode{Op: "device_copy", Name: name, Inputs: ins, Attrs: map[string]any{
+			first = b.addNode(runtime.GraphNode{Op: runtime.OpDeviceCopy, Name: name, Inputs: ins, Attrs: rawAttrs(map[string]any{
 				"num_inputs": 1, "num_outputs": 1,
-			}}, outs, b.deviceIndex(x))
+			})}, outs, b.deviceIndex(x))
 		} else {
 			name, ok := b.callee[x]
 			if g, isG := x.Fn.(*graph.GlobalVar); isG && !ok {
@@ -216,9 +191,9 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 			if !ok {
 				return fmt.Errorf("%s has no compiled function", graph.Describe(x))
 			}
-			first = b.addNode(GraphNode{Op: "kiln_op", Name: name, Inputs: ins, Attrs: map[string]any{
+			first = b.addNode(runtime.GraphNode{Op: runtime.OpKiln, Name: name, Inputs: ins, Attrs: rawAttrs(map[string]any{
 				"func_name": name, "num_inputs": len(ins), "num_outputs": len(outs),
-			}}, outs, b.deviceIndex(x))
+			})}, outs, b.deviceIndex(x))
 		}
 		es := make([]entry, len(outs))
 		for i := range outs {
@@ -243,26 +218,27 @@ func (b *graphBuilder) planStorage() {
 	}
 	for ni, node := range b.g.Nodes {
 		for _, in := range node.Inputs {
-			lastUse[flat(in[0], in[1])] = ni
+			lastUse[flat(int(in[0]), int(in[1]))] = ni
 		}
 	}
 	pinned := make([]bool, n)
 	for _, h := range b.g.Heads {
-		pinned[flat(h[0], h[1])] = true
+		pinned[flat(int(h[0]), int(h[1]))] = true
 	}
-	ids := make([]int, n)
+	ids := make([]int64, n)
 	var sizes []int64
-	var devs [][2]int // device of each storage id
-	var free []int    // storage ids available for reuse
-	releaseAt := map[int][]int{}
+	var devs [][2]int64 // device of each storage id
+	var free []int64    // storage ids available for reuse
+	releaseAt := map[int][]int64{}
 	for ni, node := range b.g.Nodes {
 		for _, sid := range releaseAt[ni] {
 			free = append(free, sid)
 		}
 		for k := b.rowStart[ni]; k < b.rowStart[ni]+numOutputs(b, ni); k++ {
 			size := b.types[k].NumBytes()
-			dev := b.g.Attrs.DeviceIndex[k]
-			sid := -1
+			di := b.g.Attrs.DeviceIndex[k]
+			dev := [2]int64{di[0], di[1]}
+			sid := int64(-1)
 			if node.Op != "null" && !pinned[k] {
 				best := -1
 				for fi, f := range free {
@@ -276,7 +252,7 @@ func (b *graphBuilder) planStorage() {
 				}
 			}
 			if sid < 0 {
-				sid = len(sizes)
+				sid = int64(len(sizes))
 				sizes = append(sizes, size)
 				devs = append(devs, dev)
 			}
@@ -304,8 +280,18 @@ func numOutputs(b *graphBuilder, node int) int {
 	return end - b.rowStart[node]
 }
 
-// Marshal renders the program as indented JSON with sorted attribute keys.
-func (g *GraphJSON) Marshal() ([]byte, error) { return json.MarshalIndent(g, "", " ") }
+// rawAttrs encodes node attributes (strings and integers) as JSON.
+func rawAttrs(kv map[string]any) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(kv))
+	for k, v := range kv {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			panic(fmt.Sprintf("graph.json attribute %s: %v", k, err)) // only strings and ints reach here
+		}
+		out[k] = raw
+	}
+	return out
+}
 
 // sortedParamNames lists parameter names in a stable order (p0, p1, ..., p10).
 func sortedParamNames(params map[string]*tensor.Tensor) []string {

@@ -3,13 +3,14 @@ package build
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/device"
@@ -274,17 +275,17 @@ func TestHookOwnsPlacedFunctions(t *testing.T) {
 	}
 }
 
-func readGraph(t *testing.T, dir string) *GraphJSON {
+func readGraph(t *testing.T, dir string) *runtime.GraphJSON {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "graph.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var g GraphJSON
-	if err := json.Unmarshal(data, &g); err != nil {
+	g, err := runtime.DecodeGraphJSON(data)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &g
+	return g
 }
 
 // scaleModule is what the RelayToRuntime test target builds: a Go module

@@ -1,10 +1,11 @@
 package build
 
 import (
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/passconfig"
 )

@@ -87,7 +87,7 @@ type state struct {
 	env     *hookEnv
 	low     *lowered
 
-	gj     *GraphJSON
+	gj     *runtime.GraphJSON
 	gjText []byte
 	params map[string]*tensor.Tensor
 

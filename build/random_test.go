@@ -2,10 +2,11 @@ package build
 
 import (
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"math/rand"
 	"path/filepath"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"

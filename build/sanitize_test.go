@@ -2,7 +2,6 @@ package build
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,7 +38,7 @@ func dtypeCode(dt ir.DType) (int, int) {
 // block, so AddressSanitizer sees any out-of-bounds access of a kernel.
 // Inputs (graph inputs then parameters, in arg_nodes order) are read from
 // one raw file and the outputs written to another.
-func driverSource(g *GraphJSON) (string, error) {
+func driverSource(g *runtime.GraphJSON) (string, error) {
 	var b strings.Builder
 	b.WriteString("#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include \"kiln/c_runtime_api.h\"\n\n")
 	declared := map[string]bool{}
@@ -47,14 +46,14 @@ func driverSource(g *GraphJSON) (string, error) {
 		if n.Op != "kiln_op" {
 			continue
 		}
-		fn := n.Attrs["func_name"].(string)
+		fn := n.StringAttr("func_name")
 		if !declared[fn] {
 			declared[fn] = true
 			fmt.Fprintf(&b, "int32_t %s(kiln_tensor* args, int32_t num_args);\n", fn)
 		}
 	}
-	nsid := 0
-	sizes := map[int]int64{}
+	nsid := int64(0)
+	sizes := map[int64]int64{}
 	for e, sid := range g.Attrs.StorageID {
 		dt, err := ir.ParseDType(g.Attrs.DLType[e])
 		if err != nil {
@@ -73,7 +72,7 @@ func driverSource(g *GraphJSON) (string, error) {
 	}
 	b.WriteString("\nint main(int argc, char** argv) {\n  if (argc != 3) return 2;\n")
 	fmt.Fprintf(&b, "  void* st[%d];\n", nsid)
-	for sid := 0; sid < nsid; sid++ {
+	for sid := int64(0); sid < nsid; sid++ {
 		fmt.Fprintf(&b, "  st[%d] = malloc(%d);\n", sid, max(sizes[sid], 1))
 	}
 	b.WriteString("  FILE* in = fopen(argv[1], \"rb\");\n  if (!in) return 3;\n")
@@ -86,7 +85,7 @@ func driverSource(g *GraphJSON) (string, error) {
 		if n.Op != "kiln_op" {
 			continue
 		}
-		var ents []int
+		var ents []int64
 		for _, in := range n.Inputs {
 			ents = append(ents, g.NodeRowPtr[in[0]]+in[1])
 		}
@@ -113,7 +112,7 @@ func driverSource(g *GraphJSON) (string, error) {
 				k, g.Attrs.StorageID[e], k, k, k, len(g.Attrs.Shape[e]), k, code, k, bits, k, k, k)
 		}
 		fmt.Fprintf(&b, "    if (%s(a, %d) != 0) { fprintf(stderr, \"%s: %%s\\n\", kiln_get_last_error()); return 5; }\n  }\n",
-			n.Attrs["func_name"], len(ents), n.Attrs["func_name"])
+			n.StringAttr("func_name"), len(ents), n.StringAttr("func_name"))
 	}
 	b.WriteString("  FILE* out = fopen(argv[2], \"wb\");\n  if (!out) return 6;\n")
 	for _, h := range g.Heads {
@@ -121,14 +120,14 @@ func driverSource(g *GraphJSON) (string, error) {
 		fmt.Fprintf(&b, "  fwrite(st[%d], 1, %d, out);\n", g.Attrs.StorageID[e], entryBytes(g, e))
 	}
 	b.WriteString("  fclose(out);\n")
-	for sid := 0; sid < nsid; sid++ {
+	for sid := int64(0); sid < nsid; sid++ {
 		fmt.Fprintf(&b, "  free(st[%d]);\n", sid)
 	}
 	b.WriteString("  return 0;\n}\n")
 	return b.String(), nil
 }
 
-func entryBytes(g *GraphJSON, e int) int64 {
+func entryBytes(g *runtime.GraphJSON, e int64) int64 {
 	dt, _ := ir.ParseDType(g.Attrs.DLType[e])
 	n := int64(dt.Size())
 	for _, d := range g.Attrs.Shape[e] {
@@ -192,12 +191,12 @@ func sanitizeModel(t *testing.T, cc, dir string) {
 	if _, err := Compile(model.Module, nil, Config{Host: hostTarget(t), Out: out}); err != nil {
 		t.Fatal(err)
 	}
-	var g GraphJSON
 	gj, err := os.ReadFile(filepath.Join(out, "graph.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(gj, &g); err != nil {
+	g, err := runtime.DecodeGraphJSON(gj)
+	if err != nil {
 		t.Fatal(err)
 	}
 	pf, err := os.Open(filepath.Join(out, "params.bin"))
@@ -220,7 +219,7 @@ func sanitizeModel(t *testing.T, cc, dir string) {
 			t.Fatalf("argument %q is neither an input nor a parameter", name)
 		}
 	}
-	src, err := driverSource(&g)
+	src, err := driverSource(g)
 	if err != nil {
 		t.Fatal(err)
 	}

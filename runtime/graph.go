@@ -16,32 +16,10 @@ import (
 
 // Node kinds of the graph JSON.
 const (
-	opNull       = "null"
-	opKiln       = "kiln_op"
-	opDeviceCopy = "device_copy"
+	opNull       = OpNull
+	opKiln       = OpKiln
+	opDeviceCopy = OpDeviceCopy
 )
-
-type jsonGraph struct {
-	Nodes      []json.RawMessage `json:"nodes"`
-	ArgNodes   []int64           `json:"arg_nodes"`
-	Heads      [][]int64         `json:"heads"`
-	NodeRowPtr []int64           `json:"node_row_ptr"`
-	Attrs      json.RawMessage   `json:"attrs"`
-}
-
-type jsonNode struct {
-	Op     string                     `json:"op"`
-	Name   string                     `json:"name"`
-	Inputs [][]int64                  `json:"inputs"`
-	Attrs  map[string]json.RawMessage `json:"attrs"`
-}
-
-type jsonAttrs struct {
-	Shape       [][]int64 `json:"shape"`
-	DLType      []string  `json:"dltype"`
-	StorageID   []int64   `json:"storage_id"`
-	DeviceIndex [][]int64 `json:"device_index"`
-}
 
 // gNode is a validated node.
 type gNode struct {
@@ -122,20 +100,17 @@ func ValidateGraphJSON(data []byte) error {
 // parseGraph parses and validates the graph JSON. When devices is
 // non-empty, every entry must live on one of them.
 func parseGraph(data []byte, devices []Device) (*graph, error) {
-	var jg jsonGraph
-	if err := decodeStrict(data, &jg); err != nil {
-		return nil, fmt.Errorf("graph JSON: %w", err)
+	jg, err := DecodeGraphJSON(data)
+	if err != nil {
+		return nil, err
 	}
 	if len(jg.Nodes) == 0 {
 		return nil, errors.New("graph JSON: no nodes")
 	}
 	g := &graph{nodes: make([]gNode, len(jg.Nodes))}
-	jnodes := make([]jsonNode, len(jg.Nodes))
-	for i, raw := range jg.Nodes {
+	jnodes := jg.Nodes
+	for i := range jnodes {
 		jn := &jnodes[i]
-		if err := decodeStrict(raw, jn); err != nil {
-			return nil, fmt.Errorf("graph JSON: node %d: %w", i, err)
-		}
 		n := &g.nodes[i]
 		n.op, n.name = jn.Op, jn.Name
 		if jn.Name == "" {
@@ -181,7 +156,7 @@ func parseGraph(data []byte, devices []Device) (*graph, error) {
 		}
 	}
 
-	if err := g.readAttrs(jg.Attrs, devices); err != nil {
+	if err := g.readAttrs(&jg.Attrs, devices); err != nil {
 		return nil, err
 	}
 	if err := g.readArgNodes(jg.ArgNodes); err != nil {
@@ -207,7 +182,7 @@ func parseGraph(data []byte, devices []Device) (*graph, error) {
 }
 
 // checkNodeKind validates a node's op, input count and attributes.
-func (g *graph) checkNodeKind(i int, jn *jsonNode) error {
+func (g *graph) checkNodeKind(i int, jn *GraphNode) error {
 	n := &g.nodes[i]
 	intAttr := func(key string) (int64, bool, error) {
 		raw, ok := jn.Attrs[key]
@@ -295,14 +270,7 @@ func (g *graph) resolveRef(ref []int64, before int) (int, error) {
 }
 
 // readAttrs reads the per-entry attribute arrays.
-func (g *graph) readAttrs(raw json.RawMessage, devices []Device) error {
-	if len(raw) == 0 {
-		return errors.New("graph JSON: no attrs")
-	}
-	var ja jsonAttrs
-	if err := decodeStrict(raw, &ja); err != nil {
-		return fmt.Errorf("graph JSON: attrs: %w", err)
-	}
+func (g *graph) readAttrs(ja *GraphAttrs, devices []Device) error {
 	n := len(g.entries)
 	for _, c := range []struct {
 		name string
@@ -341,7 +309,7 @@ func (g *graph) readAttrs(raw json.RawMessage, devices []Device) error {
 		en.dev = defDev
 		if ja.DeviceIndex != nil {
 			di := ja.DeviceIndex[e]
-			if len(di) != 2 || di[1] < 0 || di[1] > 1<<20 {
+			if len(di) != 2 || di[0] < 0 || di[0] > 1<<30 || di[1] < 0 || di[1] > 1<<20 {
 				return fmt.Errorf("graph JSON: %s: device_index %v, want [device_type, device_id]", g.entryRef(e), di)
 			}
 			en.dev = Device{Type: DeviceType(di[0]), ID: int(di[1])}
