@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/memplan"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -117,32 +118,31 @@ func (p *Program) Check() error {
 	return nil
 }
 
-// Intervals are the temps' live ranges: from the first call that names a
-// temp to the last.
-func (p *Program) Intervals() []Interval {
-	ivs := make([]Interval, len(p.Temps))
-	seen := make([]bool, len(p.Temps))
+// Intervals are the temps' live ranges (memplan.Liveness): the calls in
+// order, then one last step for the copies into the outputs.
+func (p *Program) Intervals() ([]memplan.Interval, error) {
+	sizes := make([]int64, len(p.Temps))
 	for i, t := range p.Temps {
-		ivs[i].Size = t.Bytes()
+		sizes[i] = t.Bytes()
 	}
-	for step, c := range p.Calls {
+	steps := make([][]int, 0, len(p.Calls)+1)
+	for _, c := range p.Calls {
+		var touched []int
 		for _, a := range c.Args {
-			if a.Kind != RefTemp {
-				continue
+			if a.Kind == RefTemp {
+				touched = append(touched, a.Index)
 			}
-			if !seen[a.Index] {
-				seen[a.Index] = true
-				ivs[a.Index].Start = step
-			}
-			ivs[a.Index].End = step
 		}
+		steps = append(steps, touched)
 	}
+	var copied []int
 	for _, c := range p.Copies {
 		if c.From.Kind == RefTemp {
-			ivs[c.From.Index].End = len(p.Calls)
+			copied = append(copied, c.From.Index)
 		}
 	}
-	return ivs
+	steps = append(steps, copied)
+	return memplan.Liveness(sizes, steps)
 }
 
 // Identifier turns s into a C identifier: characters other than letters,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/internal/golden"
 	"github.com/kiln-dev/kiln/target"
 )
@@ -25,14 +25,14 @@ func TestArchitectureDoc(t *testing.T) {
 	sections := map[string]string{}
 	var order []string
 	for _, c := range []struct{ marker, targets, executor string }{
-		{`graph executor, -t "dnnl, cblas, c"`, "dnnl, cblas, c", build.ExecutorGraph},
-		{"AOT executor, -t c", "c", build.ExecutorAOT},
+		{`graph executor, -t "dnnl, cblas, c"`, "dnnl, cblas, c", driver.ExecutorGraph},
+		{"AOT executor, -t c", "c", driver.ExecutorAOT},
 	} {
 		l, err := target.ParseList(c.targets)
 		if err != nil {
 			t.Fatalf("target list %q: %v", c.targets, err)
 		}
-		p, err := build.NewPipeline(build.Config{Host: l.Host, Targets: l.Targets, Executor: c.executor})
+		p, err := driver.NewPipeline(driver.Config{Host: l.Host, Targets: l.Targets, Executor: c.executor})
 		if err != nil {
 			t.Fatal(err)
 		}

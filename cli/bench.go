@@ -11,7 +11,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/ir"
 	krt "github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/tensor"
@@ -118,11 +118,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 				return fail(stderr, "bench", err)
 			}
 		}
-		tmp, err := build.TempDir("", "kiln-bench-")
+		tmp, err := driver.TempDir("", "kiln-bench-")
 		if err != nil {
 			return fail(stderr, "bench", err)
 		}
-		defer build.RemoveTemp(tmp)
+		defer driver.RemoveTemp(tmp)
 		dir = filepath.Join(tmp, "artifact")
 		var progress io.Writer
 		if !*asJSON {
@@ -142,7 +142,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		}
 		rep.CompileS = time.Since(t0).Seconds()
 	}
-	art, err := build.LoadArtifact(dir)
+	art, err := driver.LoadArtifact(dir)
 	if err != nil {
 		return fail(stderr, "bench", err)
 	}

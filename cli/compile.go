@@ -13,7 +13,7 @@ import (
 
 	"github.com/kiln-dev/kiln/passconfig"
 
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/transform"
@@ -43,11 +43,11 @@ type compileOptions struct {
 	// ModuleName names the model in partitioned functions' symbols
 	// (kiln_<module>_<compiler>_main_<n>); see moduleName.
 	ModuleName string
-	// Executor is build.ExecutorGraph (default) or build.ExecutorAOT.
+	// Executor is driver.ExecutorGraph (default) or driver.ExecutorAOT.
 	Executor string
 	// AOT configures the AOT executor.
-	AOT build.AOTOptions
-	// Verify, DumpDir and DumpAfter are build.Config's.
+	AOT driver.AOTOptions
+	// Verify, DumpDir and DumpAfter are driver.Config's.
 	Verify             bool
 	DumpDir, DumpAfter string
 }
@@ -65,12 +65,12 @@ func moduleName(arg string) string {
 
 // compileModel compiles an imported model into the artifact directory
 // opts.Out and returns the build result and the wall time it took.
-func compileModel(m *onnx.Model, opts compileOptions) (*build.Result, time.Duration, error) {
+func compileModel(m *onnx.Model, opts compileOptions) (*driver.Result, time.Duration, error) {
 	names := make([]string, len(m.Outputs))
 	for i, o := range m.Outputs {
 		names[i] = o.Name
 	}
-	// build.Compile needs an absolute path: the C compiler runs in the
+	// driver.Compile needs an absolute path: the C compiler runs in the
 	// build directory, where a relative path would not resolve.
 	out, err := filepath.Abs(opts.Out)
 	if err != nil {
@@ -81,7 +81,7 @@ func compileModel(m *onnx.Model, opts compileOptions) (*build.Result, time.Durat
 		ctx = context.Background()
 	}
 	t0 := time.Now()
-	res, err := build.CompileContext(ctx, m.Module, names, build.Config{
+	res, err := driver.CompileContext(ctx, m.Module, names, driver.Config{
 		Host:           opts.Place.list.Host,
 		Targets:        opts.Place.list.Targets,
 		Labels:         opts.Place.labels,
@@ -214,15 +214,15 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "compile", err)
 	}
 	if *printPipeline {
-		p, err := build.NewPipeline(build.Config{Host: place.list.Host, Targets: place.list.Targets, Executor: *executor, PassConfig: pc})
+		p, err := driver.NewPipeline(driver.Config{Host: place.list.Host, Targets: place.list.Targets, Executor: *executor, PassConfig: pc})
 		if err != nil {
 			return fail(stderr, "compile", err)
 		}
 		fmt.Fprint(stdout, p.String())
 		return exitOK
 	}
-	if *dumpAfter != "" && !slices.Contains(build.StageNames(), *dumpAfter) {
-		fmt.Fprintf(stderr, "kiln compile: --dump-after %q: no such stage (stages: %s)\n", *dumpAfter, strings.Join(build.StageNames(), ", "))
+	if *dumpAfter != "" && !slices.Contains(driver.StageNames(), *dumpAfter) {
+		fmt.Fprintf(stderr, "kiln compile: --dump-after %q: no such stage (stages: %s)\n", *dumpAfter, strings.Join(driver.StageNames(), ", "))
 		return exitUsage
 	}
 	path, err := modelPath(pos[0])
@@ -300,8 +300,8 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 
 // aotFlags checks the executor flags of compile and returns the AOT
 // options (or a usage exit status when ok is false).
-func aotFlags(stderr io.Writer, executor, interfaceAPI string, unpacked bool, weights string, fs *flag.FlagSet) (build.AOTOptions, int, bool) {
-	var o build.AOTOptions
+func aotFlags(stderr io.Writer, executor, interfaceAPI string, unpacked bool, weights string, fs *flag.FlagSet) (driver.AOTOptions, int, bool) {
+	var o driver.AOTOptions
 	switch executor {
 	case "graph":
 		set := map[string]bool{}
@@ -336,8 +336,8 @@ func aotFlags(stderr io.Writer, executor, interfaceAPI string, unpacked bool, we
 }
 
 // writeStageStats prints the statistics the compile collected (-v): every
-// graph pass's time and every stage's time and IR sizes.
-func writeStageStats(w io.Writer, res *build.Result) error {
+// graph pass's time, every stage's time and IR sizes, and the memory pools.
+func writeStageStats(w io.Writer, res *driver.Result) error {
 	fmt.Fprintln(w, "graph passes:")
 	p := transform.Pipeline{Stats: res.GraphPasses}
 	if err := p.WriteStats(w); err != nil {
@@ -346,6 +346,10 @@ func writeStageStats(w io.Writer, res *build.Result) error {
 	fmt.Fprintln(w, "stages (time, graph calls, PrimFuncs, bytes of C after each):")
 	for _, st := range res.Stages {
 		fmt.Fprintf(w, "  %-16s %10v %6d %6d %9d\n", st.Name, st.Time.Round(time.Microsecond), st.GraphCalls, st.PrimFuncs, st.CBytes)
+	}
+	fmt.Fprintln(w, "memory pools (tensors, bytes, liveness lower bound, placement):")
+	for _, m := range res.Memory {
+		fmt.Fprintf(w, "  %-16s %6d %12d %12d  %s\n", m.Device, m.Tensors, m.Bytes, m.LowerBound, m.Algorithm)
 	}
 	return nil
 }
@@ -365,7 +369,7 @@ func isArtifact(p string) bool {
 
 // artifactInputs turns an artifact's input metadata into declarations, so
 // that input files are matched and checked exactly as for a model file.
-func artifactInputs(md build.Metadata) ([]DeclaredInput, error) {
+func artifactInputs(md driver.Metadata) ([]DeclaredInput, error) {
 	out := make([]DeclaredInput, len(md.Inputs))
 	for i, in := range md.Inputs {
 		dt, err := ir.ParseDType(in.DType)

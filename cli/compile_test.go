@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
@@ -52,7 +52,7 @@ func TestCompileAndRunMLP(t *testing.T) {
 			t.Errorf("artifact lacks %s", f)
 		}
 	}
-	var md build.Metadata
+	var md driver.Metadata
 	data, _ := os.ReadFile(filepath.Join(out, "metadata.json"))
 	if err := json.Unmarshal(data, &md); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kiln-dev/kiln/internal/testenv"
 
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -66,7 +66,7 @@ func TestCompileWithPlacement(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("compile: exit %d: %s", code, stderr)
 	}
-	var md build.Metadata
+	var md driver.Metadata
 	data, err := os.ReadFile(filepath.Join(out, "metadata.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/tensor"
@@ -38,12 +38,12 @@ type compiledEngine struct {
 	cfg TestConfig
 	tmp string
 	n   int
-	art *build.Artifact
+	art *driver.Artifact
 }
 
 func (c *compiledEngine) prepare(ctx context.Context, m *onnx.Model) error {
 	if c.tmp == "" {
-		tmp, err := build.TempDir("", "kiln-test-")
+		tmp, err := driver.TempDir("", "kiln-test-")
 		if err != nil {
 			return err
 		}
@@ -60,7 +60,7 @@ func (c *compiledEngine) prepare(ctx context.Context, m *onnx.Model) error {
 	if err != nil {
 		return err
 	}
-	art, err := build.LoadArtifact(res.Dir)
+	art, err := driver.LoadArtifact(res.Dir)
 	if err != nil {
 		return fmt.Errorf("loading the artifact: %w", err)
 	}
@@ -82,7 +82,7 @@ func (c *compiledEngine) close() {
 		c.art = nil
 	}
 	if c.tmp != "" {
-		build.RemoveTemp(c.tmp)
+		driver.RemoveTemp(c.tmp)
 		c.cfg.temps.track(c.tmp, false)
 	}
 }
@@ -109,7 +109,7 @@ func (t *tempDirs) removeAll() {
 		return
 	}
 	t.m.Range(func(k, _ any) bool {
-		build.RemoveTemp(k.(string))
+		driver.RemoveTemp(k.(string))
 		t.m.Delete(k)
 		return true
 	})

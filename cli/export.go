@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/kiln-dev/kiln/aot"
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 )
 
 func runExport(args []string, stdout, stderr io.Writer) int {
@@ -35,7 +35,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	src := pos[0]
-	art, err := build.LoadArtifact(src)
+	art, err := driver.LoadArtifact(src)
 	if err != nil {
 		return fail(stderr, "export", err)
 	}
@@ -75,7 +75,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 
 // projectFiles reads the C project out of an AOT artifact: everything but
 // metadata.json and the built program.
-func projectFiles(dir string, md build.Metadata) (map[string][]byte, error) {
+func projectFiles(dir string, md driver.Metadata) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -90,7 +90,7 @@ func projectFiles(dir string, md build.Metadata) (map[string][]byte, error) {
 		if err != nil {
 			return err
 		}
-		if rel == "metadata.json" || rel == md.AOT.Binary || rel == build.MarkerFile {
+		if rel == "metadata.json" || rel == md.AOT.Binary || rel == driver.MarkerFile {
 			return nil
 		}
 		b, err := os.ReadFile(p)
@@ -139,7 +139,7 @@ func writeTree(dir string, files map[string][]byte) error {
 }
 
 // projectReadme describes an exported project.
-func projectReadme(md build.Metadata) string {
+func projectReadme(md driver.Metadata) string {
 	a := md.AOT
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s: kiln ahead-of-time C project\n\n", a.Module)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/ref"
@@ -214,11 +214,11 @@ func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Confi
 		return fail(stderr, "run", err)
 	}
 	tImport := time.Since(t0)
-	tmp, err := build.TempDir("", "kiln-run-")
+	tmp, err := driver.TempDir("", "kiln-run-")
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
-	defer build.RemoveTemp(tmp)
+	defer driver.RemoveTemp(tmp)
 	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact"), ModuleName: moduleName(path), Passes: pc})
 	if err != nil {
 		return fail(stderr, "run", err)
@@ -232,7 +232,7 @@ func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Confi
 // the outputs like the reference engine does.
 func runArtifact(dir string, inputs []string, vals map[string]*tensor.Tensor, o outputOptions, stdout, stderr io.Writer) int {
 	t0 := time.Now()
-	art, err := build.LoadArtifact(dir)
+	art, err := driver.LoadArtifact(dir)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

@@ -5,11 +5,11 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 )
 
 // HandleSignals makes SIGINT and SIGTERM remove the temporary directories
-// of every build in progress (build.RemoveTempDirs: .kiln-build-* beside
+// of every build in progress (driver.RemoveTempDirs: .kiln-build-* beside
 // the output, kiln-hooks-*, kiln-run-* ...) before the process exits with
 // 128 plus the signal number, as a shell reports it. The kiln command
 // calls it first; a program that embeds the CLI may too.
@@ -18,7 +18,7 @@ func HandleSignals() {
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		s := <-ch
-		build.RemoveTempDirs()
+		driver.RemoveTempDirs()
 		code := 130
 		if s == syscall.SIGTERM {
 			code = 143

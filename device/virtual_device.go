@@ -6,7 +6,7 @@
 // helper (Place) that turns a user's placement file into on_device
 // annotations.
 //
-// Where it sits in the pipeline: the build (package build) applies the
+// Where it sits in the pipeline: the build (package driver) applies the
 // user's placement (Prepare, Place) right after import, plans devices
 // after the graph passes and partitioning and before fusion (so that no
 // fused function mixes devices, device_copy being opaque to fusion), and

@@ -2,7 +2,7 @@
 // PassContext: an optimisation level, the passes to skip, and a map of
 // typed, documented keys. The command line fills a Config from
 // --opt-level, --disable-pass and --pass-config KEY=VALUE; the build
-// driver (package build) hands it to the stages, and the passes that have
+// driver (package driver) hands it to the stages, and the passes that have
 // options read their keys from it. It is a leaf package: the passes of
 // every IR can depend on it.
 //

@@ -79,6 +79,7 @@
 //	    "shape": [[1, 3, 8, 8], [4, 3, 3, 3], [1, 4, 6, 6], [1, 4, 6, 6]],
 //	    "dltype": ["float32", "float32", "float32", "float32"],
 //	    "storage_id": [0, 1, 2, 3],
+//	    "storage_offset": [0, 0, 0, 0],
 //	    "device_index": [[1, 0], [1, 0], [1, 0], [12, 0]]
 //	  }
 //	}
@@ -97,19 +98,24 @@
 //   - every node output is an "entry"; entries are numbered node by node,
 //     and node_row_ptr[i] .. node_row_ptr[i+1]-1 are node i's (node_row_ptr
 //     may be omitted). attrs.shape, attrs.dltype (kiln dtype names) and
-//     attrs.storage_id have one element per entry; attrs.device_index
-//     ([device_type, device_id], types as in the C header) may be omitted,
-//     which places everything on the executor's first device (cpu:0).
+//     attrs.storage_id have one element per entry, as do two optional
+//     tables: attrs.storage_offset (bytes from the start of the storage, a
+//     multiple of 64, at most 2^48; omitted: all 0) and attrs.device_index
+//     ([device_type, device_id], types as in the C header; omitted:
+//     everything on the executor's first device, cpu:0).
 //   - arg_nodes lists exactly the null nodes, whose names are unique: they
 //     are the names SetInput and SetParams take. heads are the outputs.
 //   - all entries of one kiln_op are on one device (cross-device data moves
 //     only through device_copy).
 //   - entries sharing a storage_id share one buffer (as large as the
-//     largest of them) and must be on one device with disjoint lifetimes.
-//     An entry lives from the node that writes it to its last reader,
-//     both included; inputs and heads live for the whole run. So memory
-//     planning may reuse a buffer once its last reader has run, but not for
-//     that reader's own outputs, and never for inputs or outputs.
+//     furthest end, storage_offset plus size, of its entries) and must be
+//     on one device; entries whose bytes overlap must have disjoint
+//     lifetimes. An entry lives from the node that writes it to its last
+//     reader, both included; inputs and heads live for the whole run. So
+//     memory planning (package memplan: one pool per device for the
+//     intermediates) may reuse bytes once their last reader has run, but
+//     not for that reader's own outputs, and never those of inputs or
+//     outputs.
 //   - unknown fields are rejected, so that a misspelt key is an error.
 //
 // # Concurrency

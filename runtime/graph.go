@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -37,6 +38,7 @@ type gEntry struct {
 	dtype       ir.DType
 	shape       ir.Shape
 	sid         int64
+	offset      int64 // byte offset in the storage
 	dev         Device
 	nbytes      int64
 }
@@ -284,6 +286,9 @@ func (g *graph) readAttrs(ja *GraphAttrs, devices []Device) error {
 			return fmt.Errorf("graph JSON: attrs.%s has %d elements, want %d (one per node output)", c.name, c.len, n)
 		}
 	}
+	if ja.StorageOffset != nil && len(ja.StorageOffset) != n {
+		return fmt.Errorf("graph JSON: attrs.storage_offset has %d elements, want %d (one per node output)", len(ja.StorageOffset), n)
+	}
 	if ja.DeviceIndex != nil && len(ja.DeviceIndex) != n {
 		return fmt.Errorf("graph JSON: attrs.device_index has %d elements, want %d (one per node output)", len(ja.DeviceIndex), n)
 	}
@@ -305,6 +310,12 @@ func (g *graph) readAttrs(ja *GraphAttrs, devices []Device) error {
 		en.sid = ja.StorageID[e]
 		if en.sid < 0 {
 			return fmt.Errorf("graph JSON: %s: negative storage_id %d", g.entryRef(e), en.sid)
+		}
+		if ja.StorageOffset != nil {
+			en.offset = ja.StorageOffset[e]
+			if en.offset < 0 || en.offset%storageAlign != 0 || en.offset > maxStorageOffset {
+				return fmt.Errorf("graph JSON: %s: storage_offset %d, want a multiple of %d in [0, 2^48]", g.entryRef(e), en.offset, storageAlign)
+			}
 		}
 		en.dev = defDev
 		if ja.DeviceIndex != nil {
@@ -397,11 +408,24 @@ func (g *graph) outs(i int) []int {
 	return r
 }
 
+// Storage offsets are multiples of storageAlign (memplan.Alignment) and at
+// most maxStorageOffset, so offset+size never overflows.
+const (
+	storageAlign     = 64
+	maxStorageOffset = 1 << 48
+)
+
 // checkStorage checks that entries sharing a storage_id are on one device
-// and have disjoint lifetimes. An entry lives from the node that writes it
-// to its last reader; inputs (null nodes) and graph outputs (heads) live
-// for the whole run, since they persist between runs. Lifetimes are closed
-// intervals, so an operator's output never shares storage with its inputs.
+// and that those whose bytes overlap (storage_offset, size) have disjoint
+// lifetimes. An entry lives from the node that writes it to its last
+// reader; inputs (null nodes) and graph outputs (heads) live for the whole
+// run, since they persist between runs. Lifetimes are closed intervals,
+// so an operator's output never shares bytes with its inputs.
+//
+// It sweeps the nodes in order, keeping per storage the entries live at
+// that node sorted by offset (they are pairwise disjoint, or an error was
+// returned): an entry starting to live is checked against its neighbours
+// only, so hostile graphs cost O(entries · live entries) at worst.
 func (g *graph) checkStorage() error {
 	end := len(g.nodes)
 	def := make([]int, len(g.entries))
@@ -420,17 +444,44 @@ func (g *graph) checkStorage() error {
 	for _, e := range g.heads {
 		last[e] = end
 	}
-	bySID := map[int64][]int{}
-	for e, en := range g.entries {
-		for _, o := range bySID[en.sid] {
-			if g.entries[o].dev != en.dev {
-				return fmt.Errorf("graph JSON: storage_id %d is shared by %s on %s and %s on %s", en.sid, g.entryRef(o), g.entries[o].dev, g.entryRef(e), en.dev)
-			}
-			if def[o] <= last[e] && def[e] <= last[o] {
-				return fmt.Errorf("graph JSON: storage_id %d is shared by %s and %s, which are live at the same time", en.sid, g.entryRef(o), g.entryRef(e))
+	order := make([]int, len(g.entries))
+	for e := range order {
+		order[e] = e
+	}
+	sort.SliceStable(order, func(a, b int) bool { return def[order[a]] < def[order[b]] })
+	devOf := map[int64]int{}  // storage id → first entry (its device)
+	live := map[int64][]int{} // storage id → live entries, by offset
+	for _, e := range order {
+		en := &g.entries[e]
+		if o, ok := devOf[en.sid]; !ok {
+			devOf[en.sid] = e
+		} else if g.entries[o].dev != en.dev {
+			return fmt.Errorf("graph JSON: storage_id %d is shared by %s on %s and %s on %s", en.sid, g.entryRef(o), g.entries[o].dev, g.entryRef(e), en.dev)
+		}
+		if en.nbytes == 0 {
+			continue
+		}
+		// Drop the entries of this storage that died before e starts.
+		ls := live[en.sid][:0]
+		for _, o := range live[en.sid] {
+			if last[o] >= def[e] {
+				ls = append(ls, o)
 			}
 		}
-		bySID[en.sid] = append(bySID[en.sid], e)
+		at := sort.Search(len(ls), func(k int) bool { return g.entries[ls[k]].offset >= en.offset })
+		for _, k := range []int{at - 1, at} {
+			if k < 0 || k >= len(ls) {
+				continue
+			}
+			o := &g.entries[ls[k]]
+			if o.offset < en.offset+en.nbytes && en.offset < o.offset+o.nbytes {
+				return fmt.Errorf("graph JSON: storage_id %d is shared by %s and %s, which are live at the same time", en.sid, g.entryRef(ls[k]), g.entryRef(e))
+			}
+		}
+		ls = append(ls, 0)
+		copy(ls[at+1:], ls[at:])
+		ls[at] = e
+		live[en.sid] = ls
 	}
 	return nil
 }

@@ -68,7 +68,7 @@ func freeBlocks(blocks []unsafe.Pointer) {
 }
 
 // NewGraphExecutor validates the graph JSON, allocates storage (one buffer
-// per storage_id, as large as its largest entry, on the entries' device),
+// per storage_id, as large as its largest entry's end, on the entries' device),
 // resolves every kiln_op's func_name in mod (and its imports) and prepares
 // the argument arrays of every call. When devices are given, every entry
 // must live on one of them, and a graph without device_index runs on
@@ -152,7 +152,7 @@ func (e *GraphExecutor) allocate() error {
 			sizes[en.sid] = s
 			sids = append(sids, en.sid)
 		}
-		s.nbytes = max(s.nbytes, en.nbytes)
+		s.nbytes = max(s.nbytes, en.offset+en.nbytes)
 	}
 	owners := map[int64]*NDArray{}
 	for _, sid := range sids {
@@ -166,7 +166,7 @@ func (e *GraphExecutor) allocate() error {
 	}
 	e.views = make([]*NDArray, len(e.g.entries))
 	for i, en := range e.g.entries {
-		v, err := owners[en.sid].View(en.dtype, en.shape, 0)
+		v, err := owners[en.sid].View(en.dtype, en.shape, en.offset)
 		if err != nil {
 			return fmt.Errorf("graph executor: %s: %w", e.g.entryRef(i), err)
 		}

@@ -169,6 +169,44 @@ func TestGraphExecutorRun(t *testing.T) {
 	}
 }
 
+// TestGraphExecutorStorageOffset: entries live at the same time share a
+// storage at disjoint offsets (as memplan's pools do); the storage is as
+// large as its furthest entry's end and the results are unchanged.
+func TestGraphExecutorStorageOffset(t *testing.T) {
+	testenv.Cgo(t)
+	g := mutateGraph(t, func(g map[string]any) {
+		gattr(g, "storage_id")[3] = 2 // e3 joins e2, e4, e12 in storage 2 ...
+		setOffsets(g, 3, 64)          // ... after them
+	})
+	e, err := NewGraphExecutor(g, testModule(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if len(e.storage) != 11 {
+		t.Errorf("%d storage buffers, want 11", len(e.storage))
+	}
+	if got := e.storage[2].NumBytes(); got != 64+24 {
+		t.Errorf("storage_id 2 has %d bytes, want 88 (e3's end)", got)
+	}
+	if err := e.SetParams(map[string]*tensor.Tensor{"w": tensor.FromFloat32s(ir.Shape{2, 3}, testW)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetInput("x", tensor.FromFloat32s(ir.Shape{2, 3}, testX)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range expected(testX, testW) {
+		got, err := e.GetOutput(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkF32(t, fmt.Sprintf("output %d", i), got, want)
+	}
+}
+
 func TestGraphExecutorDevicesAndMemory(t *testing.T) {
 	testenv.Cgo(t)
 	mod := testModule(t)
@@ -210,6 +248,18 @@ func node(g map[string]any, i int) map[string]any { return g["nodes"].([]any)[i]
 func nattrs(g map[string]any, i int) map[string]any {
 	return node(g, i)["attrs"].(map[string]any)
 }
+
+// setOffsets gives testGraph a storage_offset table, zero except entry e
+// at off.
+func setOffsets(g map[string]any, e int, off int64) {
+	offs := make([]any, 14)
+	for i := range offs {
+		offs[i] = 0
+	}
+	offs[e] = off
+	g["attrs"].(map[string]any)["storage_offset"] = offs
+}
+
 func gattr(g map[string]any, key string) []any {
 	return g["attrs"].(map[string]any)[key].([]any)
 }
@@ -311,6 +361,26 @@ func TestGraphExecutorValidation(t *testing.T) {
 		{"storage shared with an output", func(t *testing.T) []byte {
 			return mutateGraph(t, func(g map[string]any) { gattr(g, "storage_id")[11] = 9 })
 		}, `storage_id 9 is shared by node 9 ("from_ext") output 0 and node 10 ("rowsum") output 0`},
+		{"storage_offset length", func(t *testing.T) []byte {
+			return mutateGraph(t, func(g map[string]any) { g["attrs"].(map[string]any)["storage_offset"] = []any{0} })
+		}, "attrs.storage_offset has 1 elements, want 14 (one per node output)"},
+		{"unaligned offset", func(t *testing.T) []byte {
+			return mutateGraph(t, func(g map[string]any) { setOffsets(g, 3, 8) })
+		}, `node 3 ("relu") output 0: storage_offset 8, want a multiple of 64`},
+		{"negative offset", func(t *testing.T) []byte {
+			return mutateGraph(t, func(g map[string]any) { setOffsets(g, 3, -64) })
+		}, `storage_offset -64, want a multiple of 64`},
+		{"huge offset", func(t *testing.T) []byte {
+			return mutateGraph(t, func(g map[string]any) { setOffsets(g, 3, 1<<62) })
+		}, `storage_offset 4611686018427387904, want a multiple of 64 in [0, 2^48]`},
+		{"bytes overlap at an offset", func(t *testing.T) []byte {
+			// e2 at [64, 88) and e3 at [80, 104) of one storage, both live at node 3.
+			return mutateGraph(t, func(g map[string]any) {
+				gattr(g, "storage_id")[3] = 2
+				setOffsets(g, 2, 64)
+				gattr(g, "storage_offset")[3] = 64 // e2's bytes
+			})
+		}, `storage_id 2 is shared by node 2 ("add") output 0 and node 3 ("relu") output 0, which are live at the same time`},
 		{"storage across devices", func(t *testing.T) []byte {
 			return mutateGraph(t, func(g map[string]any) { gattr(g, "storage_id")[6] = 2 })
 		}, `storage_id 2 is shared by node 2 ("add") output 0 on cpu:0 and node 5 ("to_cpu1") output 0 on cpu:1`},

@@ -8,7 +8,7 @@ import (
 
 // GraphJSON is graph.json, the graph executor's program (the format is in
 // the package documentation). It is the one definition of the schema: the
-// build writes it (build.Compile) and NewGraphExecutor reads it
+// build writes it (driver.Compile) and NewGraphExecutor reads it
 // (DecodeGraphJSON, then validation).
 type GraphJSON struct {
 	// Nodes are the nodes in execution order.
@@ -40,6 +40,10 @@ type GraphAttrs struct {
 	DLType      []string  `json:"dltype"`
 	StorageID   []int64   `json:"storage_id"`
 	DeviceIndex [][]int64 `json:"device_index"`
+	// StorageOffset, when present, is each entry's byte offset in its
+	// storage (package memplan places a device's intermediates in one
+	// pool); absent, every entry starts at its storage's first byte.
+	StorageOffset []int64 `json:"storage_offset,omitempty"`
 }
 
 // Graph-node op names.

@@ -11,7 +11,7 @@ import (
 
 // Hooks are a kind's customisations of the compilation flow, held as Go
 // function values (never looked up by name). A nil hook means the default
-// flow. The build driver (package build) consults them in this order, each
+// flow. The build driver (package driver) consults them in this order, each
 // kind once, in the order of the compilation's target list:
 //
 //  1. RelayToRuntime, per function the target owns (see HookContext.Owns),

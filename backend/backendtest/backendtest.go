@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/internal/shared"
@@ -56,7 +56,7 @@ type Compiled struct {
 // parameter, in order).
 func CompileRun(t testing.TB, r *target.Registry, targets string, mod *graph.Module, inputs []*tensor.Tensor) *Compiled {
 	t.Helper()
-	return compileRun(t, r, targets, build.ExecutorGraph, mod, inputs)
+	return compileRun(t, r, targets, driver.ExecutorGraph, mod, inputs)
 }
 
 func compileRun(t testing.TB, r *target.Registry, targets, executor string, mod *graph.Module, inputs []*tensor.Tensor) *Compiled {
@@ -66,10 +66,10 @@ func compileRun(t testing.TB, r *target.Registry, targets, executor string, mod 
 		t.Fatal(err)
 	}
 	c := &Compiled{Dir: filepath.Join(t.TempDir(), "art")}
-	if _, err := build.Compile(mod, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: c.Dir, Report: &c.Report, ModuleName: "test", Executor: executor, Verify: true}); err != nil {
+	if _, err := driver.Compile(mod, nil, driver.Config{Host: l.Host, Targets: l.Targets, Out: c.Dir, Report: &c.Report, ModuleName: "test", Executor: executor, Verify: true}); err != nil {
 		t.Fatalf("compiling for %q: %v", targets, err)
 	}
-	art, err := build.LoadArtifact(c.Dir)
+	art, err := driver.LoadArtifact(c.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,11 +132,11 @@ func RandomInputs(rng *rand.Rand, mod *graph.Module) []*tensor.Tensor {
 // 1e-4, as kiln's conformance runs do.
 func CompileModel(t testing.TB, r *target.Registry, targets, name string) *Compiled {
 	t.Helper()
-	return CompileModelExecutor(t, r, targets, name, build.ExecutorGraph)
+	return CompileModelExecutor(t, r, targets, name, driver.ExecutorGraph)
 }
 
 // CompileModelExecutor is CompileModel with the given executor
-// (build.ExecutorGraph or build.ExecutorAOT: the C project's program).
+// (driver.ExecutorGraph or driver.ExecutorAOT: the C project's program).
 func CompileModelExecutor(t testing.TB, r *target.Registry, targets, name, executor string) *Compiled {
 	t.Helper()
 	dir, err := shared.Path("models", name)

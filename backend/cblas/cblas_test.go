@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
@@ -308,7 +308,7 @@ func TestArtifactReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	for run := 0; run < 2; run++ {
-		art, err := build.LoadArtifact(dir)
+		art, err := driver.LoadArtifact(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,7 +400,7 @@ func TestUnsupportedInOwnedFunction(t *testing.T) {
 		return call(op.Tanh, nil, call(op.Dense, nil, ps[0], ps[1]))
 	})
 	l := targets(t)
-	_, err := build.Compile(mod, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: filepath.Join(t.TempDir(), "art")})
+	_, err := driver.Compile(mod, nil, driver.Config{Host: l.Host, Targets: l.Targets, Out: filepath.Join(t.TempDir(), "art")})
 	if err == nil || !strings.Contains(err.Error(), "tanh is not supported inside a cblas function") || !strings.Contains(err.Error(), "target cblas") {
 		t.Errorf("got %v, want an error naming tanh and the target", err)
 	}

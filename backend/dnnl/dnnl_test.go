@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/backend/backendtest"
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
@@ -57,7 +57,7 @@ func compile(t testing.TB, mod *graph.Module, targets string, rep *partition.Rep
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "art")
-	if _, err := build.Compile(mod, nil, build.Config{Host: l.Host, Targets: l.Targets, Out: out, Report: rep, ModuleName: "test"}); err != nil {
+	if _, err := driver.Compile(mod, nil, driver.Config{Host: l.Host, Targets: l.Targets, Out: out, Report: rep, ModuleName: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -66,7 +66,7 @@ func compile(t testing.TB, mod *graph.Module, targets string, rep *partition.Rep
 // runArtifact loads dir (a fresh LoadArtifact) and runs it.
 func runArtifact(t testing.TB, dir string, mod *graph.Module, inputs []*tensor.Tensor) []*tensor.Tensor {
 	t.Helper()
-	art, err := build.LoadArtifact(dir)
+	art, err := driver.LoadArtifact(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +474,7 @@ func BenchmarkResNetConv(b *testing.B) {
 	var first []*tensor.Tensor
 	for _, c := range []struct{ name, targets string }{{"dnnl", "dnnl, c"}, {"c", "c"}} {
 		dir := compile(b, mod, c.targets, nil)
-		art, err := build.LoadArtifact(dir)
+		art, err := driver.LoadArtifact(dir)
 		if err != nil {
 			b.Fatal(err)
 		}

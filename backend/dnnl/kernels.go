@@ -70,7 +70,7 @@ var registerLoader = sync.OnceValue(func() error {
 })
 
 // RegisterLoader registers the runtime.Loader of ModuleKind so that
-// build.LoadArtifact can read dnnl modules back. It runs once per
+// driver.LoadArtifact can read dnnl modules back. It runs once per
 // process (from this package's init); later calls return the first
 // result.
 func RegisterLoader() error { return registerLoader() }

@@ -215,7 +215,7 @@ func (s Stats) String() string {
 // ReadStats reads (and resets) the simulator's counters in the library
 // of the artifact in dir, as loaded by the process (the dynamic loader
 // shares one copy of the library, and so of the counters, between
-// build.LoadArtifact and this call).
+// driver.LoadArtifact and this call).
 func ReadStats(dir string) (Stats, error) {
 	lib, err := runtime.LoadLibrary(filepath.Join(dir, "kiln_lib.so"))
 	if err != nil {

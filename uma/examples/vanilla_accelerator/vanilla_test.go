@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/backend/backendtest"
-	"github.com/kiln-dev/kiln/build"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
@@ -122,7 +122,7 @@ func TestSqueezeNet(t *testing.T) {
 // with cc matches PyTorch's outputs.
 func TestSqueezeNetAOT(t *testing.T) {
 	r := backendtest.Registry(t, Register)
-	c := backendtest.CompileModelExecutor(t, r, "vanilla_accelerator, c", "squeezenet1_1", build.ExecutorAOT)
+	c := backendtest.CompileModelExecutor(t, r, "vanilla_accelerator, c", "squeezenet1_1", driver.ExecutorAOT)
 	if c.Report.Counts[Name] != 25 {
 		t.Errorf("report counts %v, want 25 offloaded convolutions", c.Report.Counts)
 	}

@@ -1,4 +1,4 @@
-// Package build is kiln's compilation driver: it runs the graph passes,
+// Package driver is kiln's compilation driver: it runs the graph passes,
 // lowers every fused primitive function to TIR (LowerTE), generates and
 // compiles C for the host target, and emits the graph executor's program
 // and parameters. The result is an artifact directory that package runtime
@@ -14,7 +14,7 @@
 //	OUT/kiln_lib.so     the compiled operators
 //	OUT/kiln_lib.c      the generated C, kept for inspection
 //	OUT/include/        the ABI header the C was compiled against
-package build
+package driver
 
 import (
 	"bytes"
@@ -141,6 +141,9 @@ type Result struct {
 	GraphPasses []transform.PassStat
 	// Impls maps each compiled function to the implementations chosen for its ops.
 	Impls map[string]string
+	// Memory describes the planned memory pools: per device for the
+	// graph executor, the workspace for AOT.
+	Memory []MemoryPool
 }
 
 // Compile builds mod (whose main is the model) into an artifact directory
@@ -446,7 +449,7 @@ const linkedParamsBlob = "kiln_params.bin"
 // the weights never pass through a C array literal (which would make the
 // compiler slow and the source huge).
 func linkedParamsSource(n int) string {
-	return fmt.Sprintf(`/* Weights linked into the library by kiln (see build.Config.LinkParams). */
+	return fmt.Sprintf(`/* Weights linked into the library by kiln (see driver.Config.LinkParams). */
 #include <stdint.h>
 
 __asm__(

@@ -1,17 +1,17 @@
-// Package aot is kiln's ahead-of-time executor: instead of a graph program
-// interpreted by a runtime, it generates one C function that runs the
-// model — every kernel called in order on pointers into one statically
-// planned workspace pool and one constants pool — plus a header with the
-// model's input and output structs. No malloc is needed anywhere, which
-// is what microcontrollers want.
+// Package memplan is kiln's one memory planner, used by both executors:
+// the graph executor's storage (graph.json storage_id and storage_offset)
+// and the AOT executor's static workspace pool. It sits at the end of the
+// build (package driver), after lowering and the TIR passes, when the
+// executor program — kernels in order, the tensors each reads and writes —
+// is known:
 //
-// It sits at the end of the build (package build), after lowering and
-// the TIR passes:
+//	steps (the tensors each kernel touches) → Liveness → []Interval
+//	    → Plan (greedy by size, by start, by conflicts, perturbed; the best kept)
+//	    → one byte offset per tensor in one pool per device
 //
-//	graph program (nodes in order, entries with shapes) → Program
-//	    → PlanMemory (liveness; greedy by size, by start, by conflicts; the best kept)
-//	    → Generate (kiln_<module>.c/.h, constants, main.c, Makefile)
-package aot
+// Tensors live from the first step that touches them to the last; two
+// tensors whose lifetimes overlap never share a byte.
+package memplan
 
 import (
 	"fmt"
@@ -26,8 +26,8 @@ type Interval struct {
 	Start, End int
 }
 
-// Plan is a placement of intervals in one pool.
-type Plan struct {
+// Placement is a placement of intervals in one pool.
+type Placement struct {
 	// Offsets are the byte offsets, in the order of the intervals.
 	Offsets []int64
 	// Size is the pool's size in bytes.
@@ -44,25 +44,31 @@ type Plan struct {
 // Alignment is the byte alignment of every planned buffer.
 const Alignment = 64
 
-// perturbRounds is the number of perturbed orders PlanMemory tries.
-const perturbRounds = 64
+// perturbRounds is the most perturbed orders Plan tries; perturbWork
+// bounds their total cost (a first-fit pass over n intervals costs about
+// n² steps), so that large graphs are planned in bounded time.
+const (
+	perturbRounds = 64
+	perturbWork   = 50_000_000
+)
 
-func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
+// AlignUp rounds n up to a multiple of a.
+func AlignUp(n, a int64) int64 { return (n + a - 1) / a * a }
 
-// PlanMemory places the intervals with three greedy first-fit orders — by
+// Plan places the intervals with three greedy first-fit orders — by
 // size (largest first), by start step, and by number of conflicts — then
 // tries perturbations of the by-size order (a seeded local search), and
 // keeps the smallest pool. Intervals whose lifetimes overlap never share
 // bytes. Every offset is a multiple of Alignment.
-func PlanMemory(ivs []Interval) (Plan, error) {
+func Plan(ivs []Interval) (Placement, error) {
 	for i, iv := range ivs {
 		if iv.Size < 0 || iv.End < iv.Start {
-			return Plan{}, fmt.Errorf("aot: interval %d: size %d, live %d..%d", i, iv.Size, iv.Start, iv.End)
+			return Placement{}, fmt.Errorf("memplan: interval %d: size %d, live %d..%d", i, iv.Size, iv.Start, iv.End)
 		}
 	}
 	sizes := make([]int64, len(ivs))
 	for i, iv := range ivs {
-		sizes[i] = alignUp(iv.Size, Alignment)
+		sizes[i] = AlignUp(iv.Size, Alignment)
 	}
 	conflicts := make([]int, len(ivs))
 	for i := range ivs {
@@ -95,7 +101,7 @@ func PlanMemory(ivs []Interval) (Plan, error) {
 			return sizes[a] > sizes[b]
 		}},
 	}
-	best := Plan{Size: -1, Tried: map[string]int64{}}
+	best := Placement{Size: -1, Tried: map[string]int64{}}
 	for _, o := range orders {
 		idx := make([]int, len(ivs))
 		for i := range idx {
@@ -117,7 +123,9 @@ func PlanMemory(ivs []Interval) (Plan, error) {
 			idx[i] = i
 		}
 		sort.SliceStable(idx, func(a, b int) bool { return orders[0].less(idx[a], idx[b]) })
-		for round := 0; round < perturbRounds; round++ {
+		n := int64(len(ivs))
+		rounds := min(int64(perturbRounds), perturbWork/(n*n))
+		for round := int64(0); round < rounds; round++ {
 			cand := append([]int(nil), idx...)
 			for k := 0; k < 1+len(cand)/8; k++ {
 				i := rng.Intn(len(cand) - 1)
@@ -183,7 +191,7 @@ func LowerBound(ivs []Interval) int64 {
 	}
 	var evs []ev
 	for _, iv := range ivs {
-		s := alignUp(iv.Size, Alignment)
+		s := AlignUp(iv.Size, Alignment)
 		evs = append(evs, ev{iv.Start, s}, ev{iv.End + 1, -s})
 	}
 	sort.Slice(evs, func(a, b int) bool {

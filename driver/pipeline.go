@@ -1,4 +1,4 @@
-package build
+package driver
 
 import (
 	"context"
@@ -437,7 +437,7 @@ func stageLiftWorkspaces(_ context.Context, s *state) error {
 func stageExecutor(_ context.Context, s *state) error {
 	s.res.Impls = s.low.impls
 	main := s.low.mod.Main()
-	gj, params, err := buildGraphJSON(main, s.low.callee, func(e graph.Expr) device.VirtualDevice { return device.DeviceOf(s.low.mod, e) })
+	gj, params, pools, err := buildGraphJSON(main, s.low.callee, func(e graph.Expr) device.VirtualDevice { return device.DeviceOf(s.low.mod, e) })
 	if err != nil {
 		return fmt.Errorf("graph executor: %w", err)
 	}
@@ -449,6 +449,7 @@ func stageExecutor(_ context.Context, s *state) error {
 		return fmt.Errorf("internal error: the generated graph program is invalid: %w", err)
 	}
 	s.gj, s.gjText, s.params = gj, text, params
+	s.res.Memory = pools
 	s.res.Metadata = Metadata{Kiln: Version, Target: targetListString(s.low.cfg), Devices: devicesOf(gj)}
 	return nil
 }

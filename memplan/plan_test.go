@@ -1,4 +1,4 @@
-package aot
+package memplan
 
 import (
 	"math/rand"
@@ -7,7 +7,7 @@ import (
 
 // checkPlan verifies that no two intervals live at the same time share a
 // byte, that offsets are aligned and that the pool holds every buffer.
-func checkPlan(t *testing.T, ivs []Interval, p Plan) {
+func checkPlan(t *testing.T, ivs []Interval, p Placement) {
 	t.Helper()
 	for i, a := range ivs {
 		if p.Offsets[i]%Alignment != 0 {
@@ -35,7 +35,7 @@ func checkPlan(t *testing.T, ivs []Interval, p Plan) {
 // largest neighbours at once, which the planner achieves exactly.
 func TestPlanChain(t *testing.T) {
 	ivs := []Interval{{Size: 640, Start: 0, End: 1}, {Size: 1280, Start: 1, End: 2}, {Size: 640, Start: 2, End: 3}, {Size: 128, Start: 3, End: 4}}
-	p, err := PlanMemory(ivs)
+	p, err := Plan(ivs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestPlanRandom(t *testing.T) {
 			s := rng.Intn(30)
 			ivs[i] = Interval{Size: int64(rng.Intn(5000)), Start: s, End: s + rng.Intn(6)}
 		}
-		p, err := PlanMemory(ivs)
+		p, err := Plan(ivs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,11 +77,32 @@ func TestPlanRandom(t *testing.T) {
 }
 
 func TestPlanErrors(t *testing.T) {
-	if _, err := PlanMemory([]Interval{{Size: 8, Start: 3, End: 1}}); err == nil {
+	if _, err := Plan([]Interval{{Size: 8, Start: 3, End: 1}}); err == nil {
 		t.Error("an interval ending before it starts was accepted")
 	}
-	p, err := PlanMemory(nil)
+	p, err := Plan(nil)
 	if err != nil || p.Size != 0 || p.LowerBound != 0 {
 		t.Errorf("empty plan: %+v, %v", p, err)
+	}
+}
+
+// TestLiveness: lifetimes run from the first step touching a tensor to the
+// last; an untouched tensor lives at step 0; bad references are errors.
+func TestLiveness(t *testing.T) {
+	ivs, err := Liveness([]int64{4, 8, 16, 2}, [][]int{{0, 1}, {1, 2}, {2}, {0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Interval{{Size: 4, Start: 0, End: 3}, {Size: 8, Start: 0, End: 1}, {Size: 16, Start: 1, End: 2}, {Size: 2, Start: 0, End: 0}}
+	for i := range want {
+		if ivs[i] != want[i] {
+			t.Errorf("tensor %d: %+v, want %+v", i, ivs[i], want[i])
+		}
+	}
+	if _, err := Liveness([]int64{4}, [][]int{{1}}); err == nil {
+		t.Error("a step touching tensor 1 of 1 was accepted")
+	}
+	if _, err := Liveness([]int64{-1}, nil); err == nil {
+		t.Error("a negative size was accepted")
 	}
 }

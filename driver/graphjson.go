@@ -1,4 +1,4 @@
-package build
+package driver
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/memplan"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -28,6 +29,8 @@ type graphBuilder struct {
 	// devOf is the planned device of an expression.
 	devOf func(graph.Expr) device.VirtualDevice
 	ncopy int
+	// pools describes the storage pools planStorage made.
+	pools []MemoryPool
 }
 
 // deviceIndex is the [device_type, device_id] of e's entries: its planned
@@ -53,7 +56,7 @@ func (b *graphBuilder) deviceIndex(e graph.Expr) []int64 {
 // each expression's planned device (nil: everything on cpu:0).
 // Constants become parameters named p0, p1, ... and are returned for the
 // params file.
-func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf func(graph.Expr) device.VirtualDevice) (*runtime.GraphJSON, map[string]*tensor.Tensor, error) {
+func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf func(graph.Expr) device.VirtualDevice) (*runtime.GraphJSON, map[string]*tensor.Tensor, []MemoryPool, error) {
 	b := &graphBuilder{
 		devOf:   devOf,
 		g:       &runtime.GraphJSON{},
@@ -64,7 +67,7 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf f
 	for _, p := range main.Params {
 		tt, ok := p.Type().(*ir.TensorType)
 		if !ok {
-			return nil, nil, fmt.Errorf("input %%%s is not a tensor", p.Name)
+			return nil, nil, nil, fmt.Errorf("input %%%s is not a tensor", p.Name)
 		}
 		b.entries[p] = []entry{b.addNode(runtime.GraphNode{Op: runtime.OpNull, Name: p.Name}, []*ir.TensorType{tt}, b.deviceIndex(p))}
 		b.g.ArgNodes = append(b.g.ArgNodes, int64(len(b.g.Nodes)-1))
@@ -76,7 +79,7 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf f
 		}
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, en := range b.entries[main.Body] {
 		b.g.Heads = append(b.g.Heads, []int64{int64(en.node), int64(en.index)})
@@ -84,8 +87,10 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf f
 	for _, r := range append(b.rowStart, len(b.types)) {
 		b.g.NodeRowPtr = append(b.g.NodeRowPtr, int64(r))
 	}
-	b.planStorage()
-	return b.g, b.params, nil
+	if err := b.planStorage(); err != nil {
+		return nil, nil, nil, err
+	}
+	return b.g, b.params, b.pools, nil
 }
 
 // addNode appends a node with the given output types, on device dev, and
@@ -206,70 +211,100 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 	return nil
 }
 
-// planStorage assigns storage ids: inputs, parameters and outputs get their
-// own; intermediate entries reuse a freed storage of at least their size
-// (best fit) on the same device once all their readers have run.
-func (b *graphBuilder) planStorage() {
+// MemoryPool describes one pool of planned memory (package memplan): the
+// graph executor's intermediates of one device, or the AOT workspace.
+type MemoryPool struct {
+	// Device is where the pool lives ("cpu:0").
+	Device string
+	// Tensors is how many tensors the pool holds.
+	Tensors int
+	// Bytes is the pool's size; LowerBound the most bytes live at one
+	// step (no placement can use less).
+	Bytes, LowerBound int64
+	// Algorithm names the placement the planner kept.
+	Algorithm string
+}
+
+// planStorage places the entries with package memplan, the planner the
+// AOT executor uses too: inputs, parameters and outputs (which persist
+// between runs) get a storage of their own; the intermediates of each
+// device share one pool storage, each at the byte offset the planner gave
+// it (attrs.storage_offset). An intermediate lives from the node that
+// writes it to its last reader.
+func (b *graphBuilder) planStorage() error {
 	n := len(b.types)
-	flat := func(node, idx int) int { return b.rowStart[node] + idx }
-	lastUse := make([]int, n)
-	for i := range lastUse {
-		lastUse[i] = -1
-	}
-	for ni, node := range b.g.Nodes {
-		for _, in := range node.Inputs {
-			lastUse[flat(int(in[0]), int(in[1]))] = ni
-		}
-	}
 	pinned := make([]bool, n)
 	for _, h := range b.g.Heads {
-		pinned[flat(int(h[0]), int(h[1]))] = true
+		pinned[b.rowStart[h[0]]+int(h[1])] = true
 	}
 	ids := make([]int64, n)
-	var sizes []int64
-	var devs [][2]int64 // device of each storage id
-	var free []int64    // storage ids available for reuse
-	releaseAt := map[int][]int64{}
+	offsets := make([]int64, n)
+	var nextID int64
+	// The pooled entries of each device, in device order of appearance.
+	type pool struct {
+		dev     [2]int64
+		entries []int // flat entry ids
+		local   map[int]int
+	}
+	var pools []*pool
+	poolOf := map[[2]int64]*pool{}
 	for ni, node := range b.g.Nodes {
-		for _, sid := range releaseAt[ni] {
-			free = append(free, sid)
-		}
 		for k := b.rowStart[ni]; k < b.rowStart[ni]+numOutputs(b, ni); k++ {
-			size := b.types[k].NumBytes()
+			if node.Op == runtime.OpNull || pinned[k] {
+				ids[k] = nextID
+				nextID++
+				continue
+			}
 			di := b.g.Attrs.DeviceIndex[k]
 			dev := [2]int64{di[0], di[1]}
-			sid := int64(-1)
-			if node.Op != "null" && !pinned[k] {
-				best := -1
-				for fi, f := range free {
-					if devs[f] == dev && sizes[f] >= size && (best < 0 || sizes[f] < sizes[free[best]]) {
-						best = fi
-					}
-				}
-				if best >= 0 {
-					sid = free[best]
-					free = append(free[:best], free[best+1:]...)
+			p := poolOf[dev]
+			if p == nil {
+				p = &pool{dev: dev, local: map[int]int{}}
+				poolOf[dev] = p
+				pools = append(pools, p)
+			}
+			p.local[k] = len(p.entries)
+			p.entries = append(p.entries, k)
+		}
+	}
+	for _, p := range pools {
+		sizes := make([]int64, len(p.entries))
+		for i, k := range p.entries {
+			sizes[i] = b.types[k].NumBytes()
+		}
+		steps := make([][]int, len(b.g.Nodes))
+		for ni, node := range b.g.Nodes {
+			for _, in := range node.Inputs {
+				if l, ok := p.local[b.rowStart[in[0]]+int(in[1])]; ok {
+					steps[ni] = append(steps[ni], l)
 				}
 			}
-			if sid < 0 {
-				sid = int64(len(sizes))
-				sizes = append(sizes, size)
-				devs = append(devs, dev)
-			}
-			ids[k] = sid
-			if node.Op != "null" && !pinned[k] {
-				if lu := lastUse[k]; lu >= 0 {
-					// Released after its last reader ran: available from the node after.
-					releaseAt[lu+1] = append(releaseAt[lu+1], sid)
-				} else {
-					// Never read: reusable once this node has run (not
-					// before, or a sibling output could share it).
-					releaseAt[ni+1] = append(releaseAt[ni+1], sid)
+			for k := b.rowStart[ni]; k < b.rowStart[ni]+numOutputs(b, ni); k++ {
+				if l, ok := p.local[k]; ok {
+					steps[ni] = append(steps[ni], l)
 				}
 			}
 		}
+		ivs, err := memplan.Liveness(sizes, steps)
+		if err != nil {
+			return err
+		}
+		pl, err := memplan.Plan(ivs)
+		if err != nil {
+			return err
+		}
+		for i, k := range p.entries {
+			ids[k], offsets[k] = nextID, pl.Offsets[i]
+		}
+		b.pools = append(b.pools, MemoryPool{
+			Device:  runtime.Device{Type: runtime.DeviceType(p.dev[0]), ID: int(p.dev[1])}.String(),
+			Tensors: len(p.entries), Bytes: pl.Size, LowerBound: pl.LowerBound, Algorithm: pl.Algorithm,
+		})
+		nextID++
 	}
 	b.g.Attrs.StorageID = ids
+	b.g.Attrs.StorageOffset = offsets
+	return nil
 }
 
 func numOutputs(b *graphBuilder, node int) int {

@@ -1,4 +1,4 @@
-package build
+package driver
 
 import (
 	"github.com/kiln-dev/kiln/graph"

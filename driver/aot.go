@@ -1,4 +1,4 @@
-package build
+package driver
 
 import (
 	"bytes"
@@ -140,6 +140,7 @@ func stageAOTCodegen(_ context.Context, s *state) error {
 		return err
 	}
 	s.aot = &aotBuild{bopts: bopts, module: module, calls: len(prog.Calls), gen: gen}
+	s.res.Memory = []MemoryPool{{Device: "workspace", Tensors: len(prog.Temps), Bytes: gen.Plan.Size, LowerBound: gen.Plan.LowerBound, Algorithm: gen.Plan.Algorithm}}
 	return nil
 }
 

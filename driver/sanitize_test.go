@@ -1,4 +1,4 @@
-package build
+package driver
 
 import (
 	"bytes"
@@ -34,8 +34,9 @@ func dtypeCode(dt ir.DType) (int, int) {
 }
 
 // driverSource writes a C program that executes a graph program the way the
-// Go graph executor does, with every storage in its own exactly-sized heap
-// block, so AddressSanitizer sees any out-of-bounds access of a kernel.
+// Go graph executor does, but with every entry in its own exactly-sized
+// heap block (instead of the planned storage pools), so AddressSanitizer
+// sees any access of a kernel outside the tensor it was given.
 // Inputs (graph inputs then parameters, in arg_nodes order) are read from
 // one raw file and the outputs written to another.
 func driverSource(g *runtime.GraphJSON) (string, error) {
@@ -52,33 +53,16 @@ func driverSource(g *runtime.GraphJSON) (string, error) {
 			fmt.Fprintf(&b, "int32_t %s(kiln_tensor* args, int32_t num_args);\n", fn)
 		}
 	}
-	nsid := int64(0)
-	sizes := map[int64]int64{}
-	for e, sid := range g.Attrs.StorageID {
-		dt, err := ir.ParseDType(g.Attrs.DLType[e])
-		if err != nil {
-			return "", err
-		}
-		n := int64(dt.Size())
-		for _, d := range g.Attrs.Shape[e] {
-			n *= d
-		}
-		if n > sizes[sid] {
-			sizes[sid] = n
-		}
-		if sid+1 > nsid {
-			nsid = sid + 1
-		}
-	}
+	nent := len(g.Attrs.StorageID)
 	b.WriteString("\nint main(int argc, char** argv) {\n  if (argc != 3) return 2;\n")
-	fmt.Fprintf(&b, "  void* st[%d];\n", nsid)
-	for sid := int64(0); sid < nsid; sid++ {
-		fmt.Fprintf(&b, "  st[%d] = malloc(%d);\n", sid, max(sizes[sid], 1))
+	fmt.Fprintf(&b, "  void* st[%d];\n", max(nent, 1))
+	for e := 0; e < nent; e++ {
+		fmt.Fprintf(&b, "  st[%d] = malloc(%d);\n", e, max(entryBytes(g, int64(e)), 1))
 	}
 	b.WriteString("  FILE* in = fopen(argv[1], \"rb\");\n  if (!in) return 3;\n")
 	for _, a := range g.ArgNodes {
 		e := g.NodeRowPtr[a]
-		fmt.Fprintf(&b, "  if (fread(st[%d], 1, %d, in) != %d) return 4;\n", g.Attrs.StorageID[e], entryBytes(g, e), entryBytes(g, e))
+		fmt.Fprintf(&b, "  if (fread(st[%d], 1, %d, in) != %d) return 4;\n", e, entryBytes(g, e), entryBytes(g, e))
 	}
 	b.WriteString("  fclose(in);\n")
 	for ni, n := range g.Nodes {
@@ -109,7 +93,7 @@ func driverSource(g *runtime.GraphJSON) (string, error) {
 			dt, _ := ir.ParseDType(g.Attrs.DLType[e])
 			code, bits := dtypeCode(dt)
 			fmt.Fprintf(&b, "    a[%d].data = st[%d]; a[%d].shape = s%d; a[%d].ndim = %d; a[%d].dtype_code = %d; a[%d].dtype_bits = %d; a[%d].dtype_lanes = 1; a[%d].device_type = KILN_DEVICE_CPU; a[%d].device_id = 0;\n",
-				k, g.Attrs.StorageID[e], k, k, k, len(g.Attrs.Shape[e]), k, code, k, bits, k, k, k)
+				k, e, k, k, k, len(g.Attrs.Shape[e]), k, code, k, bits, k, k, k)
 		}
 		fmt.Fprintf(&b, "    if (%s(a, %d) != 0) { fprintf(stderr, \"%s: %%s\\n\", kiln_get_last_error()); return 5; }\n  }\n",
 			n.StringAttr("func_name"), len(ents), n.StringAttr("func_name"))
@@ -117,11 +101,11 @@ func driverSource(g *runtime.GraphJSON) (string, error) {
 	b.WriteString("  FILE* out = fopen(argv[2], \"wb\");\n  if (!out) return 6;\n")
 	for _, h := range g.Heads {
 		e := g.NodeRowPtr[h[0]] + h[1]
-		fmt.Fprintf(&b, "  fwrite(st[%d], 1, %d, out);\n", g.Attrs.StorageID[e], entryBytes(g, e))
+		fmt.Fprintf(&b, "  fwrite(st[%d], 1, %d, out);\n", e, entryBytes(g, e))
 	}
 	b.WriteString("  fclose(out);\n")
-	for sid := int64(0); sid < nsid; sid++ {
-		fmt.Fprintf(&b, "  free(st[%d]);\n", sid)
+	for e := 0; e < nent; e++ {
+		fmt.Fprintf(&b, "  free(st[%d]);\n", e)
 	}
 	b.WriteString("  return 0;\n}\n")
 	return b.String(), nil
@@ -145,7 +129,7 @@ var sanitizerModels = []string{"lenet", "mlp", "conv1d_kws", "squeezenet1_1", "t
 // TestCompiledModelsUnderSanitizers compiles every shared model for the
 // host target, rebuilds its generated C with AddressSanitizer and
 // UndefinedBehaviorSanitizer together with a C driver that runs the graph
-// program (each storage its own exactly-sized heap block), and checks the
+// program (each entry its own exactly-sized heap block), and checks the
 // run is clean and its outputs match the reference executor.
 func TestCompiledModelsUnderSanitizers(t *testing.T) {
 	cc := os.Getenv("CC")
