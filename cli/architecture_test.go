@@ -1,15 +1,16 @@
 package cli
 
 import (
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/internal/testenv"
+
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/internal/golden"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // TestArchitectureDoc keeps the stage lists and the pass-config keys of
@@ -24,13 +25,13 @@ func TestArchitectureDoc(t *testing.T) {
 	doc := string(data)
 	sections := map[string]string{}
 	var order []string
-	for _, c := range []struct{ marker, targets, executor string }{
+	for _, c := range []struct{ marker, tgts, executor string }{
 		{`graph executor, -t "dnnl, cblas, c"`, "dnnl, cblas, c", driver.ExecutorGraph},
 		{"AOT executor, -t c", "c", driver.ExecutorAOT},
 	} {
-		l, err := target.ParseList(c.targets)
+		l, err := targets.ParseList(c.tgts)
 		if err != nil {
-			t.Fatalf("target list %q: %v", c.targets, err)
+			t.Fatalf("target list %q: %v", c.tgts, err)
 		}
 		p, err := driver.NewPipeline(driver.Config{Host: l.Host, Targets: l.Targets, Executor: c.executor})
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -270,7 +270,7 @@ func TestBindInputs(t *testing.T) {
 // shortest must time out.
 func TestRunWithLimitCancels(t *testing.T) {
 	testenv.Cgo(t)
-	l, err := target.ParseList("c")
+	l, err := targets.ParseList("c")
 	if err != nil {
 		t.Fatal(err)
 	}

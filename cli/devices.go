@@ -6,10 +6,11 @@ import (
 	"os"
 	"strings"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/partition"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // deviceFlags are the flags that say where the parts of a model run,
@@ -34,21 +35,21 @@ func (f *deviceFlags) given() bool {
 // placement is where a model runs: the -t list, the compilation's labels
 // and the placement rules.
 type placement struct {
-	list   *target.TargetList
-	labels *target.Labels
+	list   *targets.TargetList
+	labels *targets.Labels
 	rules  []device.Rule
 }
 
 // resolve parses -t (the comma-separated target list, host last) and the
 // device flags. Errors name the flag and what is wrong with it.
-func (f *deviceFlags) resolve(targets string) (*placement, error) {
-	l, err := parseTargetList(targets)
+func (f *deviceFlags) resolve(tgts string) (*placement, error) {
+	l, err := parseTargetList(tgts)
 	if err != nil {
 		return nil, err
 	}
-	p := &placement{list: l, labels: target.NewLabels(target.DefaultLabels)}
+	p := &placement{list: l, labels: targets.NewLabels(targets.DefaultLabels)}
 	for _, v := range f.labels {
-		if err := p.labels.AddFlag(target.Default, v); err != nil {
+		if err := p.labels.AddFlag(targets.Default, v); err != nil {
 			return nil, err
 		}
 	}
@@ -135,7 +136,7 @@ func deviceNote(mod *graph.Module, e graph.Expr) string {
 func partitionView(mod *graph.Module, p *placement) (*partition.Report, func(graph.Expr) string, error) {
 	external := false
 	for _, t := range p.list.Targets {
-		external = external || t.Kind.Supports != nil
+		external = external || backend.Of(t.Kind).Supports != nil
 	}
 	if !external {
 		return nil, nil, nil

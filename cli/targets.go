@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // defaultTargets is the -t value of run, bench and test-onnx when none is
@@ -14,15 +14,15 @@ import (
 const defaultTargets = "c"
 
 // parseTargetList reads a -t value, a comma-separated list of target
-// strings (host last by convention), against target.Default. The host (the
+// strings (host last by convention), against targets.Default. The host (the
 // last CPU target that can host) must be of kind "c", the only host code
 // generator so far.
-func parseTargetList(s string) (*target.TargetList, error) {
-	return parseTargetListIn(target.Default, s)
+func parseTargetList(s string) (*targets.TargetList, error) {
+	return parseTargetListIn(targets.Default, s)
 }
 
 // parseTargetListIn is parseTargetList against the kinds and tags of r.
-func parseTargetListIn(r *target.Registry, s string) (*target.TargetList, error) {
+func parseTargetListIn(r *targets.Registry, s string) (*targets.TargetList, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("-t: no target given (e.g. -t c)")
 	}
@@ -30,7 +30,7 @@ func parseTargetListIn(r *target.Registry, s string) (*target.TargetList, error)
 	if err != nil {
 		return nil, fmt.Errorf("-t: %w", err)
 	}
-	if l.Host.Kind != target.C {
+	if l.Host.Kind != targets.C {
 		return nil, fmt.Errorf("-t %q: the host target must be of kind \"c\" (kiln generates host code as C), got %q", s, l.Host.Kind.Name)
 	}
 	return l, nil
@@ -38,8 +38,8 @@ func parseTargetListIn(r *target.Registry, s string) (*target.TargetList, error)
 
 // TargetsJSON is what `kiln targets --json` prints.
 type TargetsJSON struct {
-	Kinds []target.KindInfo `json:"kinds"`
-	Tags  []target.TagInfo  `json:"tags"`
+	Kinds []targets.KindInfo `json:"kinds"`
+	Tags  []targets.TagInfo  `json:"tags"`
 }
 
 func runTargets(args []string, stdout, stderr io.Writer) int {
@@ -53,7 +53,7 @@ func runTargets(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	kinds, tags := target.Describe(target.Default), target.DescribeTags(target.Default)
+	kinds, tags := targets.Describe(targets.Default), targets.DescribeTags(targets.Default)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -62,7 +62,7 @@ func runTargets(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if err := target.WriteText(stdout, kinds, tags); err != nil {
+	if err := targets.WriteText(stdout, kinds, tags); err != nil {
 		return fail(stderr, "targets", err)
 	}
 	return exitOK

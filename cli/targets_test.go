@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // TestTargetsCommand checks `kiln targets` in text and JSON: the host
@@ -35,7 +35,7 @@ func TestTargetsCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatal(err)
 	}
-	kinds := map[string]target.KindInfo{}
+	kinds := map[string]targets.KindInfo{}
 	for _, k := range got.Kinds {
 		kinds[k.Name] = k
 	}
@@ -85,11 +85,11 @@ func TestParseTargetListKinds(t *testing.T) {
 	}
 
 	// A registry with a second host kind: the host must still be c.
-	r := target.NewRegistry()
-	if err := r.Register(target.C); err != nil {
+	r := targets.NewRegistry()
+	if err := r.Register(targets.C); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Register(&target.Kind{Name: "otherhost", DeviceType: target.CPU, Host: true, Doc: "test host kind"}); err != nil {
+	if err := r.Register(&targets.Kind{Name: "otherhost", DeviceType: targets.CPU, Host: true, Doc: "test host kind"}); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kiln-dev/kiln/passconfig"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,9 +14,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kiln-dev/kiln/passconfig"
+
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -36,7 +37,7 @@ type TestConfig struct {
 	// Targets, when set, selects the compiled engine: each test is
 	// compiled for them into a temporary directory and run from the
 	// artifact. Nil runs the reference interpreter.
-	Targets *target.TargetList
+	Targets *targets.TargetList
 	// Passes configures the compiled engine's passes (nil: the default).
 	Passes *passconfig.Config
 	// Executor is the compiled engine's executor: "graph" (default) or
@@ -69,7 +70,7 @@ func (r *TestResult) Line() string {
 
 func runTestONNX(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("test-onnx", "[-t \"TARGETS\"] [--engine ref|compiled] [--executor graph|aot] DIR...", stderr)
-	targets := fs.String("t", "", "comma-separated target strings (used by --engine compiled)")
+	tgts := fs.String("t", "", "comma-separated target strings (used by --engine compiled)")
 	engine := fs.String("engine", "ref", "engine: ref (the reference interpreter) or compiled")
 	executor := fs.String("executor", "graph", "executor for --engine compiled: graph or aot")
 	cfg := TestConfig{}
@@ -96,7 +97,7 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 	cfg.Passes = pc
 	switch *engine {
 	case "ref":
-		if *targets != "" || *executor != "graph" {
+		if *tgts != "" || *executor != "graph" {
 			fmt.Fprintln(stderr, "kiln test-onnx: note: -t and --executor are ignored by the reference engine")
 		}
 	case "compiled":
@@ -107,7 +108,7 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "kiln test-onnx: --executor %q: want graph or aot\n", *executor)
 			return exitUsage
 		}
-		ts := *targets
+		ts := *tgts
 		if ts == "" {
 			ts = defaultTargets
 		}

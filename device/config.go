@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/kiln-dev/kiln/graph"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // DefaultMemoryScope is the memory scope of the configuration's default
@@ -22,7 +22,7 @@ const ModuleAttr = "compilation_config"
 // means. The target package's label registry satisfies it through a small
 // adapter; tests use a map.
 type LabelResolver interface {
-	Resolve(label string) (*target.Target, int, error)
+	Resolve(label string) (*targets.Target, int, error)
 }
 
 // CompilationConfig is the single source of truth for the targets of one
@@ -34,10 +34,10 @@ type LabelResolver interface {
 type CompilationConfig struct {
 	// Host is the target for host-side code (control flow, shape
 	// computation, the executor).
-	Host *target.Target
+	Host *targets.Target
 	// Primitives are the targets primitive operators may be compiled for,
 	// in the user's order; Host is among them.
-	Primitives []*target.Target
+	Primitives []*targets.Target
 	// DefaultPrimitive is the device of primitive calls no annotation constrains.
 	DefaultPrimitive VirtualDevice
 	// HostDevice is the device of everything else left unconstrained.
@@ -47,7 +47,7 @@ type CompilationConfig struct {
 	Labels LabelResolver
 
 	// byType is the canonical target of each device type.
-	byType map[target.DeviceType]*target.Target
+	byType map[targets.DeviceType]*targets.Target
 }
 
 // NewCompilationConfig builds the configuration from the user's targets
@@ -63,13 +63,13 @@ type CompilationConfig struct {
 // Each device type has one canonical target, used for annotations and
 // copies that give only a device type: the host when it has that device
 // type, otherwise the first listed target of that type.
-func NewCompilationConfig(targets []*target.Target, host *target.Target, defaultDeviceType target.DeviceType) (*CompilationConfig, error) {
-	if len(targets) == 0 {
+func NewCompilationConfig(tgts []*targets.Target, host *targets.Target, defaultDeviceType targets.DeviceType) (*CompilationConfig, error) {
+	if len(tgts) == 0 {
 		return nil, fmt.Errorf("no targets given")
 	}
-	byKind := map[*target.Kind]*target.Target{}
-	var prims []*target.Target
-	for i, t := range targets {
+	byKind := map[*targets.Kind]*targets.Target{}
+	var prims []*targets.Target
+	for i, t := range tgts {
 		if t == nil || t.Kind == nil {
 			return nil, fmt.Errorf("target %d is nil", i)
 		}
@@ -81,12 +81,12 @@ func NewCompilationConfig(targets []*target.Target, host *target.Target, default
 	}
 	if host == nil {
 		for _, t := range prims {
-			if t.Kind.DeviceType == target.CPU {
+			if t.Kind.DeviceType == targets.CPU {
 				host = t
 			}
 		}
 		if host == nil {
-			h, err := target.New(target.C, nil)
+			h, err := targets.New(targets.C, nil)
 			if err != nil {
 				return nil, fmt.Errorf("default host target: %v", err)
 			}
@@ -107,7 +107,7 @@ func NewCompilationConfig(targets []*target.Target, host *target.Target, default
 	cfg := &CompilationConfig{
 		Host:       host,
 		Primitives: prims,
-		byType:     map[target.DeviceType]*target.Target{},
+		byType:     map[targets.DeviceType]*targets.Target{},
 	}
 	for _, t := range prims {
 		dt := t.Kind.DeviceType
@@ -117,7 +117,7 @@ func NewCompilationConfig(targets []*target.Target, host *target.Target, default
 	}
 	cfg.byType[host.Kind.DeviceType] = host
 	if defaultDeviceType <= 0 {
-		defaultDeviceType = target.CPU
+		defaultDeviceType = targets.CPU
 	}
 	def, err := cfg.FindPrimitiveTarget(defaultDeviceType)
 	if err != nil {
@@ -131,7 +131,7 @@ func NewCompilationConfig(targets []*target.Target, host *target.Target, default
 // FindPrimitiveTarget returns the canonical target of a device type (see
 // NewCompilationConfig), or an error naming the device type when no target
 // has it.
-func (c *CompilationConfig) FindPrimitiveTarget(dt target.DeviceType) (*target.Target, error) {
+func (c *CompilationConfig) FindPrimitiveTarget(dt targets.DeviceType) (*targets.Target, error) {
 	if t, ok := c.byType[dt]; ok {
 		return t, nil
 	}
@@ -149,7 +149,7 @@ func (c *CompilationConfig) targetList() string {
 
 // ownTarget returns the configuration's own target equal to t (the same
 // pointer or the same kind and printed form), or nil.
-func (c *CompilationConfig) ownTarget(t *target.Target) *target.Target {
+func (c *CompilationConfig) ownTarget(t *targets.Target) *targets.Target {
 	for _, p := range c.Primitives {
 		if p == t {
 			return p
@@ -229,7 +229,7 @@ func (c *CompilationConfig) ResolveDevice(s string) (VirtualDevice, error) {
 	if err != nil {
 		return VirtualDevice{}, err
 	}
-	var t *target.Target
+	var t *targets.Target
 	baseID := 0
 	var labelErr error
 	if c.Labels != nil {
@@ -242,7 +242,7 @@ func (c *CompilationConfig) ResolveDevice(s string) (VirtualDevice, error) {
 		t, baseID = c.builtinLabel(label), 0
 	}
 	if t == nil {
-		if labelErr != nil && !errors.Is(labelErr, target.ErrUnknownLabel) {
+		if labelErr != nil && !errors.Is(labelErr, targets.ErrUnknownLabel) {
 			return VirtualDevice{}, fmt.Errorf("device %q: %v", s, labelErr)
 		}
 		return VirtualDevice{}, fmt.Errorf("device %q: unknown label %q (not a registered label, target kind or device type of %s)", s, label, c.targetList())
@@ -258,7 +258,7 @@ func (c *CompilationConfig) ResolveDevice(s string) (VirtualDevice, error) {
 }
 
 // builtinLabel resolves a kind name or a device type name, or returns nil.
-func (c *CompilationConfig) builtinLabel(label string) *target.Target {
+func (c *CompilationConfig) builtinLabel(label string) *targets.Target {
 	for _, t := range c.Primitives {
 		if t.Kind.Name == label {
 			return t

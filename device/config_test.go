@@ -7,16 +7,16 @@ import (
 
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // mapResolver is a fake label registry.
 type mapResolver map[string]struct {
-	t  *target.Target
+	t  *targets.Target
 	id int
 }
 
-func (m mapResolver) Resolve(label string) (*target.Target, int, error) {
+func (m mapResolver) Resolve(label string) (*targets.Target, int, error) {
 	e, ok := m[label]
 	if !ok {
 		return nil, 0, fmt.Errorf("no target registered under label %q", label)
@@ -26,32 +26,32 @@ func (m mapResolver) Resolve(label string) (*target.Target, int, error) {
 
 func TestNewCompilationConfig(t *testing.T) {
 	c, a := testTargets(t)
-	c3, err := target.New(target.C, ir.Attrs{"opt": int64(2)})
+	c3, err := targets.New(targets.C, ir.Attrs{"opt": int64(2)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		name    string
-		targets []*target.Target
-		host    *target.Target
-		dt      target.DeviceType
-		err     string // "" for success
-		host2   *target.Target
-		def     VirtualDevice
+		name  string
+		tgts  []*targets.Target
+		host  *targets.Target
+		dt    targets.DeviceType
+		err   string // "" for success
+		host2 *targets.Target
+		def   VirtualDevice
 	}{
-		{"c only", []*target.Target{c}, nil, 0, "", c, vd(target.CPU, 0, c, "global")},
-		{"accel then c", []*target.Target{a, c}, nil, target.CPU, "", c, vd(target.CPU, 0, c, "global")},
-		{"accel default", []*target.Target{a, c}, nil, target.ExtDev, "", c, vd(target.ExtDev, 0, a, "global")},
-		{"explicit host same text", []*target.Target{a, c}, mustC(t), 0, "", c, vd(target.CPU, 0, c, "global")},
+		{"c only", []*targets.Target{c}, nil, 0, "", c, vd(targets.CPU, 0, c, "global")},
+		{"accel then c", []*targets.Target{a, c}, nil, targets.CPU, "", c, vd(targets.CPU, 0, c, "global")},
+		{"accel default", []*targets.Target{a, c}, nil, targets.ExtDev, "", c, vd(targets.ExtDev, 0, a, "global")},
+		{"explicit host same text", []*targets.Target{a, c}, mustC(t), 0, "", c, vd(targets.CPU, 0, c, "global")},
 		{"empty", nil, nil, 0, "no targets", nil, VirtualDevice{}},
-		{"two of one kind", []*target.Target{c, c3}, nil, 0, `two targets of kind "c"`, nil, VirtualDevice{}},
-		{"host conflicts", []*target.Target{c}, c3, 0, "conflicts", nil, VirtualDevice{}},
-		{"no target for default", []*target.Target{c}, nil, target.ExtDev, "no target for device type ext_dev", nil, VirtualDevice{}},
-		{"nil target", []*target.Target{nil}, nil, 0, "nil", nil, VirtualDevice{}},
+		{"two of one kind", []*targets.Target{c, c3}, nil, 0, `two targets of kind "c"`, nil, VirtualDevice{}},
+		{"host conflicts", []*targets.Target{c}, c3, 0, "conflicts", nil, VirtualDevice{}},
+		{"no target for default", []*targets.Target{c}, nil, targets.ExtDev, "no target for device type ext_dev", nil, VirtualDevice{}},
+		{"nil target", []*targets.Target{nil}, nil, 0, "nil", nil, VirtualDevice{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := NewCompilationConfig(tc.targets, tc.host, tc.dt)
+			cfg, err := NewCompilationConfig(tc.tgts, tc.host, tc.dt)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.err)
@@ -67,28 +67,28 @@ func TestNewCompilationConfig(t *testing.T) {
 			if cfg.DefaultPrimitive != tc.def {
 				t.Fatalf("default = %s, want %s", cfg.DefaultPrimitive, tc.def)
 			}
-			if cfg.HostDevice != vd(target.CPU, 0, c, "global") {
+			if cfg.HostDevice != vd(targets.CPU, 0, c, "global") {
 				t.Fatalf("host device = %s", cfg.HostDevice)
 			}
 		})
 	}
 }
 
-func mustC(t *testing.T) *target.Target {
+func mustC(t *testing.T) *targets.Target {
 	c, _ := testTargets(t)
 	return c
 }
 
 func TestAcceleratorOnlyGetsDefaultHost(t *testing.T) {
 	_, a := testTargets(t)
-	cfg, err := NewCompilationConfig([]*target.Target{a}, nil, target.ExtDev)
+	cfg, err := NewCompilationConfig([]*targets.Target{a}, nil, targets.ExtDev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Host == nil || cfg.Host.Kind != target.C || len(cfg.Primitives) != 2 || cfg.Primitives[1] != cfg.Host {
+	if cfg.Host == nil || cfg.Host.Kind != targets.C || len(cfg.Primitives) != 2 || cfg.Primitives[1] != cfg.Host {
 		t.Fatalf("host %v, primitives %v", cfg.Host, cfg.Primitives)
 	}
-	got, err := cfg.FindPrimitiveTarget(target.CPU)
+	got, err := cfg.FindPrimitiveTarget(targets.CPU)
 	if err != nil || got != cfg.Host {
 		t.Fatalf("FindPrimitiveTarget(cpu) = %v, %v", got, err)
 	}
@@ -96,11 +96,11 @@ func TestAcceleratorOnlyGetsDefaultHost(t *testing.T) {
 
 func TestCanonicalAndResolve(t *testing.T) {
 	c, a := testTargets(t)
-	cfg, err := NewCompilationConfig([]*target.Target{a, c}, nil, target.CPU)
+	cfg, err := NewCompilationConfig([]*targets.Target{a, c}, nil, targets.CPU)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := target.New(&target.Kind{Name: "other", DeviceType: target.ExtDev}, nil)
+	other, _ := targets.New(&targets.Kind{Name: "other", DeviceType: targets.ExtDev}, nil)
 	cText, _ := testTargets(t) // same text as c, another pointer
 	cfg.Labels = mapResolver{
 		"big":     {c, 0},
@@ -113,14 +113,14 @@ func TestCanonicalAndResolve(t *testing.T) {
 		want VirtualDevice
 		err  string
 	}{
-		{"big", vd(target.CPU, 0, c, ""), ""},
-		{"little", vd(target.CPU, 1, c, ""), ""}, // canonicalised to the config's own c
-		{"little:3", vd(target.CPU, 3, c, ""), ""},
-		{"npu:1", vd(target.ExtDev, 1, a, ""), ""},
-		{"cpu:2", vd(target.CPU, 2, c, ""), ""},      // device type name
-		{"ext_dev", vd(target.ExtDev, 0, a, ""), ""}, // device type name
-		{"test_accel:4", vd(target.ExtDev, 4, a, ""), ""},
-		{"c", vd(target.CPU, 0, c, ""), ""},
+		{"big", vd(targets.CPU, 0, c, ""), ""},
+		{"little", vd(targets.CPU, 1, c, ""), ""}, // canonicalised to the config's own c
+		{"little:3", vd(targets.CPU, 3, c, ""), ""},
+		{"npu:1", vd(targets.ExtDev, 1, a, ""), ""},
+		{"cpu:2", vd(targets.CPU, 2, c, ""), ""},      // device type name
+		{"ext_dev", vd(targets.ExtDev, 0, a, ""), ""}, // device type name
+		{"test_accel:4", vd(targets.ExtDev, 4, a, ""), ""},
+		{"c", vd(targets.CPU, 0, c, ""), ""},
 		{"bogus", VirtualDevice{}, `no target registered under label "bogus"`},
 		{"foreign", VirtualDevice{}, "not among the compilation targets"},
 		{"big:-1", VirtualDevice{}, "not a non-negative integer"},
@@ -145,21 +145,21 @@ func TestCanonicalAndResolve(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	// Canonicalisation fills targets from device types and rejects unknown ones.
-	got, err := cfg.CanonicalVirtualDevice(vd(target.ExtDev, 2, nil, ""))
-	if err != nil || got != vd(target.ExtDev, 2, a, "") {
+	got, err := cfg.CanonicalVirtualDevice(vd(targets.ExtDev, 2, nil, ""))
+	if err != nil || got != vd(targets.ExtDev, 2, a, "") {
 		t.Fatalf("canonical = %s, %v", got, err)
 	}
-	if _, err := cfg.CanonicalVirtualDevice(vd(target.DeviceType(4), 0, nil, "")); err == nil {
+	if _, err := cfg.CanonicalVirtualDevice(vd(targets.DeviceType(4), 0, nil, "")); err == nil {
 		t.Fatal("device type with no target accepted")
 	}
-	if _, err := cfg.CanonicalVirtualDevice(vd(target.CPU, 0, a, "")); err == nil {
+	if _, err := cfg.CanonicalVirtualDevice(vd(targets.CPU, 0, a, "")); err == nil {
 		t.Fatal("cpu device with an ext_dev target accepted")
 	}
 }
 
 func TestAttachFromModule(t *testing.T) {
 	c, _ := testTargets(t)
-	cfg, err := NewCompilationConfig([]*target.Target{c}, nil, 0)
+	cfg, err := NewCompilationConfig([]*targets.Target{c}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,10 +177,10 @@ func TestAttachFromModule(t *testing.T) {
 // TestDeviceTypeAttrRange: a device type from an attribute beyond int32
 // must not wrap onto a real one (2^32+1 would be cpu).
 func TestDeviceTypeAttrRange(t *testing.T) {
-	if got := deviceType(1<<32 + 1); got == target.CPU {
+	if got := deviceType(1<<32 + 1); got == targets.CPU {
 		t.Errorf("deviceType(2^32+1) = %v", got)
 	}
-	if got := deviceType(12); got != target.ExtDev {
+	if got := deviceType(12); got != targets.ExtDev {
 		t.Errorf("deviceType(12) = %v", got)
 	}
 	if got := deviceType(-7); got != 0 {

@@ -7,7 +7,7 @@ import (
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // Function attributes PlanDevices sets on every function it plans (main
@@ -343,14 +343,14 @@ func (p *planner) analyseFunc(name string, f *graph.Function) error {
 // deviceType converts a device type from an attribute. A value above
 // int32 becomes math.MaxInt32, which no configuration knows, rather than
 // wrapping onto a real device type (values up to 0 mean "unconstrained").
-func deviceType(v int64) target.DeviceType {
+func deviceType(v int64) targets.DeviceType {
 	if v > math.MaxInt32 {
 		return math.MaxInt32
 	}
 	if v < 0 {
 		return 0
 	}
-	return target.DeviceType(v)
+	return targets.DeviceType(v)
 }
 
 // attrConstraints applies the device attributes of an already planned function.

@@ -10,7 +10,7 @@ import (
 	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/ref"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -18,7 +18,7 @@ import (
 // the default device and the host.
 type planEnv struct {
 	cfg     *CompilationConfig
-	c, a    *target.Target
+	c, a    *targets.Target
 	cpu0    VirtualDevice
 	cpu1    VirtualDevice
 	accel0  VirtualDevice
@@ -28,13 +28,13 @@ type planEnv struct {
 func newPlanEnv(t *testing.T) *planEnv {
 	t.Helper()
 	c, a := testTargets(t)
-	cfg, err := NewCompilationConfig([]*target.Target{a, c}, nil, target.CPU)
+	cfg, err := NewCompilationConfig([]*targets.Target{a, c}, nil, targets.CPU)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &planEnv{cfg: cfg, c: c, a: a,
-		cpu0: vd(target.CPU, 0, c, "global"), cpu1: vd(target.CPU, 1, c, "global"),
-		accel0: vd(target.ExtDev, 0, a, "global")}
+		cpu0: vd(targets.CPU, 0, c, "global"), cpu1: vd(targets.CPU, 1, c, "global"),
+		accel0: vd(targets.ExtDev, 0, a, "global")}
 }
 
 // parse reads a module and attaches the configuration.

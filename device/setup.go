@@ -4,20 +4,20 @@ import (
 	"fmt"
 
 	"github.com/kiln-dev/kiln/graph"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
-// labelsResolver adapts a compilation's target.Labels to LabelResolver.
-type labelsResolver struct{ l *target.Labels }
+// labelsResolver adapts a compilation's targets.Labels to LabelResolver.
+type labelsResolver struct{ l *targets.Labels }
 
 // Resolve looks a bare label up (its device id is 0).
-func (r labelsResolver) Resolve(label string) (*target.Target, int, error) {
+func (r labelsResolver) Resolve(label string) (*targets.Target, int, error) {
 	return r.l.Lookup(label)
 }
 
 // ResolverFor returns a LabelResolver over a compilation's labels, or nil
 // when l is nil.
-func ResolverFor(l *target.Labels) LabelResolver {
+func ResolverFor(l *targets.Labels) LabelResolver {
 	if l == nil {
 		return nil
 	}
@@ -29,11 +29,11 @@ func ResolverFor(l *target.Labels) LabelResolver {
 // rules.
 type Spec struct {
 	// Targets are the primitive targets in the user's order.
-	Targets []*target.Target
+	Targets []*targets.Target
 	// Host is the host target; nil picks it as NewCompilationConfig does.
-	Host *target.Target
+	Host *targets.Target
 	// Labels are the compilation's target labels (nil: none).
-	Labels *target.Labels
+	Labels *targets.Labels
 	// Rules place ONNX nodes or operators on devices (see Place).
 	Rules []Rule
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kiln-dev/kiln/graph"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // VerifyPlan checks that the device plan recorded on mod (PlanDevices)
@@ -33,7 +33,7 @@ func VerifyPlan(mod *graph.Module) error {
 		return fmt.Errorf("device plan: %v", err)
 	}
 	known := map[string]bool{}
-	for _, t := range append(append([]*target.Target(nil), cfg.Primitives...), cfg.Host) {
+	for _, t := range append(append([]*targets.Target(nil), cfg.Primitives...), cfg.Host) {
 		known[t.String()] = true
 	}
 	v := &planVerifier{mod: mod, plan: plan, known: known}

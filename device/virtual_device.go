@@ -32,13 +32,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // Unconstrained field values of a VirtualDevice.
 const (
 	// NoDeviceType is an unconstrained VirtualDevice.DeviceType.
-	NoDeviceType target.DeviceType = -1
+	NoDeviceType targets.DeviceType = -1
 	// NoDeviceID is an unconstrained VirtualDevice.DeviceID.
 	NoDeviceID = -1
 )
@@ -49,9 +49,9 @@ const (
 // ""). Note that the Go zero value is NOT unconstrained (its device type 0
 // is invalid and its id 0 is a constraint): start from FullyUnconstrained.
 type VirtualDevice struct {
-	DeviceType  target.DeviceType
+	DeviceType  targets.DeviceType
 	DeviceID    int
-	Target      *target.Target
+	Target      *targets.Target
 	MemoryScope string
 }
 
@@ -62,7 +62,7 @@ func FullyUnconstrained() VirtualDevice {
 
 // ForTarget returns the VirtualDevice of target t with the given device id
 // and memory scope (device type from t's kind).
-func ForTarget(t *target.Target, id int, scope string) VirtualDevice {
+func ForTarget(t *targets.Target, id int, scope string) VirtualDevice {
 	return VirtualDevice{DeviceType: t.Kind.DeviceType, DeviceID: id, Target: t, MemoryScope: scope}
 }
 
@@ -90,7 +90,7 @@ func (v VirtualDevice) Equal(w VirtualDevice) bool {
 }
 
 // sameTarget compares targets by identity, then by kind and printed form.
-func sameTarget(a, b *target.Target) bool {
+func sameTarget(a, b *targets.Target) bool {
 	if a == b {
 		return true
 	}

@@ -3,27 +3,27 @@ package device
 import (
 	"testing"
 
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // testAccel is an accelerator kind for tests (not registered anywhere).
-var testAccel = &target.Kind{Name: "test_accel", DeviceType: target.ExtDev, Keys: []string{"test_accel"}}
+var testAccel = &targets.Kind{Name: "test_accel", DeviceType: targets.ExtDev, Keys: []string{"test_accel"}}
 
 // testTargets returns a fresh c target and a test accelerator target.
-func testTargets(t *testing.T) (*target.Target, *target.Target) {
+func testTargets(t *testing.T) (*targets.Target, *targets.Target) {
 	t.Helper()
-	c, err := target.New(target.C, nil)
+	c, err := targets.New(targets.C, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := target.New(testAccel, nil)
+	a, err := targets.New(testAccel, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c, a
 }
 
-func vd(dt target.DeviceType, id int, tg *target.Target, scope string) VirtualDevice {
+func vd(dt targets.DeviceType, id int, tg *targets.Target, scope string) VirtualDevice {
 	return VirtualDevice{DeviceType: dt, DeviceID: id, Target: tg, MemoryScope: scope}
 }
 
@@ -38,15 +38,15 @@ func TestJoin(t *testing.T) {
 		ok   bool
 	}{
 		{"both unconstrained", u, u, u, true},
-		{"unconstrained left", u, vd(target.CPU, 1, c, "global"), vd(target.CPU, 1, c, "global"), true},
-		{"unconstrained right", vd(target.CPU, 1, nil, ""), u, vd(target.CPU, 1, nil, ""), true},
-		{"fieldwise merge", vd(target.CPU, -1, nil, "global"), vd(-1, 2, c, ""), vd(target.CPU, 2, c, "global"), true},
-		{"same target text", vd(target.CPU, 0, c, ""), vd(target.CPU, 0, c2, ""), vd(target.CPU, 0, c, ""), true},
-		{"device type conflict", vd(target.CPU, 0, nil, ""), vd(target.ExtDev, 0, nil, ""), VirtualDevice{}, false},
-		{"device id conflict", vd(target.CPU, 0, nil, ""), vd(target.CPU, 1, nil, ""), VirtualDevice{}, false},
+		{"unconstrained left", u, vd(targets.CPU, 1, c, "global"), vd(targets.CPU, 1, c, "global"), true},
+		{"unconstrained right", vd(targets.CPU, 1, nil, ""), u, vd(targets.CPU, 1, nil, ""), true},
+		{"fieldwise merge", vd(targets.CPU, -1, nil, "global"), vd(-1, 2, c, ""), vd(targets.CPU, 2, c, "global"), true},
+		{"same target text", vd(targets.CPU, 0, c, ""), vd(targets.CPU, 0, c2, ""), vd(targets.CPU, 0, c, ""), true},
+		{"device type conflict", vd(targets.CPU, 0, nil, ""), vd(targets.ExtDev, 0, nil, ""), VirtualDevice{}, false},
+		{"device id conflict", vd(targets.CPU, 0, nil, ""), vd(targets.CPU, 1, nil, ""), VirtualDevice{}, false},
 		{"target conflict", vd(-1, -1, c, ""), vd(-1, -1, a, ""), VirtualDevice{}, false},
 		{"scope conflict", vd(-1, -1, nil, "global"), vd(-1, -1, nil, "shared"), VirtualDevice{}, false},
-		{"target vs device type", vd(target.ExtDev, -1, nil, ""), vd(-1, -1, c, ""), VirtualDevice{}, false},
+		{"target vs device type", vd(targets.ExtDev, -1, nil, ""), vd(-1, -1, c, ""), VirtualDevice{}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,7 +70,7 @@ func TestJoin(t *testing.T) {
 func TestDefault(t *testing.T) {
 	c, a := testTargets(t)
 	u := FullyUnconstrained()
-	def := vd(target.CPU, 0, c, "global")
+	def := vd(targets.CPU, 0, c, "global")
 	cases := []struct {
 		name    string
 		a, b    VirtualDevice
@@ -79,10 +79,10 @@ func TestDefault(t *testing.T) {
 		printed string
 	}{
 		{"unconstrained takes all", u, def, def, true, "VirtualDevice(cpu:0, target=c, scope=global)"},
-		{"keeps own id", vd(target.CPU, 3, nil, ""), def, vd(target.CPU, 3, c, "global"), true, "VirtualDevice(cpu:3, target=c, scope=global)"},
-		{"other device type: no target", vd(target.ExtDev, -1, nil, ""), def, vd(target.ExtDev, 0, nil, "global"), false, "VirtualDevice(ext_dev:0, scope=global)"},
+		{"keeps own id", vd(targets.CPU, 3, nil, ""), def, vd(targets.CPU, 3, c, "global"), true, "VirtualDevice(cpu:3, target=c, scope=global)"},
+		{"other device type: no target", vd(targets.ExtDev, -1, nil, ""), def, vd(targets.ExtDev, 0, nil, "global"), false, "VirtualDevice(ext_dev:0, scope=global)"},
 		{"keeps own target", vd(-1, -1, a, ""), vd(-1, 1, c, "x"), vd(-1, 1, a, "x"), false, "VirtualDevice(?:1, target=test_accel, scope=x)"},
-		{"target brings device type", u, vd(-1, -1, a, ""), vd(target.ExtDev, -1, a, ""), false, "VirtualDevice(ext_dev:?, target=test_accel)"},
+		{"target brings device type", u, vd(-1, -1, a, ""), vd(targets.ExtDev, -1, a, ""), false, "VirtualDevice(ext_dev:?, target=test_accel)"},
 		{"nothing to fill", def, u, def, true, "VirtualDevice(cpu:0, target=c, scope=global)"},
 	}
 	for _, tc := range cases {

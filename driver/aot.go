@@ -116,7 +116,7 @@ func stageAOTCodegen(_ context.Context, s *state) error {
 		files[f.Name] = f.Data
 	}
 	module := aotModuleName(cfg.ModuleName)
-	prog, err := aotProgram(module, s.gj, s.params, low, src, cfg.AOT.UnpackedAPI, s.outputNames, s.res)
+	prog, err := aotProgram(module, s.prog, low, src, cfg.AOT.UnpackedAPI, s.outputNames, s.res)
 	if err != nil {
 		return err
 	}
@@ -188,11 +188,11 @@ func buildAOTBinary(ctx context.Context, dir, bin string, bopts cgen.BuildOption
 	return cgen.CheckELF(filepath.Join(dir, bin), bopts.CC)
 }
 
-// aotProgram turns the graph program into the AOT executor's program:
+// aotProgram turns the executor program into the AOT executor's program:
 // inputs and constants from its "null" nodes, one call per kernel node
 // (with the workspaces LiftWorkspaces gave the PrimFunc as extra
 // temporaries), outputs written in place by the kernels that produce them.
-func aotProgram(module string, gj *runtime.GraphJSON, params map[string]*tensor.Tensor, low *lowered, src *cgen.Source, unpacked bool, outputNames []string, res *Result) (*aot.Program, error) {
+func aotProgram(module string, ep *execProgram, low *lowered, src *cgen.Source, unpacked bool, outputNames []string, res *Result) (*aot.Program, error) {
 	main := low.mod.Main()
 	p := &aot.Program{Module: module}
 	inputIndex := map[string]int{}
@@ -205,22 +205,16 @@ func aotProgram(module string, gj *runtime.GraphJSON, params map[string]*tensor.
 		p.Inputs = append(p.Inputs, aot.Tensor{Name: prm.Name, DType: tt.DType, Shape: tt.Shape})
 		res.Metadata.Inputs = append(res.Metadata.Inputs, meta(prm.Name, tt))
 	}
-	entryType := func(e int) (aot.Tensor, error) {
-		dt, err := ir.ParseDType(gj.Attrs.DLType[e])
-		if err != nil {
-			return aot.Tensor{}, err
-		}
-		return aot.Tensor{DType: dt, Shape: ir.Shape(gj.Attrs.Shape[e])}, nil
+	gj, params := ep.graph, ep.params
+	entryType := func(e int) aot.Tensor {
+		return aot.Tensor{DType: ep.types[e].DType, Shape: ep.types[e].Shape.Clone()}
 	}
 	entryID := func(node, index int64) int { return int(gj.NodeRowPtr[node] + index) }
 	// Outputs: the first head naming an entry gets it; later ones copy.
 	headOf := map[int]int{}
 	for k, h := range gj.Heads {
 		e := entryID(h[0], h[1])
-		t, err := entryType(e)
-		if err != nil {
-			return nil, err
-		}
+		t := entryType(e)
 		name := fmt.Sprintf("out%d", k)
 		if k < len(outputNames) && outputNames[k] != "" {
 			name = outputNames[k]
@@ -251,7 +245,7 @@ func aotProgram(module string, gj *runtime.GraphJSON, params map[string]*tensor.
 			}
 			refOf[entryID(int64(n), 0)] = aot.Ref{Kind: aot.RefInput, Index: i}
 		case runtime.OpKiln:
-			fn := node.StringAttr("func_name")
+			fn := ep.funcs[n]
 			c := aot.Call{Func: fn}
 			for _, in := range node.Inputs {
 				r, ok := refOf[entryID(in[0], in[1])]
@@ -266,10 +260,7 @@ func aotProgram(module string, gj *runtime.GraphJSON, params map[string]*tensor.
 				if k, ok := headOf[e]; ok {
 					refOf[e] = aot.Ref{Kind: aot.RefOutput, Index: k}
 				} else {
-					t, err := entryType(e)
-					if err != nil {
-						return nil, err
-					}
+					t := entryType(e)
 					t.Name = fmt.Sprintf("%s_out%d", fn, i)
 					refOf[e] = aot.Ref{Kind: aot.RefTemp, Index: len(p.Temps)}
 					p.Temps = append(p.Temps, t)

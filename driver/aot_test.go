@@ -14,14 +14,14 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/ref"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
 // compileAOTModel compiles ../shared/models/NAME with the AOT executor for
 // targets, runs the project's program (built with plain cc) on the stored
 // inputs and compares with PyTorch's outputs (rtol 1e-3, atol 1e-4).
-func compileAOTModel(t *testing.T, r *target.Registry, targets, name string, opts AOTOptions) (string, *Result) {
+func compileAOTModel(t *testing.T, r *targets.Registry, tgts, name string, opts AOTOptions) (string, *Result) {
 	t.Helper()
 	dir, err := shared.Path("models", name)
 	if err != nil {
@@ -31,7 +31,7 @@ func compileAOTModel(t *testing.T, r *target.Registry, targets, name string, opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := r.ParseList(targets)
+	l, err := r.ParseList(tgts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +76,8 @@ func compileAOTModel(t *testing.T, r *target.Registry, targets, name string, opt
 // executor: outputs match PyTorch's, no generated file calls malloc, and
 // the workspace is within 1.1x of the liveness lower bound.
 func TestAOTModels(t *testing.T) {
-	r := target.NewRegistry()
-	if err := r.Register(target.C); err != nil {
+	r := targets.NewRegistry()
+	if err := r.Register(targets.C); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"conv1d_kws", "lenet", "mlp", "mobilenet_v2", "resnet18", "squeezenet1_1", "tiny_bert"} {
@@ -106,8 +106,8 @@ func TestAOTModels(t *testing.T) {
 // TestAOTUnpackedAPI: with UnpackedAPI the run function calls the host
 // kernels' unpacked forms (raw pointers), and the results are the same.
 func TestAOTUnpackedAPI(t *testing.T) {
-	r := target.NewRegistry()
-	if err := r.Register(target.C); err != nil {
+	r := targets.NewRegistry()
+	if err := r.Register(targets.C); err != nil {
 		t.Fatal(err)
 	}
 	blob := false
@@ -128,8 +128,8 @@ func TestAOTUnpackedAPI(t *testing.T) {
 // multiply both used on the host) is called once from the run function
 // with both output buffers, and the results match the reference.
 func TestAOTExternalTwoOutputs(t *testing.T) {
-	r := target.NewRegistry()
-	for _, reg := range []func(*target.Registry) error{func(r *target.Registry) error { return r.Register(target.C) }, ccompiler.Register} {
+	r := targets.NewRegistry()
+	for _, reg := range []func(*targets.Registry) error{func(r *targets.Registry) error { return r.Register(targets.C) }, ccompiler.Register} {
 		if err := reg(r); err != nil {
 			t.Fatal(err)
 		}

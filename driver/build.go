@@ -37,7 +37,7 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/runtime"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -47,15 +47,15 @@ const Version = "0.1.0"
 // Config describes one compilation.
 type Config struct {
 	// Host is the host target (kind "c"). Required.
-	Host *target.Target
+	Host *targets.Target
 	// Targets are the compilation's primitive targets in the user's order
 	// (the -t list); Host is added when it is not among them. Empty means
 	// Host alone.
-	Targets []*target.Target
+	Targets []*targets.Target
 	// Labels are the compilation's target labels (--target-label and the
 	// static ones); nil means none. Placement rules and on_device
 	// annotations name devices through them.
-	Labels *target.Labels
+	Labels *targets.Labels
 	// Placement places ONNX nodes or operators on devices ("label:id")
 	// before device planning (device.Place).
 	Placement []device.Rule
@@ -165,7 +165,7 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 // stages when ctx is done. A failed or cancelled compile leaves nothing.
 func CompileContext(ctx context.Context, mod *graph.Module, outputNames []string, cfg Config) (res *Result, err error) {
 	defer recoverInternal("compile", &err)
-	if cfg.Host == nil || cfg.Host.Kind != target.C {
+	if cfg.Host == nil || cfg.Host.Kind != targets.C {
 		return nil, fmt.Errorf("build: the host target must be of kind \"c\"")
 	}
 	if cfg.Out == "" {
@@ -201,7 +201,7 @@ func CompileContext(ctx context.Context, mod *graph.Module, outputNames []string
 // and (with LinkParams) the weights.
 func stageLink(ctx context.Context, s *state) error {
 	var pbuf bytes.Buffer
-	if err := runtime.SaveParams(&pbuf, s.params); err != nil {
+	if err := runtime.SaveParams(&pbuf, s.prog.params); err != nil {
 		return err
 	}
 	s.paramsBin = pbuf.Bytes()

@@ -9,12 +9,12 @@ import (
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/ref"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
-func hostTarget(t testing.TB) *target.Target {
-	tg, err := target.New(target.C, nil)
+func hostTarget(t testing.TB) *targets.Target {
+	tg, err := targets.New(targets.C, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

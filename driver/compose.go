@@ -7,10 +7,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kiln-dev/kiln/backend"
 	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/runtime"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tir"
 )
 
@@ -35,16 +36,16 @@ const constantsFile = "constants.bin"
 // kind, in target-list order), the rest are returned for the default C
 // code generation.
 func codegenTargets(env *hookEnv, prims *tir.Module) (*tir.Module, []externalModule, error) {
-	byKind := map[string]*target.Target{}
+	byKind := map[string]*targets.Target{}
 	for _, t := range env.cfg.Primitives {
 		byKind[t.Kind.Name] = t
 	}
 	def := &tir.Module{}
-	groups := map[*target.Target]*tir.Module{}
+	groups := map[*targets.Target]*tir.Module{}
 	for _, f := range prims.Funcs() {
 		kind, _ := f.Attrs[tir.AttrTarget].(string)
 		t := byKind[kind]
-		if kind == "" || t == nil || t.Kind.Hooks.TIRToRuntime == nil {
+		if kind == "" || t == nil || backend.Of(t.Kind).Hooks.TIRToRuntime == nil {
 			if kind != "" && t == nil {
 				return nil, nil, fmt.Errorf("PrimFunc %s is for target kind %q, which is not among the compilation's targets %v", f.Name, kind, targetNames(env.cfg))
 			}
@@ -72,7 +73,7 @@ func codegenTargets(env *hookEnv, prims *tir.Module) (*tir.Module, []externalMod
 		if err != nil {
 			return nil, nil, err
 		}
-		m, err := t.Kind.Hooks.TIRToRuntime(ctx, g)
+		m, err := backend.Of(t.Kind).Hooks.TIRToRuntime(ctx, g)
 		if err != nil {
 			return nil, nil, fmt.Errorf("target %s: TIRToRuntime: %w", t.Kind.Name, err)
 		}
@@ -207,7 +208,7 @@ func loadModules(dir string, md Metadata, lib runtime.Module, path map[string]st
 func applyCCodegen(cfg *device.CompilationConfig, gen *cgen.Options, bld *cgen.BuildOptions) {
 	var replacers []func(string, []string) (string, bool)
 	for _, t := range cfg.Primitives {
-		cc := t.Kind.CCodegen
+		cc := backend.Of(t.Kind).CCodegen
 		if cc == nil {
 			continue
 		}

@@ -8,15 +8,15 @@ import (
 	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/device"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // twoCPULabels labels the host target "big" and, for this compilation,
 // the same target "little": two names for the one c target, whose devices
 // differ by id (big = cpu:0, little:1 = cpu:1).
-func twoCPULabels(t *testing.T, host *target.Target) *target.Labels {
+func twoCPULabels(t *testing.T, host *targets.Target) *targets.Labels {
 	t.Helper()
-	l := target.NewLabels(nil)
+	l := targets.NewLabels(nil)
 	for _, name := range []string{"big", "little"} {
 		if err := l.Add(name, host); err != nil {
 			t.Fatal(err)

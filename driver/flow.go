@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/passconfig"
 
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/runtime"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
 	tirtransform "github.com/kiln-dev/kiln/tir/transform"
@@ -39,7 +40,7 @@ type lowered struct {
 
 // externalModule is one runtime module a hook built.
 type externalModule struct {
-	target *target.Target
+	target *targets.Target
 	module runtime.Module
 	// symbols it provides to the executor (RelayToRuntime), or nil.
 	symbols []string
@@ -48,21 +49,21 @@ type externalModule struct {
 // hookEnv is what every hook call of one compilation shares.
 type hookEnv struct {
 	cfg     *device.CompilationConfig
-	labels  *target.Labels
+	labels  *targets.Labels
 	scratch string // root of the hooks' scratch directories
-	placed  map[*graph.Function]*target.Target
+	placed  map[*graph.Function]*targets.Target
 }
 
 // context makes the HookContext of one hook call for t, with a fresh
 // scratch directory.
-func (h *hookEnv) context(t *target.Target) (*target.HookContext, error) {
+func (h *hookEnv) context(t *targets.Target) (*backend.HookContext, error) {
 	dir, err := os.MkdirTemp(h.scratch, t.Kind.Name+"-")
 	if err != nil {
 		return nil, fmt.Errorf("build: scratch directory for target %s: %w", t.Kind.Name, err)
 	}
-	return &target.HookContext{
+	return &backend.HookContext{
 		Target: t, Host: h.cfg.Host, ScratchDir: dir, Labels: h.labels,
-		PlacedOn: func(fn *graph.Function) *target.Target { return h.placed[fn] },
+		PlacedOn: func(fn *graph.Function) *targets.Target { return h.placed[fn] },
 	}, nil
 }
 
@@ -70,7 +71,7 @@ func (h *hookEnv) context(t *target.Target) (*target.HookContext, error) {
 // generator partitioning hands work to.
 func hasExternal(cfg *device.CompilationConfig) bool {
 	for _, t := range cfg.Primitives {
-		if t.Kind.Supports != nil {
+		if backend.Of(t.Kind).Supports != nil {
 			return true
 		}
 	}
@@ -83,7 +84,7 @@ func hasExternal(cfg *device.CompilationConfig) bool {
 // modules' symbols.
 func runRelayToRuntime(env *hookEnv, mod *graph.Module, prims *tir.Module, res *lowered) error {
 	for _, t := range env.cfg.Primitives {
-		hooks := t.Kind.Hooks
+		hooks := backend.Of(t.Kind).Hooks
 		if hooks.RelayToRuntime == nil {
 			continue
 		}
@@ -91,7 +92,7 @@ func runRelayToRuntime(env *hookEnv, mod *graph.Module, prims *tir.Module, res *
 		if err != nil {
 			return err
 		}
-		for _, of := range target.OwnedFunctions(ctx, mod, prims) {
+		for _, of := range backend.OwnedFunctions(ctx, mod, prims) {
 			m, err := hooks.RelayToRuntime(ctx, of.Fn, of.Symbol)
 			if err != nil {
 				return fmt.Errorf("target %s: RelayToRuntime of @%s: %w", t.Kind.Name, of.Symbol, err)
@@ -114,7 +115,7 @@ func runRelayToRuntime(env *hookEnv, mod *graph.Module, prims *tir.Module, res *
 					res.consts[name] = v
 				}
 			}
-			if _, err := target.ReplaceWithSymbol(ctx, mod, of); err != nil {
+			if _, err := backend.ReplaceWithSymbol(ctx, mod, of); err != nil {
 				return err
 			}
 			res.external = append(res.external, externalModule{target: t, module: m, symbols: []string{of.Symbol}})
@@ -165,7 +166,7 @@ func checkBound(mod *graph.Module, res *lowered) error {
 			if ext[fn.Name] {
 				return
 			}
-			if _, ok := target.LoweredPrimFunc(c, res.prims); ok {
+			if _, ok := backend.LoweredPrimFunc(c, res.prims); ok {
 				return
 			}
 			err = fmt.Errorf("call of @%s: no target produced code for it", fn.Name)
@@ -194,13 +195,13 @@ func targetNames(cfg *device.CompilationConfig) []string {
 // PrimFunc, plus, on the PrimFuncs of a kind with TIRPasses (attribute
 // target=<kind name>), the passes the kind adds for its target.
 func runTIRPasses(cfg *device.CompilationConfig, pc *passconfig.Config, prims *tir.Module) (*tir.Module, error) {
-	groups := map[*target.Target]*tir.Module{}
+	groups := map[*targets.Target]*tir.Module{}
 	rest := &tir.Module{}
 	for _, f := range prims.Funcs() {
 		kind, _ := f.Attrs[tir.AttrTarget].(string)
-		var owner *target.Target
+		var owner *targets.Target
 		for _, t := range cfg.Primitives {
-			if t.Kind.Name == kind && t.Kind.TIRPasses != nil {
+			if t.Kind.Name == kind && backend.Of(t.Kind).TIRPasses != nil {
 				owner = t
 				break
 			}
@@ -248,7 +249,7 @@ func runTIRPasses(cfg *device.CompilationConfig, pc *passconfig.Config, prims *t
 			continue
 		}
 		p := newTIRPipeline(pc)
-		for _, pass := range t.Kind.TIRPasses(t) {
+		for _, pass := range backend.Of(t.Kind).TIRPasses(t) {
 			if err := p.Register(pass); err != nil {
 				return nil, fmt.Errorf("target %s: %w", t.Kind.Name, err)
 			}

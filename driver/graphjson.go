@@ -13,6 +13,20 @@ import (
 	"github.com/kiln-dev/kiln/tensor"
 )
 
+// execProgram is the executor program of the lowered main function, built
+// once by the executor stage: graph.json's value for the graph executor,
+// and the typed entries the AOT stage builds its program from (so it
+// never parses the program's text tables back).
+type execProgram struct {
+	graph *runtime.GraphJSON
+	// types is every entry's type, in entry order.
+	types []*ir.TensorType
+	// funcs is each node's compiled function ("" for inputs and copies).
+	funcs  []string
+	params map[string]*tensor.Tensor
+	pools  []MemoryPool
+}
+
 // entry identifies one output of one node.
 type entry struct{ node, index int }
 
@@ -29,6 +43,8 @@ type graphBuilder struct {
 	// devOf is the planned device of an expression.
 	devOf func(graph.Expr) device.VirtualDevice
 	ncopy int
+	// funcOf is each kernel node's function name, by node index.
+	funcOf map[int]string
 	// pools describes the storage pools planStorage made.
 	pools []MemoryPool
 }
@@ -56,18 +72,19 @@ func (b *graphBuilder) deviceIndex(e graph.Expr) []int64 {
 // each expression's planned device (nil: everything on cpu:0).
 // Constants become parameters named p0, p1, ... and are returned for the
 // params file.
-func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf func(graph.Expr) device.VirtualDevice) (*runtime.GraphJSON, map[string]*tensor.Tensor, []MemoryPool, error) {
+func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf func(graph.Expr) device.VirtualDevice) (*execProgram, error) {
 	b := &graphBuilder{
 		devOf:   devOf,
 		g:       &runtime.GraphJSON{},
 		callee:  callee,
 		entries: map[graph.Expr][]entry{},
 		params:  map[string]*tensor.Tensor{},
+		funcOf:  map[int]string{},
 	}
 	for _, p := range main.Params {
 		tt, ok := p.Type().(*ir.TensorType)
 		if !ok {
-			return nil, nil, nil, fmt.Errorf("input %%%s is not a tensor", p.Name)
+			return nil, fmt.Errorf("input %%%s is not a tensor", p.Name)
 		}
 		b.entries[p] = []entry{b.addNode(runtime.GraphNode{Op: runtime.OpNull, Name: p.Name}, []*ir.TensorType{tt}, b.deviceIndex(p))}
 		b.g.ArgNodes = append(b.g.ArgNodes, int64(len(b.g.Nodes)-1))
@@ -79,7 +96,7 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf f
 		}
 	})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	for _, en := range b.entries[main.Body] {
 		b.g.Heads = append(b.g.Heads, []int64{int64(en.node), int64(en.index)})
@@ -88,9 +105,15 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf f
 		b.g.NodeRowPtr = append(b.g.NodeRowPtr, int64(r))
 	}
 	if err := b.planStorage(); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return b.g, b.params, b.pools, nil
+	funcs := make([]string, len(b.g.Nodes))
+	for i, n := range b.g.Nodes {
+		if n.Op == runtime.OpKiln {
+			funcs[i] = b.funcOf[i]
+		}
+	}
+	return &execProgram{graph: b.g, types: b.types, funcs: funcs, params: b.params, pools: b.pools}, nil
 }
 
 // addNode appends a node with the given output types, on device dev, and
@@ -196,6 +219,7 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 			if !ok {
 				return fmt.Errorf("%s has no compiled function", graph.Describe(x))
 			}
+			b.funcOf[len(b.g.Nodes)] = name
 			first = b.addNode(runtime.GraphNode{Op: runtime.OpKiln, Name: name, Inputs: ins, Attrs: rawAttrs(map[string]any{
 				"func_name": name, "num_inputs": len(ins), "num_outputs": len(outs),
 			})}, outs, b.deviceIndex(x))

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/internal/testenv"
 
 	cgen "github.com/kiln-dev/kiln/codegen/c"
@@ -19,7 +20,7 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/lower"
 	"github.com/kiln-dev/kiln/runtime"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
 )
@@ -32,11 +33,11 @@ import (
 
 // subtractLowering is the RelayToTIR hook; seen records the
 // example_attribute each call read from its target.
-func subtractLowering(seen *[]int64) func(*target.HookContext, *graph.Module, *tir.Module) error {
-	return func(ctx *target.HookContext, mod *graph.Module, prims *tir.Module) error {
+func subtractLowering(seen *[]int64) func(*backend.HookContext, *graph.Module, *tir.Module) error {
+	return func(ctx *backend.HookContext, mod *graph.Module, prims *tir.Module) error {
 		v, _ := ctx.Target.Int("example_attribute")
 		*seen = append(*seen, v)
-		for _, of := range target.OwnedFunctions(ctx, mod, prims) {
+		for _, of := range backend.OwnedFunctions(ctx, mod, prims) {
 			body := graph.Rewrite(of.Fn.Body, func(e graph.Expr) graph.Expr {
 				if c, ok := e.(*graph.Call); ok && c.Op == op.Add {
 					return graph.MustCall(op.Subtract, c.Args, nil)
@@ -51,7 +52,7 @@ func subtractLowering(seen *[]int64) func(*target.HookContext, *graph.Module, *t
 			if err != nil {
 				return err
 			}
-			if _, err := target.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
+			if _, err := backend.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
 				return err
 			}
 		}
@@ -61,8 +62,8 @@ func subtractLowering(seen *[]int64) func(*target.HookContext, *graph.Module, *t
 
 // multiplyCodegen is the TIRToRuntime hook: C source in which every
 // subtraction is a multiplication.
-func multiplyCodegen(calls *int) func(*target.HookContext, *tir.Module) (runtime.Module, error) {
-	return func(ctx *target.HookContext, prims *tir.Module) (runtime.Module, error) {
+func multiplyCodegen(calls *int) func(*backend.HookContext, *tir.Module) (runtime.Module, error) {
+	return func(ctx *backend.HookContext, prims *tir.Module) (runtime.Module, error) {
 		*calls++
 		src, err := cgen.Generate(prims, cgen.Options{
 			NoRuntimeDefs: true, NoPipeline: true,
@@ -86,18 +87,18 @@ func multiplyCodegen(calls *int) func(*target.HookContext, *tir.Module) (runtime
 
 // hookRegistry registers the example kind (with or without the
 // TIRToRuntime hook) next to "c" in a registry of the test's own.
-func hookRegistry(t *testing.T, dt target.DeviceType, seen *[]int64, codegenCalls *int) *target.Registry {
+func hookRegistry(t *testing.T, dt targets.DeviceType, seen *[]int64, codegenCalls *int) *targets.Registry {
 	t.Helper()
-	r := target.NewRegistry()
-	hooks := target.Hooks{RelayToTIR: subtractLowering(seen)}
+	r := targets.NewRegistry()
+	hooks := backend.Hooks{RelayToTIR: subtractLowering(seen)}
 	if codegenCalls != nil {
 		hooks.TIRToRuntime = multiplyCodegen(codegenCalls)
 	}
-	for _, k := range []*target.Kind{
-		target.C,
+	for _, k := range []*targets.Kind{
+		targets.C,
 		{Name: "example_target_hook", DeviceType: dt, Keys: []string{"cpu"},
-			Options: []target.Option{{Name: "example_attribute", Kind: ir.AttrInt, Default: int64(0)}},
-			Hooks:   hooks},
+			Options: []targets.Option{{Name: "example_attribute", Kind: ir.AttrInt, Default: int64(0)}},
+			Flow:    &backend.Flow{Hooks: hooks}},
 	} {
 		if err := r.Register(k); err != nil {
 			t.Fatal(err)
@@ -141,9 +142,9 @@ func hookInputs() (map[string]*tensor.Tensor, []float32, []float32) {
 }
 
 // compileHooked compiles mod for targets (parsed with r) and runs it.
-func compileHooked(t *testing.T, r *target.Registry, mod *graph.Module, targets string, rules []device.Rule, labels *target.Labels) (*Result, []float32) {
+func compileHooked(t *testing.T, r *targets.Registry, mod *graph.Module, tgts string, rules []device.Rule, labels *targets.Labels) (*Result, []float32) {
 	t.Helper()
-	l, err := r.ParseList(targets)
+	l, err := r.ParseList(tgts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func checkValues(t *testing.T, got []float32, want func(x, y float32) float32) {
 func TestHookRelayToTIRReplacesAddWithSubtract(t *testing.T) {
 	testenv.Cgo(t)
 	var seen []int64
-	r := hookRegistry(t, target.CPU, &seen, nil)
+	r := hookRegistry(t, targets.CPU, &seen, nil)
 	_, got := compileHooked(t, r, addModule(t, "example_target_hook"), "example_target_hook -example_attribute=42, c -mcpu=x86-64", nil, nil)
 	checkValues(t, got, func(x, y float32) float32 { return x - y })
 	if !reflect.DeepEqual(seen, []int64{42}) {
@@ -201,7 +202,7 @@ func TestHookTIRToRuntimeReplacesCodegen(t *testing.T) {
 	testenv.Cgo(t)
 	var seen []int64
 	calls := 0
-	r := hookRegistry(t, target.CPU, &seen, &calls)
+	r := hookRegistry(t, targets.CPU, &seen, &calls)
 	res, got := compileHooked(t, r, addModule(t, "example_target_hook"), "example_target_hook, c -mcpu=x86-64", nil, nil)
 	// RelayToTIR made a-b; the hook's code generator printed it as a*b.
 	checkValues(t, got, func(x, y float32) float32 { return x * y })
@@ -231,7 +232,7 @@ func TestHookTIRToRuntimeReplacesCodegen(t *testing.T) {
 func TestHookOwnsPlacedFunctions(t *testing.T) {
 	testenv.Cgo(t)
 	var seen []int64
-	r := hookRegistry(t, target.ExtDev, &seen, nil)
+	r := hookRegistry(t, targets.ExtDev, &seen, nil)
 	tt := ir.NewTensorType(ir.Float32, ir.Shape{8})
 	x, y := graph.NewVar("x", tt), graph.NewVar("y", tt)
 	sum := graph.MustCall(op.Add, []graph.Expr{x, y}, nil)
@@ -349,19 +350,19 @@ func TestHookRelayToRuntimeWithConstants(t *testing.T) {
 	if err := registerScaleLoader(); err != nil {
 		t.Fatal(err)
 	}
-	r := target.NewRegistry()
+	r := targets.NewRegistry()
 	var owned []string
-	for _, k := range []*target.Kind{
-		target.C,
-		{Name: "scaler", DeviceType: target.CPU, Keys: []string{"cpu"}, Hooks: target.Hooks{
-			RelayToRuntime: func(ctx *target.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
+	for _, k := range []*targets.Kind{
+		targets.C,
+		{Name: "scaler", DeviceType: targets.CPU, Keys: []string{"cpu"}, Flow: &backend.Flow{Hooks: backend.Hooks{
+			RelayToRuntime: func(ctx *backend.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
 				owned = append(owned, symbol)
 				return &scaleModule{Symbol: symbol, Const: symbol + "_scale"}, nil
 			},
 			ConstantUpdater: func(fn *graph.Function, symbol string) (map[string]*tensor.Tensor, error) {
 				return map[string]*tensor.Tensor{symbol + "_scale": tensor.Scalar(ir.Float32, 3)}, nil
 			},
-		}},
+		}}},
 	} {
 		if err := r.Register(k); err != nil {
 			t.Fatal(err)
@@ -379,7 +380,7 @@ func TestHookRelayToRuntimeWithConstants(t *testing.T) {
 
 func TestHookErrors(t *testing.T) {
 	var seen []int64
-	r := hookRegistry(t, target.CPU, &seen, nil)
+	r := hookRegistry(t, targets.CPU, &seen, nil)
 	l, err := r.ParseList("c -mcpu=x86-64")
 	if err != nil {
 		t.Fatal(err)
@@ -391,12 +392,12 @@ func TestHookErrors(t *testing.T) {
 	}
 	// A RelayToTIR hook that fails: the error names the target and no
 	// artifact is left.
-	bad := target.NewRegistry()
-	for _, k := range []*target.Kind{
-		target.C,
-		{Name: "broken", DeviceType: target.CPU, Keys: []string{"cpu"}, Hooks: target.Hooks{
-			RelayToTIR: func(*target.HookContext, *graph.Module, *tir.Module) error { return fmt.Errorf("unsupported shape") },
-		}},
+	bad := targets.NewRegistry()
+	for _, k := range []*targets.Kind{
+		targets.C,
+		{Name: "broken", DeviceType: targets.CPU, Keys: []string{"cpu"}, Flow: &backend.Flow{Hooks: backend.Hooks{
+			RelayToTIR: func(*backend.HookContext, *graph.Module, *tir.Module) error { return fmt.Errorf("unsupported shape") },
+		}}},
 	} {
 		if err := bad.Register(k); err != nil {
 			t.Fatal(err)
@@ -417,15 +418,18 @@ func TestHookErrors(t *testing.T) {
 }
 
 // TestHookCCodegenKernelSources lowers the owned function to a call_extern
-// of a vendor kernel shipped as C source through Kind.CCodegen: the
+// of a vendor kernel shipped as C source through Flow.CCodegen: the
 // kernel is compiled into the library, its header is included, and the
 // kind's ReplaceCallExtern maps the TIR extern name onto the kernel.
 func TestHookCCodegenKernelSources(t *testing.T) {
 	testenv.Cgo(t)
-	r := target.NewRegistry()
-	kind := &target.Kind{Name: "vendor", DeviceType: target.CPU, Keys: []string{"cpu"},
-		Hooks: target.Hooks{RelayToTIR: func(ctx *target.HookContext, mod *graph.Module, prims *tir.Module) error {
-			for _, of := range target.OwnedFunctions(ctx, mod, prims) {
+	r := targets.NewRegistry()
+	kind := &targets.Kind{
+		Name:       "vendor",
+		DeviceType: targets.CPU,
+		Keys:       []string{"cpu"},
+		Flow: &backend.Flow{Hooks: backend.Hooks{RelayToTIR: func(ctx *backend.HookContext, mod *graph.Module, prims *tir.Module) error {
+			for _, of := range backend.OwnedFunctions(ctx, mod, prims) {
 				pf := tir.NewPrimFunc(of.Symbol)
 				var args []tir.PrimExpr
 				out := of.Fn.Body.Type().(*ir.TensorType)
@@ -437,13 +441,12 @@ func TestHookCCodegenKernelSources(t *testing.T) {
 				pf.AddBuffer(ob)
 				args = append([]tir.PrimExpr{ob.Data}, append(args, tir.IntConst(ir.Int32, out.Shape.NumElements()))...)
 				pf.Body = &tir.Evaluate{Value: tir.CallExternOf(tir.Int32T, "vendor_op", args...)}
-				if _, err := target.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
+				if _, err := backend.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
 					return err
 				}
 			}
 			return nil
-		}},
-		CCodegen: &target.CCodegen{
+		}}, CCodegen: &backend.CCodegen{
 			Includes:        []string{"vendor_kernels.h"},
 			DeclaredExterns: []string{"vendor_vsub"},
 			ReplaceCallExtern: func(name string, args []string) (string, bool) {
@@ -452,12 +455,13 @@ func TestHookCCodegenKernelSources(t *testing.T) {
 				}
 				return "vendor_vsub(" + strings.Join(args, ", ") + ")", true
 			},
-			Sources: []target.SourceFile{
+			Sources: []backend.SourceFile{
 				{Name: "vendor_kernels.h", Data: []byte("#include <stdint.h>\nint32_t vendor_vsub(float* out, const float* a, const float* b, int32_t n);\n")},
 				{Name: "vendor_kernels.c", Data: []byte("#include \"vendor_kernels.h\"\nint32_t vendor_vsub(float* out, const float* a, const float* b, int32_t n) {\n  for (int32_t i = 0; i < n; ++i) out[i] = a[i] - b[i];\n  return 0;\n}\n")},
 			},
-		}}
-	for _, k := range []*target.Kind{target.C, kind} {
+		}},
+	}
+	for _, k := range []*targets.Kind{targets.C, kind} {
 		if err := r.Register(k); err != nil {
 			t.Fatal(err)
 		}

@@ -5,10 +5,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/passconfig"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	tirtransform "github.com/kiln-dev/kiln/tir/transform"
 )
 
@@ -55,7 +56,7 @@ func newTIRPipeline(pc *passconfig.Config) *tirtransform.Pipeline {
 // checkDisabled checks the passes the config disables: each must be a
 // graph pass of the list gp or a TIR pass (built in or added by a target
 // of the list), and not one later stages need.
-func checkDisabled(pc *passconfig.Config, gp []transform.Pass, targets []*target.Target) error {
+func checkDisabled(pc *passconfig.Config, gp []transform.Pass, tgts []*targets.Target) error {
 	dis := pc.DisabledPasses()
 	if len(dis) == 0 {
 		return nil
@@ -67,11 +68,11 @@ func checkDisabled(pc *passconfig.Config, gp []transform.Pass, targets []*target
 		required[p.Name] = p.Required
 	}
 	tp := newTIRPipeline(pc)
-	for _, t := range targets {
-		if t.Kind.TIRPasses == nil {
+	for _, t := range tgts {
+		if backend.Of(t.Kind).TIRPasses == nil {
 			continue
 		}
-		for _, ps := range t.Kind.TIRPasses(t) {
+		for _, ps := range backend.Of(t.Kind).TIRPasses(t) {
 			// A registration error surfaces when the TIR stage runs.
 			_ = tp.Register(ps)
 		}

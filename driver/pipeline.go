@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-dev/kiln/backend"
 	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
@@ -15,7 +16,7 @@ import (
 	"github.com/kiln-dev/kiln/lower"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/runtime"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
 )
@@ -87,9 +88,8 @@ type state struct {
 	env     *hookEnv
 	low     *lowered
 
-	gj     *runtime.GraphJSON
-	gjText []byte
-	params map[string]*tensor.Tensor
+	prog   *execProgram
+	gjText []byte // prog.graph as graph.json
 
 	src       *cgen.Source
 	bopts     cgen.BuildOptions
@@ -105,29 +105,29 @@ type state struct {
 // passes, then code generation, linking and packaging for the chosen
 // executor.
 func NewPipeline(cfg Config) (*Pipeline, error) {
-	targets := cfg.Targets
-	if len(targets) == 0 {
-		targets = []*target.Target{cfg.Host}
+	tgts := cfg.Targets
+	if len(tgts) == 0 {
+		tgts = []*targets.Target{cfg.Host}
 	}
 	var ext, r2rt, r2tir, t2rt, tirp, tirk []string
-	for _, t := range targets {
+	for _, t := range tgts {
 		k := t.Kind
-		if k.Supports != nil {
+		if backend.Of(k).Supports != nil {
 			ext = append(ext, k.Name)
 		}
-		if k.Hooks.RelayToRuntime != nil {
+		if backend.Of(k).Hooks.RelayToRuntime != nil {
 			r2rt = append(r2rt, k.Name+".RelayToRuntime")
 		}
-		if k.Hooks.ConstantUpdater != nil {
+		if backend.Of(k).Hooks.ConstantUpdater != nil {
 			r2rt = append(r2rt, k.Name+".ConstantUpdater")
 		}
-		if k.Hooks.RelayToTIR != nil {
+		if backend.Of(k).Hooks.RelayToTIR != nil {
 			r2tir = append(r2tir, k.Name+".RelayToTIR")
 		}
-		if k.Hooks.TIRToRuntime != nil {
+		if backend.Of(k).Hooks.TIRToRuntime != nil {
 			t2rt = append(t2rt, k.Name+".TIRToRuntime")
 		}
-		if k.TIRPasses != nil {
+		if backend.Of(k).TIRPasses != nil {
 			tirk = append(tirk, k.Name+".TIRPasses")
 		}
 	}
@@ -136,7 +136,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 		part = &transform.Pass{Name: "partition", Required: true}
 	}
 	gp := graphPasses(cfg.PassConfig, part)
-	if err := checkDisabled(cfg.PassConfig, gp, targets); err != nil {
+	if err := checkDisabled(cfg.PassConfig, gp, tgts); err != nil {
 		return nil, err
 	}
 	var graphSteps []string
@@ -277,15 +277,15 @@ func (s *state) dump(n int, name string) error {
 // stagePrepare applies the placement rules and builds the compilation
 // config.
 func stagePrepare(_ context.Context, s *state) error {
-	targets := s.cfg.Targets
-	if len(targets) == 0 {
-		targets = []*target.Target{s.cfg.Host}
+	tgts := s.cfg.Targets
+	if len(tgts) == 0 {
+		tgts = []*targets.Target{s.cfg.Host}
 	}
-	prepared, ccfg, err := device.Prepare(s.mod, device.Spec{Targets: targets, Host: s.cfg.Host, Labels: s.cfg.Labels, Rules: s.cfg.Placement})
+	prepared, ccfg, err := device.Prepare(s.mod, device.Spec{Targets: tgts, Host: s.cfg.Host, Labels: s.cfg.Labels, Rules: s.cfg.Placement})
 	if err != nil {
 		return err
 	}
-	if ccfg.Host.Kind != target.C {
+	if ccfg.Host.Kind != targets.C {
 		return fmt.Errorf("build: the host target must be of kind \"c\", not %q", ccfg.Host.Kind.Name)
 	}
 	s.mod, s.ccfg = prepared, ccfg
@@ -343,7 +343,7 @@ func stagePlan(_ context.Context, s *state) error {
 // then the RelayToTIR hooks, and plans again when they rebuilt calls.
 func stageTargetHooks(_ context.Context, s *state) error {
 	ccfg := s.ccfg
-	s.env = &hookEnv{cfg: ccfg, labels: s.cfg.Labels, scratch: s.scratch, placed: map[*graph.Function]*target.Target{}}
+	s.env = &hookEnv{cfg: ccfg, labels: s.cfg.Labels, scratch: s.scratch, placed: map[*graph.Function]*targets.Target{}}
 	planned := s.mod
 	graph.PostOrder(planned.Main().Body, func(e graph.Expr) {
 		if c, ok := e.(*graph.Call); ok {
@@ -361,7 +361,7 @@ func stageTargetHooks(_ context.Context, s *state) error {
 		return err
 	}
 	for _, t := range ccfg.Primitives {
-		hook := t.Kind.Hooks.RelayToTIR
+		hook := backend.Of(t.Kind).Hooks.RelayToTIR
 		if hook == nil {
 			continue
 		}
@@ -398,7 +398,7 @@ func stageLower(_ context.Context, s *state) error {
 	work, res := s.mod, s.low
 	lres, err := lower.LowerTE(work.Main(), lower.Options{
 		Target:   s.ccfg.Host,
-		TargetOf: func(c *graph.Call) *target.Target { return device.DeviceOf(work, c).Target },
+		TargetOf: func(c *graph.Call) *targets.Target { return device.DeviceOf(work, c).Target },
 		Prims:    res.prims,
 		Skip:     func(c *graph.Call) bool { return deviceCopyOf(c) != nil },
 	})
@@ -437,20 +437,20 @@ func stageLiftWorkspaces(_ context.Context, s *state) error {
 func stageExecutor(_ context.Context, s *state) error {
 	s.res.Impls = s.low.impls
 	main := s.low.mod.Main()
-	gj, params, pools, err := buildGraphJSON(main, s.low.callee, func(e graph.Expr) device.VirtualDevice { return device.DeviceOf(s.low.mod, e) })
+	prog, err := buildGraphJSON(main, s.low.callee, func(e graph.Expr) device.VirtualDevice { return device.DeviceOf(s.low.mod, e) })
 	if err != nil {
 		return fmt.Errorf("graph executor: %w", err)
 	}
-	text, err := gj.Marshal()
+	text, err := prog.graph.Marshal()
 	if err != nil {
 		return err
 	}
 	if err := runtime.ValidateGraphJSON(text); err != nil {
 		return fmt.Errorf("internal error: the generated graph program is invalid: %w", err)
 	}
-	s.gj, s.gjText, s.params = gj, text, params
-	s.res.Memory = pools
-	s.res.Metadata = Metadata{Kiln: Version, Target: targetListString(s.low.cfg), Devices: devicesOf(gj)}
+	s.prog, s.gjText = prog, text
+	s.res.Memory = prog.pools
+	s.res.Metadata = Metadata{Kiln: Version, Target: targetListString(s.low.cfg), Devices: devicesOf(prog.graph)}
 	return nil
 }
 

@@ -4,7 +4,7 @@ import "strconv"
 
 // DeviceType is a kind of device, numbered as DLPack and the C ABI header
 // (enum kiln_device_type) number them. It is the one device-type enum of
-// kiln: targets declare theirs with it (target.DeviceType is an alias),
+// kiln: targets declare theirs with it (targets.DeviceType is an alias),
 // virtual devices and device planning use it, and the runtime places
 // arrays with it (runtime.DeviceType is an alias).
 type DeviceType int32

@@ -16,7 +16,7 @@ import (
 	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/topi"
@@ -37,10 +37,10 @@ type Result struct {
 // Options configure LowerTE.
 type Options struct {
 	// Target is the target primitive functions are lowered for.
-	Target *target.Target
+	Target *targets.Target
 	// TargetOf, when set, gives the target of each call (device planning's
 	// choice); a nil result means Target.
-	TargetOf func(*graph.Call) *target.Target
+	TargetOf func(*graph.Call) *targets.Target
 	// Registry is the strategy table (strategy.Default when nil).
 	Registry *strategy.Registry
 	// Prims, when set, is the module the PrimFuncs are added to (a
@@ -147,7 +147,7 @@ func describeOps(fn *graph.Function) string {
 
 // lowerFunction builds and schedules the TE computation of one primitive
 // function and lowers it.
-func lowerFunction(name string, fn *graph.Function, tgt *target.Target, reg *strategy.Registry) (*tir.PrimFunc, string, error) {
+func lowerFunction(name string, fn *graph.Function, tgt *targets.Target, reg *strategy.Registry) (*tir.PrimFunc, string, error) {
 	env := map[graph.Expr][]*te.Tensor{}
 	var params []*te.Tensor
 	for i, p := range fn.Params {
@@ -289,7 +289,7 @@ func constTensor(c *graph.Constant) *te.Tensor {
 // (strategy.Default when nil), exactly as LowerTE lowers each primitive
 // function. Target hooks use it to reuse kiln's lowering for what they
 // do not replace (for example after rewriting the function's operators).
-func LowerFunction(name string, fn *graph.Function, t *target.Target, reg *strategy.Registry) (*tir.PrimFunc, error) {
+func LowerFunction(name string, fn *graph.Function, t *targets.Target, reg *strategy.Registry) (*tir.PrimFunc, error) {
 	if reg == nil {
 		reg = strategy.Default
 	}

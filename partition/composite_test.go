@@ -5,23 +5,26 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/pattern"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // compositeTarget is a kind "fuse" whose pattern table merges add→relu
 // into "fuse.add_relu" (refused by the check when the add's operands
 // differ in shape) and which takes those composites and plain
 // multiplies, except composites on int32 (refused by Supports).
-func compositeTarget(t *testing.T, pass func(*graph.Function) (*graph.Function, error)) *target.Target {
+func compositeTarget(t *testing.T, pass func(*graph.Function) (*graph.Function, error)) *targets.Target {
 	t.Helper()
 	add := pattern.IsOp(op.Add, pattern.Wildcard(), pattern.Wildcard())
-	k := &target.Kind{
-		Name: "fuse", DeviceType: target.CPU, Keys: []string{"cpu"},
-		Patterns: []pattern.Entry{{
+	k := &targets.Kind{
+		Name:       "fuse",
+		DeviceType: targets.CPU,
+		Keys:       []string{"cpu"},
+		Flow: &backend.Flow{Patterns: []pattern.Entry{{
 			Name:    "fuse.add_relu",
 			Pattern: pattern.IsOp(op.Relu, add),
 			Check: func(r *pattern.Result) error {
@@ -31,8 +34,7 @@ func compositeTarget(t *testing.T, pass func(*graph.Function) (*graph.Function, 
 				}
 				return nil
 			},
-		}},
-		Supports: func(c *graph.Call) error {
+		}}, Supports: func(c *graph.Call) error {
 			if c.Op == op.Multiply {
 				return nil
 			}
@@ -43,10 +45,9 @@ func compositeTarget(t *testing.T, pass func(*graph.Function) (*graph.Function, 
 				return nil
 			}
 			return fmt.Errorf("%s is not supported", callName(c))
-		},
-		PartitionPass: pass,
+		}, PartitionPass: pass},
 	}
-	tg, err := target.New(k, nil)
+	tg, err := targets.New(k, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestMergeCompositeInPartition(t *testing.T) {
   %6 = nn.relu(%5) /* span="Relu_6" */;
   (%4, %6)
 }`)
-	out, rep, err := Partition(mod, []*target.Target{compositeTarget(t, nil)}, Options{ModuleName: "m"})
+	out, rep, err := Partition(mod, []*targets.Target{compositeTarget(t, nil)}, Options{ModuleName: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestPartitionPass(t *testing.T) {
 		attrs["optimised"] = true
 		return &graph.Function{Params: fn.Params, Body: fn.Body, Attrs: attrs}, nil
 	}
-	out, _, err := Partition(parse(t, src), []*target.Target{compositeTarget(t, mark)}, Options{})
+	out, _, err := Partition(parse(t, src), []*targets.Target{compositeTarget(t, mark)}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestPartitionPass(t *testing.T) {
 		}, "dropped the Compiler attribute"},
 	}
 	for _, c := range bad {
-		_, _, err := Partition(parse(t, src), []*target.Target{compositeTarget(t, c.pass)}, Options{})
+		_, _, err := Partition(parse(t, src), []*targets.Target{compositeTarget(t, c.pass)}, Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "fuse partition pass") {
 			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
 		}

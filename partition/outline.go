@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
 )
@@ -177,7 +178,7 @@ func Outline(mod *graph.Module, regions []*Region, opts Options) (*graph.Module,
 			graph.AttrPrimitive:    true,
 			graph.AttrGlobalSymbol: sym,
 		})
-		if pass := r.Target.Kind.PartitionPass; pass != nil {
+		if pass := backend.Of(r.Target.Kind).PartitionPass; pass != nil {
 			var err error
 			if fn, err = runPartitionPass(pass, fn); err != nil {
 				return nil, fmt.Errorf("partition: %s: the %s partition pass: %w", sym, comp, err)

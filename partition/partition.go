@@ -17,9 +17,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // Options configure Partition.
@@ -42,11 +43,11 @@ type Options struct {
 // (those whose kind has a Supports predicate) take, and returns the new
 // module and the report. Targets without Supports are ignored (the host,
 // kinds with their own flow). mod is not modified.
-func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*graph.Module, *Report, error) {
+func Partition(mod *graph.Module, tgts []*targets.Target, opts Options) (*graph.Module, *Report, error) {
 	if err := graph.InferTypes(mod); err != nil {
 		return nil, nil, fmt.Errorf("partition: %w", err)
 	}
-	mod, err := runGraphPasses(mod, targets, target.PrePartitioning)
+	mod, err := runGraphPasses(mod, tgts, backend.PrePartitioning)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -54,11 +55,11 @@ func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*grap
 	if main == nil {
 		return nil, nil, fmt.Errorf("partition: module has no main function")
 	}
-	main, refused, err := mergeComposites(main, targets)
+	main, refused, err := mergeComposites(main, tgts)
 	if err != nil {
 		return nil, nil, err
 	}
-	ann := Annotate(main, targets)
+	ann := Annotate(main, tgts)
 	// A composite no target took goes back to its operators, which are
 	// then annotated one by one.
 	inlined, err := inlineComposites(main, func(c *graph.Call) bool { return ann.Target[c] != nil })
@@ -67,15 +68,15 @@ func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*grap
 	}
 	if inlined != main {
 		main = inlined
-		ann = Annotate(main, targets)
+		ann = Annotate(main, tgts)
 	}
-	var merge func(*target.Target) bool
+	var merge func(*targets.Target) bool
 	if !opts.NoMerge {
-		merge = func(t *target.Target) bool {
-			return t.Kind.Partitioning == nil || !t.Kind.Partitioning.KeepRegionsApart
+		merge = func(t *targets.Target) bool {
+			return backend.Of(t.Kind).Partitioning == nil || !backend.Of(t.Kind).Partitioning.KeepRegionsApart
 		}
 	}
-	main, ann, regions, err := pruneRegions(main, targets, ann, merge)
+	main, ann, regions, err := pruneRegions(main, tgts, ann, merge)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -95,8 +96,8 @@ func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*grap
 			return nil, rep, err
 		}
 	}
-	for _, ph := range []target.GraphPhase{target.PostPartitioning0, target.PostPartitioning1} {
-		if out, err = runGraphPasses(out, targets, ph); err != nil {
+	for _, ph := range []backend.GraphPhase{backend.PostPartitioning0, backend.PostPartitioning1} {
+		if out, err = runGraphPasses(out, tgts, ph); err != nil {
 			return nil, rep, err
 		}
 	}
@@ -106,12 +107,12 @@ func Partition(mod *graph.Module, targets []*target.Target, opts Options) (*grap
 // runGraphPasses runs the graph passes of phase ph of every target's kind,
 // in target order, each kind's in registration order, type-checking the
 // module after each.
-func runGraphPasses(mod *graph.Module, targets []*target.Target, ph target.GraphPhase) (*graph.Module, error) {
-	for _, t := range targets {
-		if t.Kind.Partitioning == nil {
+func runGraphPasses(mod *graph.Module, tgts []*targets.Target, ph backend.GraphPhase) (*graph.Module, error) {
+	for _, t := range tgts {
+		if backend.Of(t.Kind).Partitioning == nil {
 			continue
 		}
-		for _, p := range t.Kind.Partitioning.Passes {
+		for _, p := range backend.Of(t.Kind).Partitioning.Passes {
 			if p.Phase != ph || p.Run == nil {
 				continue
 			}
@@ -134,13 +135,13 @@ func runGraphPasses(mod *graph.Module, targets []*target.Target, ph target.Graph
 // mergeComposites runs MergeComposite with the pattern table of each
 // external target, in target order, and returns the matches the tables'
 // checks refused, by their root call (refusalOf).
-func mergeComposites(main *graph.Function, targets []*target.Target) (*graph.Function, map[refusalKey][]string, error) {
+func mergeComposites(main *graph.Function, tgts []*targets.Target) (*graph.Function, map[refusalKey][]string, error) {
 	refused := map[refusalKey][]string{}
-	for _, t := range targets {
-		if t.Kind.Supports == nil || len(t.Kind.Patterns) == 0 {
+	for _, t := range tgts {
+		if backend.Of(t.Kind).Supports == nil || len(backend.Of(t.Kind).Patterns) == 0 {
 			continue
 		}
-		out, rej, err := MergeComposite(main, t.Kind.Patterns)
+		out, rej, err := MergeComposite(main, backend.Of(t.Kind).Patterns)
 		if err != nil {
 			return nil, nil, fmt.Errorf("partition: target %s: %w", t.Kind.Name, err)
 		}
@@ -173,7 +174,7 @@ func refusalOf(c *graph.Call) refusalKey {
 // Annotation is what Annotate decided for each call of a function.
 type Annotation struct {
 	// Target is the external target a call goes to (absent: the host).
-	Target map[*graph.Call]*target.Target
+	Target map[*graph.Call]*targets.Target
 	// Why says, for a call left on the host, why each external target
 	// refused it ("dnnl: float16 is not supported").
 	Why map[*graph.Call][]string
@@ -183,11 +184,11 @@ type Annotation struct {
 // each call of fn (operator calls and calls of composite functions); the
 // first that does gets it. Calls with a tuple-valued result, and calls of
 // non-composite functions, stay on the host.
-func Annotate(fn *graph.Function, targets []*target.Target) *Annotation {
-	ann := &Annotation{Target: map[*graph.Call]*target.Target{}, Why: map[*graph.Call][]string{}}
-	var ext []*target.Target
-	for _, t := range targets {
-		if t.Kind.Supports != nil {
+func Annotate(fn *graph.Function, tgts []*targets.Target) *Annotation {
+	ann := &Annotation{Target: map[*graph.Call]*targets.Target{}, Why: map[*graph.Call][]string{}}
+	var ext []*targets.Target
+	for _, t := range tgts {
+		if backend.Of(t.Kind).Supports != nil {
 			ext = append(ext, t)
 		}
 	}
@@ -216,7 +217,7 @@ func Annotate(fn *graph.Function, targets []*target.Target) *Annotation {
 					continue
 				}
 			}
-			if err := t.Kind.Supports(c); err != nil {
+			if err := backend.Of(t.Kind).Supports(c); err != nil {
 				why = append(why, t.Kind.Name+": "+err.Error())
 				continue
 			}

@@ -7,33 +7,39 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
 // extTarget makes a target of a test kind "ext" whose codegen takes the
 // given operators on float32 tensors.
-func extTarget(t *testing.T, name string, ops ...*op.Op) *target.Target {
+func extTarget(t *testing.T, name string, ops ...*op.Op) *targets.Target {
 	t.Helper()
-	k := &target.Kind{Name: name, DeviceType: target.CPU, Keys: []string{"cpu"}, Supports: func(c *graph.Call) error {
-		for _, o := range ops {
-			if c.Op == o {
-				if tt, ok := c.Type().(*ir.TensorType); !ok || tt.DType != ir.Float32 {
-					return fmt.Errorf("%s: only float32", c.Op.Name)
+	k := &targets.Kind{
+		Name:       name,
+		DeviceType: targets.CPU,
+		Keys:       []string{"cpu"},
+		Flow: &backend.Flow{Supports: func(c *graph.Call) error {
+			for _, o := range ops {
+				if c.Op == o {
+					if tt, ok := c.Type().(*ir.TensorType); !ok || tt.DType != ir.Float32 {
+						return fmt.Errorf("%s: only float32", c.Op.Name)
+					}
+					return nil
 				}
-				return nil
 			}
-		}
-		return fmt.Errorf("%s is not supported", callName(c))
-	}}
-	r := target.NewRegistry()
+			return fmt.Errorf("%s is not supported", callName(c))
+		}},
+	}
+	r := targets.NewRegistry()
 	if err := r.Register(k); err != nil {
 		t.Fatal(err)
 	}
-	tg, err := target.New(k, nil)
+	tg, err := targets.New(k, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +91,7 @@ func TestAddReluOneRegion(t *testing.T) {
   %1 = nn.relu(%0);
   tanh(%1)
 }`)
-	out, rep, err := Partition(m, []*target.Target{extTarget(t, "ext", op.Add, op.Relu)}, Options{ModuleName: "net"})
+	out, rep, err := Partition(m, []*targets.Target{extTarget(t, "ext", op.Add, op.Relu)}, Options{ModuleName: "net"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +128,7 @@ func TestDiamondCycleTwoRegions(t *testing.T) {
   %1 = tanh(%0);
   multiply(%0, %1)
 }`)
-	out, rep, err := Partition(m, []*target.Target{extTarget(t, "ext", op.Add, op.Multiply)}, Options{})
+	out, rep, err := Partition(m, []*targets.Target{extTarget(t, "ext", op.Add, op.Multiply)}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +149,7 @@ func TestDiamondCycleTwoRegions(t *testing.T) {
   %0 = add(%x, %x);
   multiply(%0, %0)
 }`)
-	out, _, err = Partition(m, []*target.Target{extTarget(t, "ext", op.Add, op.Multiply)}, Options{})
+	out, _, err = Partition(m, []*targets.Target{extTarget(t, "ext", op.Add, op.Multiply)}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +157,7 @@ func TestDiamondCycleTwoRegions(t *testing.T) {
 		t.Errorf("%d regions, want 1", n)
 	}
 	// NoMerge keeps every call alone.
-	out, _, err = Partition(m, []*target.Target{extTarget(t, "ext", op.Add, op.Multiply)}, Options{NoMerge: true})
+	out, _, err = Partition(m, []*targets.Target{extTarget(t, "ext", op.Add, op.Multiply)}, Options{NoMerge: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +174,7 @@ func TestResultUsedThreeTimesComputedOnce(t *testing.T) {
   %3 = negative(%0);
   (%1, %2, %3)
 }`)
-	out, _, err := Partition(m, []*target.Target{extTarget(t, "ext", op.Add)}, Options{})
+	out, _, err := Partition(m, []*targets.Target{extTarget(t, "ext", op.Add)}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +193,7 @@ func TestTwoOutputsReturnTuple(t *testing.T) {
   %3 = tanh(%1);
   (%2, %3)
 }`)
-	out, _, err := Partition(m, []*target.Target{extTarget(t, "ext", op.Add, op.Multiply)}, Options{})
+	out, _, err := Partition(m, []*targets.Target{extTarget(t, "ext", op.Add, op.Multiply)}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +218,7 @@ func TestConstantsBoundOrPassed(t *testing.T) {
 	mod := graph.NewModule(graph.NewFunction([]*graph.Var{x}, body, nil))
 	ext := extTarget(t, "ext", op.Add)
 	for _, asArgs := range []bool{false, true} {
-		out, _, err := Partition(mod, []*target.Target{ext}, Options{ConstantsAsArgs: asArgs})
+		out, _, err := Partition(mod, []*targets.Target{ext}, Options{ConstantsAsArgs: asArgs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +248,7 @@ func TestRequireOffloadAndReport(t *testing.T) {
   nn.relu(%0)
 }`)
 	ext := extTarget(t, "ext", op.Add, op.Relu)
-	_, rep, err := Partition(m, []*target.Target{ext}, Options{RequireOffload: true})
+	_, rep, err := Partition(m, []*targets.Target{ext}, Options{RequireOffload: true})
 	if err == nil || !strings.Contains(err.Error(), "full offload required, but 2 call(s) stay on the host") || !strings.Contains(err.Error(), "ext: add: only float32") {
 		t.Errorf("got %v", err)
 	}

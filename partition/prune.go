@@ -3,8 +3,9 @@ package partition
 import (
 	"fmt"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // pruneRegions forms the regions of main (Regions) and asks each kind
@@ -15,13 +16,13 @@ import (
 // reason, and the regions are formed again, until every region is kept.
 // It returns main (new when composites were inlined), its annotation and
 // the regions.
-func pruneRegions(main *graph.Function, targets []*target.Target, ann *Annotation, merge func(*target.Target) bool) (*graph.Function, *Annotation, []*Region, error) {
+func pruneRegions(main *graph.Function, tgts []*targets.Target, ann *Annotation, merge func(*targets.Target) bool) (*graph.Function, *Annotation, []*Region, error) {
 	host := map[refusalKey]string{} // calls forced to the host, with why
 	for round := 0; ; round++ {
 		regions := Regions(main, ann, merge)
 		refusedAny := false
 		for _, r := range regions {
-			keep := r.Target.Kind.KeepRegion
+			keep := backend.Of(r.Target.Kind).KeepRegion
 			if keep == nil {
 				continue
 			}
@@ -59,7 +60,7 @@ func pruneRegions(main *graph.Function, targets []*target.Target, ann *Annotatio
 			return nil, nil, nil, fmt.Errorf("partition: %w", err)
 		}
 		main = inlined
-		ann = Annotate(main, targets)
+		ann = Annotate(main, tgts)
 		// The refusal comes first among the reasons: the operators of an
 		// inlined composite may also be refused one by one.
 		graph.PostOrder(main.Body, func(e graph.Expr) {

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // TestKeepRegionPrunes: a kind whose KeepRegion refuses regions of a
@@ -26,19 +27,21 @@ func TestKeepRegionPrunes(t *testing.T) {
 }`)
 	tg := compositeTarget(t, nil)
 	kind := *tg.Kind
+	flow := *backend.Of(&kind)
+	kind.Flow = &flow
 	var asked []int
-	kind.KeepRegion = func(calls []*graph.Call) error {
+	flow.KeepRegion = func(calls []*graph.Call) error {
 		asked = append(asked, len(calls))
 		if len(calls) < 2 {
 			return fmt.Errorf("fewer than 2 calls")
 		}
 		return nil
 	}
-	tg, err := target.New(&kind, nil)
+	tg, err := targets.New(&kind, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, rep, err := Partition(mod, []*target.Target{tg}, Options{ModuleName: "m"})
+	out, rep, err := Partition(mod, []*targets.Target{tg}, Options{ModuleName: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}

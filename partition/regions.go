@@ -4,13 +4,13 @@ import (
 	"fmt"
 
 	"github.com/kiln-dev/kiln/graph"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // Region is a set of calls one external target takes, outlined into one
 // function.
 type Region struct {
-	Target *target.Target
+	Target *targets.Target
 	// Calls are the region's calls in topological order.
 	Calls []*graph.Call
 	// Cuts records, for calls of this region, merges refused because they
@@ -111,7 +111,7 @@ func (d *dag) cycleIfMerged(a, b map[int]bool) bool {
 // target merge accepts joins the region of each producer on that target, greedily in topological
 // order, unless the merge would create a dependency cycle through a call
 // outside the region; such refusals are recorded as cuts.
-func Regions(fn *graph.Function, ann *Annotation, merge func(*target.Target) bool) []*Region {
+func Regions(fn *graph.Function, ann *Annotation, merge func(*targets.Target) bool) []*Region {
 	d := newDAG(fn)
 	regionOf := make([]int, len(d.calls)) // region id per call, -1: host
 	members := map[int]map[int]bool{}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 )
 
@@ -23,7 +23,7 @@ type Call struct {
 	Attrs    ir.Attrs
 	ArgTypes []ir.Type
 	OutType  ir.Type // a TensorType, or a TupleType for multi-output ops
-	Target   *target.Target
+	Target   *targets.Target
 }
 
 // OutTensor returns the output type of a single-output call.
@@ -62,12 +62,12 @@ const (
 // (only targets of that kind) or a generic key matched against
 // Target.Keys() and the universal key "generic".
 type Key struct {
-	Kind    *target.Kind
+	Kind    *targets.Kind
 	Generic string
 }
 
 // ForKind is the key of one target kind.
-func ForKind(k *target.Kind) Key { return Key{Kind: k} }
+func ForKind(k *targets.Kind) Key { return Key{Kind: k} }
 
 // ForKey is a generic key such as "cpu" or "generic".
 func ForKey(s string) Key { return Key{Generic: s} }

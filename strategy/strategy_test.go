@@ -5,7 +5,7 @@ import (
 
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 )
 
@@ -25,8 +25,8 @@ func TestOverlay(t *testing.T) {
 	if err := over.Add(op.Add, ForKey("acc"), Implementation{Name: "acc.add", PLevel: PLevelVendor, Compute: compute}); err == nil {
 		t.Error("a second acc.add was accepted")
 	}
-	k := &target.Kind{Name: "acc", Keys: []string{"acc"}}
-	tg, err := target.New(k, nil)
+	k := &targets.Kind{Name: "acc", Keys: []string{"acc"}}
+	tg, err := targets.New(k, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

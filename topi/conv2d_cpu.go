@@ -9,7 +9,7 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tir"
 )
@@ -136,7 +136,7 @@ var hostFMA = sync.OnceValue(func() bool {
 // targetHasFMA reports whether C code for t may use fused multiply-add:
 // its mcpu names an x86 CPU with FMA, or is "native" on a host that has it.
 // Without it (the portable default) fmaf would be a library call.
-func targetHasFMA(t *target.Target) bool {
+func targetHasFMA(t *targets.Target) bool {
 	if t == nil {
 		return false
 	}

@@ -1,15 +1,16 @@
 package topi
 
 import (
-	"github.com/kiln-dev/kiln/graph/op"
-	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/strategy"
-	"github.com/kiln-dev/kiln/target"
-	"github.com/kiln-dev/kiln/te"
-	"github.com/kiln-dev/kiln/tir"
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/targets"
+	"github.com/kiln-dev/kiln/te"
+	"github.com/kiln-dev/kiln/tir"
 )
 
 // This file holds the tuned CPU implementation of float32 nn.matmul (and,
@@ -115,7 +116,7 @@ var avx512Arches = []string{"avx512", "x86-64-v4", "cascadelake", "cooperlake", 
 
 // matmulWideVectors reports whether the target's -mcpu has AVX-512
 // ("native" asks this machine).
-func matmulWideVectors(t *target.Target) bool {
+func matmulWideVectors(t *targets.Target) bool {
 	if t == nil {
 		return false
 	}

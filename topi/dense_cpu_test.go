@@ -7,7 +7,7 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/topi/topitest"
 )
@@ -86,7 +86,7 @@ func TestMatMulWideVectors(t *testing.T) {
 		mcpu string
 		want bool
 	}{{"x86-64", false}, {"x86-64-v3", false}, {"x86-64-v4", true}, {"skylake-avx512", true}, {"icelake-server", true}, {"haswell", false}} {
-		tg, err := target.New(target.C, ir.Attrs{"mcpu": c.mcpu})
+		tg, err := targets.New(targets.C, ir.Attrs{"mcpu": c.mcpu})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestMatMulWideVectors(t *testing.T) {
 
 // TestMatMulCPUNarrow checks the 4 x 16 tiles used without AVX-512.
 func TestMatMulCPUNarrow(t *testing.T) {
-	tg, err := target.New(target.C, ir.Attrs{"mcpu": "x86-64"})
+	tg, err := targets.New(targets.C, ir.Attrs{"mcpu": "x86-64"})
 	if err != nil {
 		t.Fatal(err)
 	}

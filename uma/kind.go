@@ -2,38 +2,43 @@ package uma
 
 import (
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/escape"
 	"strings"
+
+	"github.com/kiln-dev/kiln/backend"
+	"github.com/kiln-dev/kiln/internal/escape"
 
 	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/lower"
 	"github.com/kiln-dev/kiln/pattern"
 	"github.com/kiln-dev/kiln/runtime"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tir"
 	tirtransform "github.com/kiln-dev/kiln/tir/transform"
 )
 
 // newKind builds the target kind of the backend's registrations.
-func (b *Backend) newKind() *target.Kind {
-	k := &target.Kind{
-		Name:       b.name,
-		DeviceType: target.CPU,
-		Keys:       []string{b.name},
-		Options:    append([]target.Option(nil), b.attrs...),
-		Doc:        b.doc,
-		Patterns:   append([]pattern.Entry(nil), b.patterns...),
-		Supports:   b.supports,
-		Hooks:      target.Hooks{RelayToTIR: b.relayToTIR, TIRToRuntime: b.tirToRuntime},
-		Partitioning: &target.Partitioning{
-			Passes:           append([]target.GraphPass(nil), b.graphPasses...),
+func (b *Backend) newKind() *targets.Kind {
+	flow := &backend.Flow{
+		Patterns: append([]pattern.Entry(nil), b.patterns...),
+		Supports: b.supports,
+		Hooks:    backend.Hooks{RelayToTIR: b.relayToTIR, TIRToRuntime: b.tirToRuntime},
+		Partitioning: &backend.Partitioning{
+			Passes:           append([]backend.GraphPass(nil), b.graphPasses...),
 			KeepRegionsApart: !b.MergeCompilerRegions,
 		},
 	}
+	k := &targets.Kind{
+		Name:       b.name,
+		DeviceType: targets.CPU,
+		Keys:       []string{b.name},
+		Options:    append([]targets.Option(nil), b.attrs...),
+		Doc:        b.doc,
+		Flow:       flow,
+	}
 	if len(b.tirPasses) > 0 {
 		passes := append([]tirPassEntry(nil), b.tirPasses...)
-		k.TIRPasses = func(t *target.Target) []tirtransform.Pass {
+		flow.TIRPasses = func(t *targets.Target) []tirtransform.Pass {
 			out := make([]tirtransform.Pass, len(passes))
 			for i, p := range passes {
 				run := p.run
@@ -43,7 +48,7 @@ func (b *Backend) newKind() *target.Kind {
 		}
 	}
 	if cg := b.codegen; cg != nil && (len(cg.Sources) > 0 || len(cg.CFlags) > 0 || len(cg.LDFlags) > 0 || len(cg.Funcs) > 0) {
-		k.CCodegen = &target.CCodegen{Sources: cg.Sources, CFlags: cg.CFlags, LDFlags: cg.LDFlags, Funcs: cg.Funcs}
+		flow.CCodegen = &backend.CCodegen{Sources: cg.Sources, CFlags: cg.CFlags, LDFlags: cg.LDFlags, Funcs: cg.Funcs}
 	}
 	return k
 }
@@ -69,8 +74,8 @@ func (b *Backend) supports(c *graph.Call) error {
 // relayToTIR lowers each function the target owns with kiln's lowering
 // and the backend's operator strategies (ahead of the built-in ones);
 // constants become parameters the calls pass.
-func (b *Backend) relayToTIR(ctx *target.HookContext, mod *graph.Module, prims *tir.Module) error {
-	return target.LowerOwnedFunctions(ctx, mod, prims, b.name+"_const", func(symbol string, fn *graph.Function) (*tir.PrimFunc, error) {
+func (b *Backend) relayToTIR(ctx *backend.HookContext, mod *graph.Module, prims *tir.Module) error {
+	return backend.LowerOwnedFunctions(ctx, mod, prims, b.name+"_const", func(symbol string, fn *graph.Function) (*tir.PrimFunc, error) {
 		return lower.LowerFunction(symbol, fn, ctx.Target, b.strategies)
 	})
 }
@@ -78,7 +83,7 @@ func (b *Backend) relayToTIR(ctx *target.HookContext, mod *graph.Module, prims *
 // tirToRuntime generates the C of the backend's PrimFuncs (already through
 // the TIR pipeline with the backend's passes) with its includes and
 // call_extern hook, as a C source module of the artifact's library.
-func (b *Backend) tirToRuntime(ctx *target.HookContext, prims *tir.Module) (runtime.Module, error) {
+func (b *Backend) tirToRuntime(ctx *backend.HookContext, prims *tir.Module) (runtime.Module, error) {
 	opts := cgen.Options{NoRuntimeDefs: true, NoPipeline: true, AllowMalloc: true}
 	if cg := b.codegen; cg != nil {
 		opts.Includes = cg.Includes

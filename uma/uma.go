@@ -6,7 +6,8 @@
 // its Register* methods — target attributes, patterns of what to offload,
 // graph passes per partitioning phase, operator strategies, TIR passes per
 // phase, C code generation hooks — and calls Register, which turns the
-// registrations into a target kind of kiln's (package target) with:
+// registrations into a target kind of kiln's (package targets) whose flow
+// (package backend) has:
 //
 //   - Patterns and Supports for partitioning (package partition):
 //     MergeComposite with the registered patterns, AnnotateTarget taking
@@ -36,13 +37,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/pattern"
 	"github.com/kiln-dev/kiln/strategy"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
 	tirtransform "github.com/kiln-dev/kiln/tir/transform"
@@ -50,23 +52,27 @@ import (
 
 // Graph pass phases, as UMA names them (aliases of target's).
 const (
-	PrePartitioning   = target.PrePartitioning
-	PostPartitioning0 = target.PostPartitioning0
-	PostPartitioning1 = target.PostPartitioning1
+	PrePartitioning   = backend.PrePartitioning
+	PostPartitioning0 = backend.PostPartitioning0
+	PostPartitioning1 = backend.PostPartitioning1
 )
 
 // GraphPass is a vendor's module pass: it receives the accelerator's
 // target (for its attributes) and the module, and returns the new module
 // without modifying its input.
-type GraphPass func(t *target.Target, mod *graph.Module) (*graph.Module, error)
+type GraphPass func(t *targets.Target, mod *graph.Module) (*graph.Module, error)
 
 // TIRPass is a vendor's TIR pass: it receives the accelerator's target and
 // one of its PrimFuncs and returns the new function (or f unchanged).
-type TIRPass func(t *target.Target, f *tir.PrimFunc) (*tir.PrimFunc, error)
+type TIRPass func(t *targets.Target, f *tir.PrimFunc) (*tir.PrimFunc, error)
 
 // Predicate accepts a pattern's match (nil) or refuses it with a reason
 // the partition report shows.
 type Predicate func(m *pattern.Result) error
+
+// SourceFile is a named C file or header a backend ships (the same type
+// as backend.SourceFile, so UMA users need no other package).
+type SourceFile = backend.SourceFile
 
 // CodegenOptions customise the C generated for the accelerator's
 // PrimFuncs.
@@ -78,14 +84,14 @@ type CodegenOptions struct {
 	// ReplaceCallExtern, when it returns ok, replaces the C of a
 	// call_extern: it receives the extern's name and the C text of each
 	// argument, and the target (for its attributes).
-	ReplaceCallExtern func(t *target.Target, name string, args []string) (code string, ok bool)
+	ReplaceCallExtern func(t *targets.Target, name string, args []string) (code string, ok bool)
 	// DeclaredExterns are extern functions declared by Includes (no
 	// prototype is generated for their call_externs).
 	DeclaredExterns []string
 	// Sources are the vendor's C files and headers (the accelerator's
 	// kernels or driver), compiled into the artifact's library; headers
 	// among them can be included by name.
-	Sources []target.SourceFile
+	Sources []SourceFile
 	// CFlags and LDFlags are extra compiler and linker arguments.
 	CFlags, LDFlags []string
 	// Funcs are packed functions the Sources define that programs or the
@@ -103,13 +109,13 @@ type Backend struct {
 	MergeCompilerRegions bool
 
 	name, doc   string
-	attrs       []target.Option
+	attrs       []targets.Option
 	patterns    []pattern.Entry
-	graphPasses []target.GraphPass
+	graphPasses []backend.GraphPass
 	strategies  *strategy.Registry
 	tirPasses   []tirPassEntry
 	codegen     *CodegenOptions
-	kind        *target.Kind
+	kind        *targets.Kind
 }
 
 type tirPassEntry struct {
@@ -128,7 +134,7 @@ func New(name, doc string) *Backend {
 func (b *Backend) Name() string { return b.name }
 
 // Kind is the registered target kind, or nil before Register.
-func (b *Backend) Kind() *target.Kind { return b.kind }
+func (b *Backend) Kind() *targets.Kind { return b.kind }
 
 // reserved are attribute names every target has.
 var reserved = []string{"host", "keys", "model", "tag", "device", "libs"}
@@ -161,7 +167,7 @@ func (b *Backend) RegisterTargetAttr(name string, def any) error {
 			return fmt.Errorf("uma %s: RegisterTargetAttr: %q is already registered", b.name, name)
 		}
 	}
-	o := target.Option{Name: name}
+	o := targets.Option{Name: name}
 	switch v := def.(type) {
 	case string:
 		o.Kind, o.Default = ir.AttrString, v
@@ -215,7 +221,7 @@ func (b *Backend) RegisterPattern(name string, p pattern.Pattern, predicate Pred
 // RegisterGraphPass adds a graph pass to a partitioning phase
 // (PrePartitioning, PostPartitioning0, PostPartitioning1); within a phase
 // passes run in registration order.
-func (b *Backend) RegisterGraphPass(phase target.GraphPhase, name string, pass GraphPass) error {
+func (b *Backend) RegisterGraphPass(phase backend.GraphPhase, name string, pass GraphPass) error {
 	if err := b.open("RegisterGraphPass"); err != nil {
 		return err
 	}
@@ -230,7 +236,7 @@ func (b *Backend) RegisterGraphPass(phase target.GraphPhase, name string, pass G
 			return fmt.Errorf("uma %s: RegisterGraphPass: %q is already registered", b.name, name)
 		}
 	}
-	b.graphPasses = append(b.graphPasses, target.GraphPass{Name: name, Phase: phase, Run: pass})
+	b.graphPasses = append(b.graphPasses, backend.GraphPass{Name: name, Phase: phase, Run: pass})
 	return nil
 }
 
@@ -305,10 +311,10 @@ func (b *Backend) RegisterCodegen(lang string, opts CodegenOptions) error {
 }
 
 // Register creates the backend's target kind from its registrations and
-// adds it to r (target.Default for the kiln command). Registering a
+// adds it to r (targets.Default for the kiln command). Registering a
 // backend twice, or under the name of an existing kind such as "c", is an
 // error; after Register the backend cannot change.
-func (b *Backend) Register(r *target.Registry) error {
+func (b *Backend) Register(r *targets.Registry) error {
 	if b.kind != nil {
 		return fmt.Errorf("uma %s: already registered", b.name)
 	}
@@ -328,11 +334,11 @@ func (b *Backend) Register(r *target.Registry) error {
 
 // Target returns a target of the backend's kind with default attributes
 // (Register first).
-func (b *Backend) Target() (*target.Target, error) {
+func (b *Backend) Target() (*targets.Target, error) {
 	if b.kind == nil {
 		return nil, fmt.Errorf("uma %s: not registered", b.name)
 	}
-	return target.New(b.kind, nil)
+	return targets.New(b.kind, nil)
 }
 
 // Partition binds params (values of main's parameters, by name) into
@@ -350,7 +356,7 @@ func (b *Backend) Partition(mod *graph.Module, params map[string]*tensor.Tensor)
 	if err != nil {
 		return nil, nil, fmt.Errorf("uma %s: %w", b.name, err)
 	}
-	return partition.Partition(bound, []*target.Target{t}, partition.Options{ModuleName: "default"})
+	return partition.Partition(bound, []*targets.Target{t}, partition.Options{ModuleName: "default"})
 }
 
 // bindParams replaces main's parameters named in params by constants.

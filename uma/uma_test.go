@@ -5,12 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/pattern"
 	"github.com/kiln-dev/kiln/strategy"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
@@ -43,7 +44,7 @@ func TestRegisterTargetAttr(t *testing.T) {
 		wantErr(t, name, b.RegisterTargetAttr(name, "x"), "is reserved")
 	}
 	wantErr(t, "twice", b.RegisterTargetAttr("dimension", 4), "already registered")
-	r := target.NewRegistry()
+	r := targets.NewRegistry()
 	noErr(t, "Register", b.Register(r))
 	tg, err := r.Parse("acc -dimension=16")
 	if err != nil {
@@ -64,11 +65,11 @@ func TestRegisterErrors(t *testing.T) {
 	noErr(t, "pattern", b.RegisterPattern("add", p, nil))
 	wantErr(t, "pattern twice", b.RegisterPattern("add", p, nil), "already registered")
 	wantErr(t, "nil pattern", b.RegisterPattern("x", nil, nil), "needs a name and a pattern")
-	pass := func(_ *target.Target, m *graph.Module) (*graph.Module, error) { return m, nil }
+	pass := func(_ *targets.Target, m *graph.Module) (*graph.Module, error) { return m, nil }
 	noErr(t, "graph pass", b.RegisterGraphPass(PrePartitioning, "p", pass))
 	wantErr(t, "graph pass twice", b.RegisterGraphPass(PostPartitioning0, "p", pass), "already registered")
-	wantErr(t, "graph pass phase", b.RegisterGraphPass(target.GraphPhase(7), "q", pass), "unknown phase")
-	tp := func(_ *target.Target, f *tir.PrimFunc) (*tir.PrimFunc, error) { return f, nil }
+	wantErr(t, "graph pass phase", b.RegisterGraphPass(backend.GraphPhase(7), "q", pass), "unknown phase")
+	tp := func(_ *targets.Target, f *tir.PrimFunc) (*tir.PrimFunc, error) { return f, nil }
 	noErr(t, "tir pass", b.RegisterTIRPass(tirtransform.Phase2, "t", tp))
 	wantErr(t, "tir pass twice", b.RegisterTIRPass(tirtransform.Phase3, "t", tp), "already registered")
 	wantErr(t, "tir phase 4", b.RegisterTIRPass(tirtransform.Phase(4), "u", tp), "not 0–3")
@@ -76,17 +77,17 @@ func TestRegisterErrors(t *testing.T) {
 	wantErr(t, "codegen llvm", b.RegisterCodegen("llvm", CodegenOptions{}), `language "llvm" is not supported`)
 	noErr(t, "codegen c", b.RegisterCodegen("c", CodegenOptions{Includes: []string{"<acc.h>"}}))
 	wantErr(t, "codegen twice", b.RegisterCodegen("c", CodegenOptions{}), "already registered")
-	wantErr(t, "codegen source path", New("x", "").RegisterCodegen("c", CodegenOptions{Sources: []target.SourceFile{{Name: "../a.c"}}}), "plain file name")
+	wantErr(t, "codegen source path", New("x", "").RegisterCodegen("c", CodegenOptions{Sources: []SourceFile{{Name: "../a.c"}}}), "plain file name")
 	wantErr(t, "strategy without compute", b.RegisterOperatorStrategy(op.Add, strategy.Implementation{Name: "s"}), "needs a name and a compute")
 
-	r := target.NewRegistry()
-	noErr(t, "register c", r.Register(target.C))
+	r := targets.NewRegistry()
+	noErr(t, "register c", r.Register(targets.C))
 	wantErr(t, "name of an existing kind", New("c", "").Register(r), `a target kind "c" already exists`)
 	wantErr(t, "bad name", New("9acc", "").Register(r), "kind name")
 	noErr(t, "Register", b.Register(r))
 	wantErr(t, "Register twice", b.Register(r), "already registered")
 	wantErr(t, "same name again", New("acc", "").Register(r), `a target kind "acc" already exists`)
-	if k, ok := r.Lookup("acc"); !ok || k != b.Kind() || k.Hooks.RelayToTIR == nil || k.Hooks.TIRToRuntime == nil || k.TIRPasses == nil {
+	if k, ok := r.Lookup("acc"); !ok || k != b.Kind() || backend.Of(k).Hooks.RelayToTIR == nil || backend.Of(k).Hooks.TIRToRuntime == nil || backend.Of(k).TIRPasses == nil {
 		t.Errorf("registered kind %+v", k)
 	}
 }
@@ -97,7 +98,7 @@ func TestStrategyPLevel(t *testing.T) {
 	b := New("acc", "test")
 	compute := func(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) { return in[:1], nil }
 	noErr(t, "strategy", b.RegisterOperatorStrategy(op.Add, strategy.Implementation{Name: "acc.add", Compute: compute}))
-	r := target.NewRegistry()
+	r := targets.NewRegistry()
 	noErr(t, "Register", b.Register(r))
 	tg, _ := b.Target()
 	tt := ir.NewTensorType(ir.Float32, ir.Shape{4})
@@ -133,7 +134,7 @@ func TestPartitionPhases(t *testing.T) {
 		b.MergeCompilerRegions = merge
 		noErr(t, "pattern", b.RegisterPattern("add", pattern.IsOp(op.Add, pattern.Wildcard(), pattern.Wildcard()), nil))
 		record := func(name string) GraphPass {
-			return func(_ *target.Target, m *graph.Module) (*graph.Module, error) {
+			return func(_ *targets.Target, m *graph.Module) (*graph.Module, error) {
 				order = append(order, name)
 				return m, nil
 			}
@@ -142,7 +143,7 @@ func TestPartitionPhases(t *testing.T) {
 		noErr(t, "p0", b.RegisterGraphPass(PostPartitioning0, "post0", record("post0")))
 		noErr(t, "pre a", b.RegisterGraphPass(PrePartitioning, "preA", record("preA")))
 		noErr(t, "pre b", b.RegisterGraphPass(PrePartitioning, "preB", record("preB")))
-		noErr(t, "Register", b.Register(target.NewRegistry()))
+		noErr(t, "Register", b.Register(targets.NewRegistry()))
 		mod, err := graph.Parse(src, graph.ParseOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -168,8 +169,8 @@ func TestPartitionPhases(t *testing.T) {
 
 	b := New("acc", "test")
 	noErr(t, "pattern", b.RegisterPattern("add", pattern.IsOp(op.Add, pattern.Wildcard(), pattern.Wildcard()), func(*pattern.Result) error { panic("boom") }))
-	noErr(t, "failing pass", b.RegisterGraphPass(PostPartitioning0, "fail", func(*target.Target, *graph.Module) (*graph.Module, error) { return nil, errors.New("no memory left") }))
-	noErr(t, "Register", b.Register(target.NewRegistry()))
+	noErr(t, "failing pass", b.RegisterGraphPass(PostPartitioning0, "fail", func(*targets.Target, *graph.Module) (*graph.Module, error) { return nil, errors.New("no memory left") }))
+	noErr(t, "Register", b.Register(targets.NewRegistry()))
 	mod, _ := graph.Parse(src, graph.ParseOptions{})
 	_, rep, err := b.Partition(mod, nil)
 	wantErr(t, "failing pass", err, "target acc: PostPartitioning0 graph pass fail: no memory left")

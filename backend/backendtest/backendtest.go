@@ -21,16 +21,16 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/ref"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
 // Registry makes a registry holding kind "c" and the kinds the register
 // functions add.
-func Registry(t testing.TB, register ...func(*target.Registry) error) *target.Registry {
+func Registry(t testing.TB, register ...func(*targets.Registry) error) *targets.Registry {
 	t.Helper()
-	r := target.NewRegistry()
-	if err := r.Register(target.C); err != nil {
+	r := targets.NewRegistry()
+	if err := r.Register(targets.C); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range register {
@@ -54,20 +54,20 @@ type Compiled struct {
 // CompileRun compiles mod for targets (parsed in r) into a fresh
 // directory, loads the artifact and runs it on inputs (one per main
 // parameter, in order).
-func CompileRun(t testing.TB, r *target.Registry, targets string, mod *graph.Module, inputs []*tensor.Tensor) *Compiled {
+func CompileRun(t testing.TB, r *targets.Registry, tgts string, mod *graph.Module, inputs []*tensor.Tensor) *Compiled {
 	t.Helper()
-	return compileRun(t, r, targets, driver.ExecutorGraph, mod, inputs)
+	return compileRun(t, r, tgts, driver.ExecutorGraph, mod, inputs)
 }
 
-func compileRun(t testing.TB, r *target.Registry, targets, executor string, mod *graph.Module, inputs []*tensor.Tensor) *Compiled {
+func compileRun(t testing.TB, r *targets.Registry, tgts, executor string, mod *graph.Module, inputs []*tensor.Tensor) *Compiled {
 	t.Helper()
-	l, err := r.ParseList(targets)
+	l, err := r.ParseList(tgts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &Compiled{Dir: filepath.Join(t.TempDir(), "art")}
 	if _, err := driver.Compile(mod, nil, driver.Config{Host: l.Host, Targets: l.Targets, Out: c.Dir, Report: &c.Report, ModuleName: "test", Executor: executor, Verify: true}); err != nil {
-		t.Fatalf("compiling for %q: %v", targets, err)
+		t.Fatalf("compiling for %q: %v", tgts, err)
 	}
 	art, err := driver.LoadArtifact(c.Dir)
 	if err != nil {
@@ -78,7 +78,7 @@ func compileRun(t testing.TB, r *target.Registry, targets, executor string, mod 
 		vals[p.Name] = inputs[i]
 	}
 	if c.Outputs, err = art.Run(vals); err != nil {
-		t.Fatalf("running the %q artifact: %v", targets, err)
+		t.Fatalf("running the %q artifact: %v", tgts, err)
 	}
 	return c
 }
@@ -130,14 +130,14 @@ func RandomInputs(rng *rand.Rand, mod *graph.Module) []*tensor.Tensor {
 // runs it on the stored inputs of test_data_set_0 and compares every
 // output with the stored reference (PyTorch's) within rtol 1e-3, atol
 // 1e-4, as kiln's conformance runs do.
-func CompileModel(t testing.TB, r *target.Registry, targets, name string) *Compiled {
+func CompileModel(t testing.TB, r *targets.Registry, tgts, name string) *Compiled {
 	t.Helper()
-	return CompileModelExecutor(t, r, targets, name, driver.ExecutorGraph)
+	return CompileModelExecutor(t, r, tgts, name, driver.ExecutorGraph)
 }
 
 // CompileModelExecutor is CompileModel with the given executor
 // (driver.ExecutorGraph or driver.ExecutorAOT: the C project's program).
-func CompileModelExecutor(t testing.TB, r *target.Registry, targets, name, executor string) *Compiled {
+func CompileModelExecutor(t testing.TB, r *targets.Registry, tgts, name, executor string) *Compiled {
 	t.Helper()
 	dir, err := shared.Path("models", name)
 	if err != nil {
@@ -155,7 +155,7 @@ func CompileModelExecutor(t testing.TB, r *target.Registry, targets, name, execu
 		}
 		inputs = append(inputs, in)
 	}
-	c := compileRun(t, r, targets, executor, model.Module, inputs)
+	c := compileRun(t, r, tgts, executor, model.Module, inputs)
 	for i, got := range c.Outputs {
 		want, _, err := onnx.ReadTensorFile(filepath.Join(dir, "test_data_set_0", fmt.Sprintf("output_%d.pb", i)))
 		if err != nil {

@@ -8,7 +8,7 @@
 // relu). Because the result is an ordinary PrimFunc of the host library,
 // kiln's graph executor plans its buffers like any other kernel's, and
 // the function goes through the TIR passes and the default C code
-// generation, which Kind.CCodegen extends with <cblas.h> and -lopenblas.
+// generation, which Flow.CCodegen extends with <cblas.h> and -lopenblas.
 //
 // It sits in the pipeline's external branch:
 //
@@ -34,10 +34,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // Name is the target kind's name; functions with Compiler="cblas" are
@@ -45,24 +46,26 @@ import (
 const Name = "cblas"
 
 // Kind is the "cblas" target kind. Register it into a registry (it is not
-// registered into target.Default by this package).
-var Kind = &target.Kind{
+// registered into targets.Default by this package).
+var Kind = &targets.Kind{
 	Name:       Name,
-	DeviceType: target.CPU,
+	DeviceType: targets.CPU,
 	Keys:       []string{"cblas", "cpu"},
 	Doc:        "dense and matmul as cblas_sgemm calls (OpenBLAS) in host TIR",
-	Hooks:      target.Hooks{RelayToTIR: relayToTIR},
-	Supports:   Supported,
-	CCodegen: &target.CCodegen{
-		Includes:          []string{"<cblas.h>"},
-		DeclaredExterns:   []string{"cblas_sgemm"},
-		ReplaceCallExtern: replaceCallExtern,
-		LDFlags:           []string{"-lopenblas"},
+	Flow: &backend.Flow{
+		Hooks:    backend.Hooks{RelayToTIR: relayToTIR},
+		Supports: Supported,
+		CCodegen: &backend.CCodegen{
+			Includes:          []string{"<cblas.h>"},
+			DeclaredExterns:   []string{"cblas_sgemm"},
+			ReplaceCallExtern: replaceCallExtern,
+			LDFlags:           []string{"-lopenblas"},
+		},
 	},
 }
 
 // Register adds Kind to r.
-func Register(r *target.Registry) error { return r.Register(Kind) }
+func Register(r *targets.Registry) error { return r.Register(Kind) }
 
 // CBLAS enumeration values (cblas.h), passed to cblas_sgemm as integers
 // in TIR and printed by name in the C.

@@ -2,13 +2,14 @@ package cblas
 
 import (
 	"fmt"
-	"github.com/kiln-dev/kiln/backend/backendtest"
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kiln-dev/kiln/backend/backendtest"
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/frontend/onnx"
@@ -18,7 +19,7 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/ref"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -40,11 +41,11 @@ func call(o *op.Op, attrs ir.Attrs, args ...graph.Expr) *graph.Call {
 	return graph.MustCall(o, args, attrs)
 }
 
-// targets parses "cblas, c" in a registry of the test's own.
-func targets(t *testing.T) *target.TargetList {
+// parseTargets parses "cblas, c" in a registry of the test's own.
+func parseTargets(t *testing.T) *targets.TargetList {
 	t.Helper()
-	r := target.NewRegistry()
-	for _, k := range []*target.Kind{target.C, Kind} {
+	r := targets.NewRegistry()
+	for _, k := range []*targets.Kind{targets.C, Kind} {
 		if err := r.Register(k); err != nil {
 			t.Fatal(err)
 		}
@@ -399,7 +400,7 @@ func TestUnsupportedInOwnedFunction(t *testing.T) {
 	mod := owned(t, []*ir.TensorType{f32(2, 3), f32(4, 3)}, func(ps []graph.Expr) graph.Expr {
 		return call(op.Tanh, nil, call(op.Dense, nil, ps[0], ps[1]))
 	})
-	l := targets(t)
+	l := parseTargets(t)
 	_, err := driver.Compile(mod, nil, driver.Config{Host: l.Host, Targets: l.Targets, Out: filepath.Join(t.TempDir(), "art")})
 	if err == nil || !strings.Contains(err.Error(), "tanh is not supported inside a cblas function") || !strings.Contains(err.Error(), "target cblas") {
 		t.Errorf("got %v, want an error naming tanh and the target", err)

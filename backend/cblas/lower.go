@@ -3,10 +3,10 @@ package cblas
 import (
 	"fmt"
 
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
 	"github.com/kiln-dev/kiln/tir"
 )
 
@@ -16,8 +16,8 @@ import (
 // function are lifted into parameters first, and its calls pass them as
 // arguments, so that they become graph parameters (params.bin) like the
 // host's weights.
-func relayToTIR(ctx *target.HookContext, mod *graph.Module, prims *tir.Module) error {
-	return target.LowerOwnedFunctions(ctx, mod, prims, "cblas_const", func(symbol string, fn *graph.Function) (*tir.PrimFunc, error) {
+func relayToTIR(ctx *backend.HookContext, mod *graph.Module, prims *tir.Module) error {
+	return backend.LowerOwnedFunctions(ctx, mod, prims, "cblas_const", func(symbol string, fn *graph.Function) (*tir.PrimFunc, error) {
 		if err := check(fn); err != nil {
 			return nil, fmt.Errorf("@%s: %w", symbol, err)
 		}

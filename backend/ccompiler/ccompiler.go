@@ -14,30 +14,34 @@ package ccompiler
 
 import (
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/escape"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/kiln-dev/kiln/backend"
+	"github.com/kiln-dev/kiln/internal/escape"
 
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/runtime"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // Kind is the "ccompiler" target kind.
-var Kind = &target.Kind{
+var Kind = &targets.Kind{
 	Name:       "ccompiler",
-	DeviceType: target.CPU,
+	DeviceType: targets.CPU,
 	Keys:       []string{"ccompiler", "cpu"},
 	Doc:        "BYOC example: add, subtract and multiply generated as C source (seed 002)",
-	Hooks:      target.Hooks{RelayToRuntime: relayToRuntime},
-	Supports:   Supported,
+	Flow: &backend.Flow{
+		Hooks:    backend.Hooks{RelayToRuntime: relayToRuntime},
+		Supports: Supported,
+	},
 }
 
 // Register adds Kind to r.
-func Register(r *target.Registry) error { return r.Register(Kind) }
+func Register(r *targets.Registry) error { return r.Register(Kind) }
 
 // binary maps the supported operators to their C operator.
 var binary = map[*op.Op]string{op.Add: "+", op.Subtract: "-", op.Multiply: "*"}
@@ -65,7 +69,7 @@ func opName(c *graph.Call) string {
 }
 
 // relayToRuntime generates the C source of one partitioned function.
-func relayToRuntime(_ *target.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
+func relayToRuntime(_ *backend.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
 	code, err := Generate(fn, symbol)
 	if err != nil {
 		return nil, err

@@ -1,19 +1,20 @@
 package ccompiler
 
 import (
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/internal/testenv"
+
 	"github.com/kiln-dev/kiln/backend/backendtest"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -30,7 +31,7 @@ func randTensor(rng *rand.Rand, s ir.Shape) *tensor.Tensor {
 // partition report and the artifact directory.
 func compileAndCheck(t *testing.T, mod *graph.Module, inputs []*tensor.Tensor) (*partition.Report, string) {
 	t.Helper()
-	r := backendtest.Registry(t, func(r *target.Registry) error { return r.Register(Kind) })
+	r := backendtest.Registry(t, func(r *targets.Registry) error { return r.Register(Kind) })
 	c := backendtest.CompileRun(t, r, "ccompiler, c -mcpu=x86-64", mod, inputs)
 	backendtest.CheckAgainstReference(t, mod, inputs, c.Outputs, 1e-5, 1e-6)
 	return &c.Report, c.Dir

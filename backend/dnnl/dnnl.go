@@ -30,10 +30,11 @@
 package dnnl
 
 import (
+	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/runtime/jsonrt"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // ModuleKind is the runtime module kind of dnnl's JSON modules (the
@@ -41,21 +42,23 @@ import (
 const ModuleKind = "dnnl_json"
 
 // Kind is the "dnnl" target kind.
-var Kind = &target.Kind{
+var Kind = &targets.Kind{
 	Name:       "dnnl",
-	DeviceType: target.CPU,
+	DeviceType: targets.CPU,
 	Keys:       []string{"dnnl", "cpu"},
 	Doc:        "oneDNN (libdnnl) external codegen: conv2d, dense/matmul, pooling, relu, clip, add, batch_norm, concatenate as a JSON graph run with oneDNN primitives",
-	Hooks:      target.Hooks{RelayToRuntime: relayToRuntime, ConstantUpdater: constantUpdater},
-	Supports:   Supported,
-	Patterns:   Patterns,
-	KeepRegion: KeepRegion,
+	Flow: &backend.Flow{
+		Hooks:      backend.Hooks{RelayToRuntime: relayToRuntime, ConstantUpdater: constantUpdater},
+		Supports:   Supported,
+		Patterns:   Patterns,
+		KeepRegion: KeepRegion,
+	},
 }
 
 // Register adds Kind to r and registers the runtime loader of dnnl's
 // modules (once per process). In a build without oneDNN (no cgo, or the
 // build tag kiln_nodnnl) it registers nothing: Available is false there.
-func Register(r *target.Registry) error {
+func Register(r *targets.Registry) error {
 	if !Available {
 		return nil
 	}
@@ -66,7 +69,7 @@ func Register(r *target.Registry) error {
 }
 
 // relayToRuntime generates the JSON graph of one partitioned function.
-func relayToRuntime(_ *target.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
+func relayToRuntime(_ *backend.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
 	g, _, err := Generate(fn, symbol)
 	if err != nil {
 		return nil, err

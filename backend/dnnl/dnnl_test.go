@@ -15,7 +15,7 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -37,10 +37,10 @@ func positive(rng *rand.Rand, s ...int64) *tensor.Tensor {
 	return t
 }
 
-func registry(t testing.TB) *target.Registry {
+func registry(t testing.TB) *targets.Registry {
 	t.Helper()
-	r := target.NewRegistry()
-	if err := r.Register(target.C); err != nil {
+	r := targets.NewRegistry()
+	if err := r.Register(targets.C); err != nil {
 		t.Fatal(err)
 	}
 	if err := Register(r); err != nil {
@@ -50,9 +50,9 @@ func registry(t testing.TB) *target.Registry {
 }
 
 // compile builds mod for targets into a fresh directory.
-func compile(t testing.TB, mod *graph.Module, targets string, rep *partition.Report) string {
+func compile(t testing.TB, mod *graph.Module, tgts string, rep *partition.Report) string {
 	t.Helper()
-	l, err := registry(t).ParseList(targets)
+	l, err := registry(t).ParseList(tgts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,8 +472,8 @@ func BenchmarkResNetConv(b *testing.B) {
 	}
 	inputs := map[string]*tensor.Tensor{"x": randTensor(rng, 1, 64, 56, 56)}
 	var first []*tensor.Tensor
-	for _, c := range []struct{ name, targets string }{{"dnnl", "dnnl, c"}, {"c", "c"}} {
-		dir := compile(b, mod, c.targets, nil)
+	for _, c := range []struct{ name, tgts string }{{"dnnl", "dnnl, c"}, {"c", "c"}} {
+		dir := compile(b, mod, c.tgts, nil)
 		art, err := driver.LoadArtifact(dir)
 		if err != nil {
 			b.Fatal(err)

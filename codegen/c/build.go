@@ -15,7 +15,7 @@ import (
 
 	"github.com/kiln-dev/kiln/internal/escape"
 	"github.com/kiln-dev/kiln/runtime/include"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // File is an extra file written next to the generated source: a .c file
@@ -103,7 +103,7 @@ func registrySource(src *Source, exports []string) (string, error) {
 
 // BuildOptionsForTarget reads the options of a `c` target (mcpu, opt,
 // cflags, cc) into BuildOptions.
-func BuildOptionsForTarget(t *target.Target) BuildOptions {
+func BuildOptionsForTarget(t *targets.Target) BuildOptions {
 	var o BuildOptions
 	if t == nil {
 		return o

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/tir/tirtest"
 )
@@ -260,7 +260,7 @@ func TestSourceInfo(t *testing.T) {
 }
 
 func TestBuildOptionsForTarget(t *testing.T) {
-	tg, err := target.Default.Parse("c -mcpu=native -opt=2 -cflags=-DX=1,-fno-math-errno")
+	tg, err := targets.Default.Parse("c -mcpu=native -opt=2 -cflags=-DX=1,-fno-math-errno")
 	if err != nil {
 		t.Fatal(err)
 	}

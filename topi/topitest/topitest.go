@@ -12,7 +12,7 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/strategy"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
@@ -29,8 +29,8 @@ type Tolerance struct{ Rtol, Atol float64 }
 var DefaultTolerance = Tolerance{Rtol: 1e-4, Atol: 1e-5}
 
 // HostTarget is the default target implementations are selected for.
-func HostTarget() *target.Target {
-	t, err := target.New(target.C, nil)
+func HostTarget() *targets.Target {
+	t, err := targets.New(targets.C, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -45,7 +45,7 @@ type Case struct {
 	// Tol overrides DefaultTolerance when non-zero.
 	Tol Tolerance
 	// Target overrides HostTarget when non-nil.
-	Target *target.Target
+	Target *targets.Target
 	// Registry overrides strategy.Default when non-nil.
 	Registry *strategy.Registry
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/pattern"
 	"github.com/kiln-dev/kiln/strategy"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/uma"
@@ -29,7 +29,7 @@ void minimal_conv2d(float* out, float* in, float* w, int32_t c, int32_t h, int32
 `
 
 // Register adds the "minimal_conv" target kind to r.
-func Register(r *target.Registry) error {
+func Register(r *targets.Registry) error {
 	b := uma.New("minimal_conv", "a conv2d C kernel in under 60 lines")
 	eligible := func(m *pattern.Result) error {
 		c := m.Root.(*graph.Call)
@@ -50,7 +50,7 @@ func Register(r *target.Registry) error {
 	for _, err := range []error{
 		b.RegisterPattern("conv2d", pattern.IsOp(op.Conv2D, pattern.Wildcard(), pattern.Wildcard()), eligible),
 		b.RegisterOperatorStrategy(op.Conv2D, strategy.Implementation{Name: "minimal.conv2d", Compute: compute}),
-		b.RegisterCodegen("c", uma.CodegenOptions{Sources: []target.SourceFile{{Name: "minimal_conv.c", Data: []byte(kernel)}}}),
+		b.RegisterCodegen("c", uma.CodegenOptions{Sources: []uma.SourceFile{{Name: "minimal_conv.c", Data: []byte(kernel)}}}),
 	} {
 		if err != nil {
 			return err

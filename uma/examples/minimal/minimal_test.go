@@ -2,10 +2,11 @@ package minimal
 
 import (
 	"bufio"
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/backend/backendtest"
 )

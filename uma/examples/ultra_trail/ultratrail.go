@@ -24,7 +24,7 @@ import (
 	"github.com/kiln-dev/kiln/pattern"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/strategy"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
@@ -66,7 +66,7 @@ func New() (*uma.Backend, error) {
 		b.RegisterCodegen("c", uma.CodegenOptions{
 			Includes:        []string{`"ultra_trail.h"`},
 			DeclaredExterns: []string{Kernel},
-			Sources:         []target.SourceFile{{Name: "ultra_trail.c", Data: simSource}, {Name: "ultra_trail.h", Data: simHeader}},
+			Sources:         []uma.SourceFile{{Name: "ultra_trail.c", Data: simSource}, {Name: "ultra_trail.h", Data: simHeader}},
 			Funcs:           []string{StatsFunc},
 		}),
 	} {
@@ -78,7 +78,7 @@ func New() (*uma.Backend, error) {
 }
 
 // Register builds the backend and registers its target kind in r.
-func Register(r *target.Registry) error {
+func Register(r *targets.Registry) error {
 	b, err := New()
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func computeConv1D(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 // offload is the phase-0 TIR pass: a PrimFunc computing the
 // "ultra_trail_conv1d" stage followed by its bias/ReLU epilogue becomes
 // one call of the accelerator, with the target's dimension.
-func offload(t *target.Target, f *tir.PrimFunc) (*tir.PrimFunc, error) {
+func offload(t *targets.Target, f *tir.PrimFunc) (*tir.PrimFunc, error) {
 	var conv, out *tir.Buffer
 	written := map[*tir.Buffer]bool{}
 	var loads []*tir.Buffer

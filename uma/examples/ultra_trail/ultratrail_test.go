@@ -1,9 +1,10 @@
 package ultratrail
 
 import (
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"strings"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/backend/backendtest"
 )

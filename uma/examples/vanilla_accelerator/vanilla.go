@@ -23,7 +23,7 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/pattern"
 	"github.com/kiln-dev/kiln/strategy"
-	"github.com/kiln-dev/kiln/target"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tir"
 	tirtransform "github.com/kiln-dev/kiln/tir/transform"
@@ -56,7 +56,7 @@ func New() (*uma.Backend, error) {
 		b.RegisterCodegen("c", uma.CodegenOptions{
 			Includes:        []string{`"vanilla_accelerator.h"`},
 			DeclaredExterns: []string{Kernel},
-			Sources: []target.SourceFile{
+			Sources: []uma.SourceFile{
 				{Name: "vanilla_accelerator.c", Data: kernelSource},
 				{Name: "vanilla_accelerator.h", Data: kernelHeader},
 			},
@@ -71,7 +71,7 @@ func New() (*uma.Backend, error) {
 }
 
 // Register builds the backend and registers its target kind in r.
-func Register(r *target.Registry) error {
+func Register(r *targets.Registry) error {
 	b, err := New()
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func computeConv2D(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 // replaceConv2D is the phase-0 TIR pass: the loop nest that computes the
 // "vanilla_conv2d" buffer becomes one call of the kernel, with the
 // buffers' data and the shapes read from the buffers.
-func replaceConv2D(_ *target.Target, f *tir.PrimFunc) (*tir.PrimFunc, error) {
+func replaceConv2D(_ *targets.Target, f *tir.PrimFunc) (*tir.PrimFunc, error) {
 	var failure error
 	m := &tir.Mutator{PreStmt: func(s tir.Stmt) tir.Stmt {
 		loop, ok := s.(*tir.For)

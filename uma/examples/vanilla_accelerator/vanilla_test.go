@@ -2,10 +2,11 @@ package vanilla
 
 import (
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"math/rand"
 	"strings"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/backend/backendtest"
 	"github.com/kiln-dev/kiln/driver"

@@ -1,10 +1,11 @@
-package target
+package backend
 
 import (
 	"fmt"
 
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/runtime"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
 )
@@ -78,44 +79,26 @@ const (
 	HookConstantUpdater = "ConstantUpdater"
 )
 
-// HookNames lists the hooks the kind registers, in flow order.
-func (k *Kind) HookNames() []string {
-	var out []string
-	if k.Hooks.RelayToRuntime != nil {
-		out = append(out, HookRelayToRuntime)
-	}
-	if k.Hooks.RelayToTIR != nil {
-		out = append(out, HookRelayToTIR)
-	}
-	if k.Hooks.TIRToRuntime != nil {
-		out = append(out, HookTIRToRuntime)
-	}
-	if k.Hooks.ConstantUpdater != nil {
-		out = append(out, HookConstantUpdater)
-	}
-	return out
-}
-
 // HookContext is what a hook receives besides its IR.
 type HookContext struct {
 	// Target is the target instance the hook runs for; read its
 	// attributes with Target.Str, Int, Bool and Strings.
-	Target *Target
+	Target *targets.Target
 	// Host is the compilation's host target.
-	Host *Target
+	Host *targets.Target
 	// ScratchDir is a directory private to this hook call's compilation
 	// where the hook may write build outputs; it exists and the driver
 	// removes it (or keeps it for inspection) afterwards.
 	ScratchDir string
 	// Labels resolves FuncAttrTarget placements; nil when the compilation
 	// has no labels.
-	Labels *Labels
+	Labels *targets.Labels
 	// PlacedOn reports the target device planning placed the calls of a
 	// function on (nil: not placed, or on no target in particular). The
 	// build driver sets it, so that a kind with hooks owns what the user
 	// placed on it (a placement file, on_device annotations) as well as
 	// what partitioning gave it.
-	PlacedOn func(fn *graph.Function) *Target
+	PlacedOn func(fn *graph.Function) *targets.Target
 }
 
 // Function attributes the target hooks read and write.

@@ -1,4 +1,4 @@
-package target
+package backend
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/runtime"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
 )
@@ -52,13 +53,13 @@ func externLowering(seen *[]int64) func(ctx *HookContext, mod *graph.Module, pri
 	}
 }
 
-func exampleKind(seen *[]int64) *Kind {
-	return &Kind{
+func exampleKind(seen *[]int64) *targets.Kind {
+	return &targets.Kind{
 		Name:       "example",
-		DeviceType: ExtDev,
+		DeviceType: targets.ExtDev,
 		Keys:       []string{"example"},
-		Options:    []Option{{Name: "example_attribute", Kind: ir.AttrInt, Default: int64(0)}},
-		Hooks: Hooks{
+		Options:    []targets.Option{{Name: "example_attribute", Kind: ir.AttrInt, Default: int64(0)}},
+		Flow: &Flow{Hooks: Hooks{
 			RelayToTIR: externLowering(seen),
 			TIRToRuntime: func(ctx *HookContext, prims *tir.Module) (runtime.Module, error) {
 				var names []string
@@ -76,7 +77,7 @@ func exampleKind(seen *[]int64) *Kind {
 			ConstantUpdater: func(fn *graph.Function, symbol string) (map[string]*tensor.Tensor, error) {
 				return map[string]*tensor.Tensor{symbol + "_const0": tensor.Scalar(ir.Float32, 1.5)}, nil
 			},
-		},
+		}},
 	}
 }
 
@@ -87,10 +88,10 @@ func TestHookNames(t *testing.T) {
 	if got := k.HookNames(); !reflect.DeepEqual(got, want) {
 		t.Errorf("HookNames = %v, want %v", got, want)
 	}
-	if got := C.HookNames(); len(got) != 0 {
+	if got := targets.C.HookNames(); len(got) != 0 {
 		t.Errorf("c has hooks %v", got)
 	}
-	only := &Kind{Name: "x", Hooks: Hooks{TIRToRuntime: k.Hooks.TIRToRuntime}}
+	only := &targets.Kind{Name: "x", Flow: &Flow{Hooks: Hooks{TIRToRuntime: Of(k).Hooks.TIRToRuntime}}}
 	if got := only.HookNames(); !reflect.DeepEqual(got, []string{"TIRToRuntime"}) {
 		t.Errorf("HookNames = %v", got)
 	}
@@ -98,7 +99,7 @@ func TestHookNames(t *testing.T) {
 
 func TestRegisterDuplicateKind(t *testing.T) {
 	var seen []int64
-	r := NewRegistry()
+	r := targets.NewRegistry()
 	if err := r.Register(exampleKind(&seen)); err != nil {
 		t.Fatal(err)
 	}
@@ -142,11 +143,11 @@ func hookModule(t *testing.T) (*graph.Module, *graph.Function, *graph.Function) 
 
 func TestRelayToTIRContract(t *testing.T) {
 	var seen []int64
-	r := NewRegistry()
+	r := targets.NewRegistry()
 	if err := r.Register(exampleKind(&seen)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Register(&Kind{Name: "c", DeviceType: CPU, Host: true}); err != nil {
+	if err := r.Register(&targets.Kind{Name: "c", DeviceType: targets.CPU, Host: true}); err != nil {
 		t.Fatal(err)
 	}
 	l, err := r.ParseList("example -example_attribute=42, c")
@@ -155,13 +156,13 @@ func TestRelayToTIRContract(t *testing.T) {
 	}
 	tg := l.ByKind("example")
 	// The hook is reachable from the parsed target.
-	if tg.Kind.Hooks.RelayToTIR == nil {
+	if Of(tg.Kind).Hooks.RelayToTIR == nil {
 		t.Fatal("parsed target has no RelayToTIR hook")
 	}
 	mod, lit, other := hookModule(t)
 	prims := &tir.Module{}
 	ctx := &HookContext{Target: tg, Host: l.Host, ScratchDir: t.TempDir()}
-	if err := tg.Kind.Hooks.RelayToTIR(ctx, mod, prims); err != nil {
+	if err := Of(tg.Kind).Hooks.RelayToTIR(ctx, mod, prims); err != nil {
 		t.Fatal(err)
 	}
 	// The hook saw the target's attribute.
@@ -244,7 +245,7 @@ func TestRelayToTIRContract(t *testing.T) {
 	}
 
 	// TIRToRuntime takes the target's PrimFuncs.
-	rm, err := tg.Kind.Hooks.TIRToRuntime(ctx, prims)
+	rm, err := Of(tg.Kind).Hooks.TIRToRuntime(ctx, prims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,11 +253,11 @@ func TestRelayToTIRContract(t *testing.T) {
 		t.Errorf("TIRToRuntime module %q, want %q", rm.Name(), want)
 	}
 	// RelayToRuntime and ConstantUpdater receive the target and symbol.
-	rm, err = tg.Kind.Hooks.RelayToRuntime(ctx, other, "sym")
+	rm, err = Of(tg.Kind).Hooks.RelayToRuntime(ctx, other, "sym")
 	if err != nil || rm.Name() != "sym/42/host=c" {
 		t.Errorf("RelayToRuntime = %v, %v", rm, err)
 	}
-	consts, err := tg.Kind.Hooks.ConstantUpdater(other, "sym")
+	consts, err := Of(tg.Kind).Hooks.ConstantUpdater(other, "sym")
 	if err != nil || len(consts) != 1 || consts["sym_const0"].Float(0) != 1.5 {
 		t.Errorf("ConstantUpdater = %v, %v", consts, err)
 	}
@@ -264,13 +265,13 @@ func TestRelayToTIRContract(t *testing.T) {
 
 func TestOwnsByPlacement(t *testing.T) {
 	var seen []int64
-	r := NewRegistry()
+	r := targets.NewRegistry()
 	if err := r.Register(exampleKind(&seen)); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := r.Parse("example -example_attribute=1")
 	b, _ := r.Parse("example -example_attribute=2")
-	labels := NewLabels(nil)
+	labels := targets.NewLabels(nil)
 	if err := labels.Add("acc", a); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func TestOwnsByPlacement(t *testing.T) {
 
 func TestReplaceWithPrimFuncErrors(t *testing.T) {
 	var seen []int64
-	r := NewRegistry()
+	r := targets.NewRegistry()
 	if err := r.Register(exampleKind(&seen)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
-// Package target describes what kiln compiles for.
+// Package targets describes what kiln compiles for. It is a leaf: it
+// imports only package ir (no IR, no cgo), so every stage can depend on it.
 //
 // A Kind is a registered family of targets (the host C compiler "c", an
 // external library such as "dnnl", an accelerator) with a device type,
-// default keys, typed options and optional compilation hooks (Hooks). A
-// Target is one configured instance of a kind. Later stages look up
+// default keys, typed options and optionally its part in the compilation
+// flow (Kind.Flow, a *backend.Flow of package backend). A Target is one
+// configured instance of a kind. Later stages look up
 // everything target-specific (operator strategies, compilation hooks) from
 // the Target they were handed, never from ad-hoc maps or by string name.
 //
@@ -22,13 +24,12 @@
 // # Hooks
 //
 // A Kind may take over parts of the compilation flow with typed hooks held
-// in Kind.Hooks: RelayToRuntime (a partitioned function straight to a
-// runtime module), RelayToTIR (a module pass turning the target's functions
-// into PrimFuncs, contract in hooks.go), TIRToRuntime (the target's
-// PrimFuncs to a runtime module, replacing the default C codegen) and
-// ConstantUpdater (the constants a target's module needs). Every hook but
-// ConstantUpdater receives a HookContext holding the Target with its
-// attributes, the host target and a scratch directory.
+// in its Flow (package backend: backend.Flow.Hooks): RelayToRuntime (a
+// partitioned function straight to a runtime module), RelayToTIR (a module
+// pass turning the target's functions into PrimFuncs), TIRToRuntime (the
+// target's PrimFuncs to a runtime module, replacing the default C codegen)
+// and ConstantUpdater (the constants a target's module needs). This
+// package sees only their names (Flow.HookNames), for `kiln targets`.
 //
 // # Labels
 //
@@ -41,4 +42,4 @@
 //
 // Describe lists the registered kinds (options, hooks) for `kiln targets`;
 // WriteText formats that list for people.
-package target
+package targets

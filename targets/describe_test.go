@@ -1,4 +1,4 @@
-package target
+package targets
 
 import (
 	"encoding/json"
@@ -9,10 +9,26 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 )
 
+// hookNames is a Flow that only names its hooks (package backend's Flow
+// holds the hooks themselves).
+type hookNames []string
+
+func (h hookNames) HookNames() []string { return h }
+
+// exampleKind is package backend's example kind as this package sees it.
+func exampleKind() *Kind {
+	return &Kind{
+		Name:       "example",
+		DeviceType: ExtDev,
+		Keys:       []string{"example"},
+		Options:    []Option{{Name: "example_attribute", Kind: ir.AttrInt, Default: int64(0)}},
+		Flow:       hookNames{"RelayToRuntime", "RelayToTIR", "TIRToRuntime", "ConstantUpdater"},
+	}
+}
+
 func TestDescribe(t *testing.T) {
-	var seen []int64
 	r := testRegistry(t)
-	if err := r.Register(exampleKind(&seen)); err != nil {
+	if err := r.Register(exampleKind()); err != nil {
 		t.Fatal(err)
 	}
 	infos := Describe(r)
