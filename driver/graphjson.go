@@ -43,8 +43,8 @@ type graphBuilder struct {
 	// devOf is the planned device of an expression.
 	devOf func(graph.Expr) device.VirtualDevice
 	ncopy int
-	// funcOf is each kernel node's function name, by node index.
-	funcOf map[int]string
+	// funcs is each node's compiled function ("" for inputs and copies).
+	funcs []string
 	// pools describes the storage pools planStorage made.
 	pools []MemoryPool
 }
@@ -79,7 +79,6 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf f
 		callee:  callee,
 		entries: map[graph.Expr][]entry{},
 		params:  map[string]*tensor.Tensor{},
-		funcOf:  map[int]string{},
 	}
 	for _, p := range main.Params {
 		tt, ok := p.Type().(*ir.TensorType)
@@ -107,13 +106,7 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf f
 	if err := b.planStorage(); err != nil {
 		return nil, err
 	}
-	funcs := make([]string, len(b.g.Nodes))
-	for i, n := range b.g.Nodes {
-		if n.Op == runtime.OpKiln {
-			funcs[i] = b.funcOf[i]
-		}
-	}
-	return &execProgram{graph: b.g, types: b.types, funcs: funcs, params: b.params, pools: b.pools}, nil
+	return &execProgram{graph: b.g, types: b.types, funcs: b.funcs, params: b.params, pools: b.pools}, nil
 }
 
 // addNode appends a node with the given output types, on device dev, and
@@ -121,6 +114,7 @@ func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf f
 func (b *graphBuilder) addNode(n runtime.GraphNode, outs []*ir.TensorType, dev []int64) entry {
 	id := len(b.g.Nodes)
 	b.g.Nodes = append(b.g.Nodes, n)
+	b.funcs = append(b.funcs, "")
 	b.rowStart = append(b.rowStart, len(b.types))
 	for _, t := range outs {
 		b.types = append(b.types, t)
@@ -219,10 +213,10 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 			if !ok {
 				return fmt.Errorf("%s has no compiled function", graph.Describe(x))
 			}
-			b.funcOf[len(b.g.Nodes)] = name
 			first = b.addNode(runtime.GraphNode{Op: runtime.OpKiln, Name: name, Inputs: ins, Attrs: rawAttrs(map[string]any{
 				"func_name": name, "num_inputs": len(ins), "num_outputs": len(outs),
 			})}, outs, b.deviceIndex(x))
+			b.funcs[first.node] = name
 		}
 		es := make([]entry, len(outs))
 		for i := range outs {
@@ -264,16 +258,20 @@ func (b *graphBuilder) planStorage() error {
 	ids := make([]int64, n)
 	offsets := make([]int64, n)
 	var nextID int64
-	// The pooled entries of each device, in device order of appearance.
+	// The pooled entries of each device, in device order of appearance;
+	// poolOf[k] and local[k] place entry k (poolOf -1: a storage of its own).
 	type pool struct {
 		dev     [2]int64
-		entries []int // flat entry ids
-		local   map[int]int
+		entries []int   // flat entry ids
+		steps   [][]int // per node, the pool's entries it touches (local ids)
 	}
 	var pools []*pool
-	poolOf := map[[2]int64]*pool{}
+	byDev := map[[2]int64]int{}
+	poolOf := make([]int, n)
+	local := make([]int, n)
 	for ni, node := range b.g.Nodes {
 		for k := b.rowStart[ni]; k < b.rowStart[ni]+numOutputs(b, ni); k++ {
+			poolOf[k] = -1
 			if node.Op == runtime.OpNull || pinned[k] {
 				ids[k] = nextID
 				nextID++
@@ -281,14 +279,27 @@ func (b *graphBuilder) planStorage() error {
 			}
 			di := b.g.Attrs.DeviceIndex[k]
 			dev := [2]int64{di[0], di[1]}
-			p := poolOf[dev]
-			if p == nil {
-				p = &pool{dev: dev, local: map[int]int{}}
-				poolOf[dev] = p
-				pools = append(pools, p)
+			pi, ok := byDev[dev]
+			if !ok {
+				pi = len(pools)
+				byDev[dev] = pi
+				pools = append(pools, &pool{dev: dev, steps: make([][]int, len(b.g.Nodes))})
 			}
-			p.local[k] = len(p.entries)
-			p.entries = append(p.entries, k)
+			poolOf[k], local[k] = pi, len(pools[pi].entries)
+			pools[pi].entries = append(pools[pi].entries, k)
+		}
+	}
+	touch := func(ni, k int) {
+		if pi := poolOf[k]; pi >= 0 {
+			pools[pi].steps[ni] = append(pools[pi].steps[ni], local[k])
+		}
+	}
+	for ni, node := range b.g.Nodes {
+		for _, in := range node.Inputs {
+			touch(ni, b.rowStart[in[0]]+int(in[1]))
+		}
+		for k := b.rowStart[ni]; k < b.rowStart[ni]+numOutputs(b, ni); k++ {
+			touch(ni, k)
 		}
 	}
 	for _, p := range pools {
@@ -296,20 +307,7 @@ func (b *graphBuilder) planStorage() error {
 		for i, k := range p.entries {
 			sizes[i] = b.types[k].NumBytes()
 		}
-		steps := make([][]int, len(b.g.Nodes))
-		for ni, node := range b.g.Nodes {
-			for _, in := range node.Inputs {
-				if l, ok := p.local[b.rowStart[in[0]]+int(in[1])]; ok {
-					steps[ni] = append(steps[ni], l)
-				}
-			}
-			for k := b.rowStart[ni]; k < b.rowStart[ni]+numOutputs(b, ni); k++ {
-				if l, ok := p.local[k]; ok {
-					steps[ni] = append(steps[ni], l)
-				}
-			}
-		}
-		ivs, err := memplan.Liveness(sizes, steps)
+		ivs, err := memplan.Liveness(sizes, p.steps)
 		if err != nil {
 			return err
 		}

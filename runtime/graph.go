@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/memplan"
 )
 
 // This file parses and validates the graph JSON (format in doc.go).
@@ -408,10 +409,11 @@ func (g *graph) outs(i int) []int {
 	return r
 }
 
-// Storage offsets are multiples of storageAlign (memplan.Alignment) and at
-// most maxStorageOffset, so offset+size never overflows.
+// Storage offsets are multiples of storageAlign, the alignment of the
+// planner that writes them, and at most maxStorageOffset, so offset+size
+// never overflows.
 const (
-	storageAlign     = 64
+	storageAlign     = memplan.Alignment
 	maxStorageOffset = 1 << 48
 )
 
