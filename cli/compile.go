@@ -11,14 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kiln-dev/kiln/passconfig"
-
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
+	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/tensor"
 )
 

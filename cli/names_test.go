@@ -3,17 +3,16 @@ package cli
 import (
 	"encoding/json"
 	"encoding/xml"
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/kiln-dev/kiln/frontend/onnx/pb"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/tensor"
+	"google.golang.org/protobuf/proto"
 )
 
 // Hostile strings for every name field of a model: each tries to end a C

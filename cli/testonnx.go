@@ -14,10 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kiln-dev/kiln/passconfig"
-
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )

@@ -1,16 +1,15 @@
 package cli
 
 import (
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/kiln-dev/kiln/frontend/onnx/pb"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
+	"google.golang.org/protobuf/proto"
 )
 
 // zeroSizeModel has a [0, 3] input: y1 = relu(x) + x ([0, 3]), y2 =

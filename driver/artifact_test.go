@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kiln-dev/kiln/internal/testenv"
-
 	"github.com/kiln-dev/kiln/frontend/onnx"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/tensor"
 )
 

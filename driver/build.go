@@ -27,8 +27,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kiln-dev/kiln/passconfig"
-
 	"github.com/kiln-dev/kiln/aot"
 	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/device"
@@ -36,6 +34,7 @@ import (
 	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
+	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"

@@ -5,11 +5,10 @@ import (
 	"os"
 
 	"github.com/kiln-dev/kiln/backend"
-	"github.com/kiln-dev/kiln/passconfig"
-
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"

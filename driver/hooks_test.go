@@ -11,12 +11,11 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/backend"
-	"github.com/kiln-dev/kiln/internal/testenv"
-
 	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/lower"
 	"github.com/kiln-dev/kiln/runtime"

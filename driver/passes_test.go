@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/internal/testenv"
-
 	"github.com/kiln-dev/kiln/passconfig"
 )
 

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kiln-dev/kiln/internal/testenv"
-
 	"github.com/kiln-dev/kiln/frontend/onnx"
+	"github.com/kiln-dev/kiln/internal/testenv"
 )
 
 // TestPipelineStages checks the stage lists of both executors and that

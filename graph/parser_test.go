@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-dev/kiln/internal/testenv"
-
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
 )

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/kiln-dev/kiln/internal/testenv"
-
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
 )

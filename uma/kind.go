@@ -5,10 +5,9 @@ import (
 	"strings"
 
 	"github.com/kiln-dev/kiln/backend"
-	"github.com/kiln-dev/kiln/internal/escape"
-
 	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/internal/escape"
 	"github.com/kiln-dev/kiln/lower"
 	"github.com/kiln-dev/kiln/pattern"
 	"github.com/kiln-dev/kiln/runtime"

@@ -9,13 +9,12 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/backend/backendtest"
-	"github.com/kiln-dev/kiln/internal/testenv"
-
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/internal/shared"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/ref"

@@ -19,10 +19,9 @@ import (
 	"strings"
 
 	"github.com/kiln-dev/kiln/backend"
-	"github.com/kiln-dev/kiln/internal/escape"
-
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/internal/escape"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/targets"

@@ -3,7 +3,6 @@ package onnx
 import (
 	"errors"
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,13 +10,13 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/kiln-dev/kiln/frontend/onnx/pb"
 	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/tensor"
+	"google.golang.org/protobuf/proto"
 )
 
 // miscConvert runs the converter of opType at opset on hand-made inputs and

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/internal/testenv"
-
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/tensor"
 )

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-dev/kiln/internal/testenv"
-
 	"github.com/kiln-dev/kiln/backend/backendtest"
+	"github.com/kiln-dev/kiln/internal/testenv"
 )
 
 // maxLines is the bound on a backend that offloads conv2d through

@@ -4,9 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-dev/kiln/internal/testenv"
-
 	"github.com/kiln-dev/kiln/backend/backendtest"
+	"github.com/kiln-dev/kiln/internal/testenv"
 )
 
 // cycles is the simulator's cycle model, computed independently: per
