@@ -40,11 +40,48 @@ func parseTargetListIn(r *targets.Registry, s string) (*targets.TargetList, erro
 type TargetsJSON struct {
 	Kinds []targets.KindInfo `json:"kinds"`
 	Tags  []targets.TagInfo  `json:"tags"`
+	// Processors are the resolved processors: of the -t targets when given,
+	// else of this machine (-mcpu=native).
+	Processors []ProcessorJSON `json:"processors"`
+	// CPUs lists the -mcpu values kiln knows (with --cpus).
+	CPUs []CPUJSON `json:"cpus,omitempty"`
+}
+
+// ProcessorJSON is a target's resolved processor (targets.Processor).
+type ProcessorJSON struct {
+	Target     string   `json:"target"`
+	Name       string   `json:"name"`
+	Model      string   `json:"model"`
+	Arch       string   `json:"arch"`
+	ISA        string   `json:"isa"`
+	Features   []string `json:"features"`
+	VectorBits int      `json:"vector_bits"`
+	VectorRegs int      `json:"vector_registers"`
+	L1D        int64    `json:"l1d_bytes"`
+	L2         int64    `json:"l2_bytes"`
+	L3         int64    `json:"l3_bytes"`
+	Native     bool     `json:"native"`
+	CFlags     []string `json:"cflags"`
+}
+
+// CPUJSON is one row of the known-CPU table.
+type CPUJSON struct {
+	Name string `json:"name"`
+	Doc  string `json:"doc"`
+}
+
+func processorJSON(t *targets.Target) ProcessorJSON {
+	p := t.Processor()
+	return ProcessorJSON{Target: t.String(), Name: p.Name, Model: p.Model, Arch: string(p.Arch), ISA: p.ISA(),
+		Features: p.Features, VectorBits: p.VectorBits, VectorRegs: p.VectorRegs, L1D: p.L1D, L2: p.L2, L3: p.L3,
+		Native: p.Native, CFlags: p.CFlags()}
 }
 
 func runTargets(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("targets", "[--json]", stderr)
-	asJSON := fs.Bool("json", false, "print JSON: {\"kinds\": [...], \"tags\": [...]}")
+	fs := newFlags("targets", "[--json] [--cpus] [-t \"TARGETS\"]", stderr)
+	asJSON := fs.Bool("json", false, "print JSON: {\"kinds\": [...], \"tags\": [...], \"processors\": [...]}")
+	cpus := fs.Bool("cpus", false, "also list the CPUs -mcpu accepts")
+	tgts := fs.String("t", "", "show the resolved processor of these targets (default: c -mcpu=native, this machine)")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -53,17 +90,69 @@ func runTargets(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	kinds, tags := targets.Describe(targets.Default), targets.DescribeTags(targets.Default)
+	list := "c -mcpu=native"
+	if *tgts != "" {
+		list = *tgts
+	}
+	l, err := parseTargetList(list)
+	if err != nil {
+		return fail(stderr, "targets", err)
+	}
+	out := TargetsJSON{Kinds: targets.Describe(targets.Default), Tags: targets.DescribeTags(targets.Default)}
+	for _, t := range l.Targets {
+		if t.Kind.Option("mcpu") != nil {
+			out.Processors = append(out.Processors, processorJSON(t))
+		}
+	}
+	if *cpus {
+		for _, c := range targets.KnownCPUs() {
+			out.CPUs = append(out.CPUs, CPUJSON{Name: c[0], Doc: c[1]})
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(TargetsJSON{Kinds: kinds, Tags: tags}); err != nil {
+		if err := enc.Encode(out); err != nil {
 			return fail(stderr, "targets", err)
 		}
 		return exitOK
 	}
-	if err := targets.WriteText(stdout, kinds, tags); err != nil {
+	if *tgts == "" {
+		if err := targets.WriteText(stdout, out.Kinds, out.Tags); err != nil {
+			return fail(stderr, "targets", err)
+		}
+		fmt.Fprintln(stdout)
+	}
+	var b strings.Builder
+	for _, p := range out.Processors {
+		fmt.Fprintf(&b, "processor of %s:\n", p.Target)
+		fmt.Fprintf(&b, "    %s: %s, %s, %d-bit vectors, %d vector registers\n", p.Name, p.Model, p.Arch, p.VectorBits, p.VectorRegs)
+		fmt.Fprintf(&b, "    isa %s; features %s\n", p.ISA, strings.Join(p.Features, " "))
+		fmt.Fprintf(&b, "    caches: L1d %s, L2 %s, L3 %s\n", cacheSize(p.L1D), cacheSize(p.L2), cacheSize(p.L3))
+		fmt.Fprintf(&b, "    C flags: %s\n", strings.Join(p.CFlags, " "))
+	}
+	if *cpus {
+		b.WriteString("\nCPUs for -mcpu (besides native); -mattr=+f,-f adds or removes features:\n")
+		for _, c := range out.CPUs {
+			fmt.Fprintf(&b, "    %-16s %s\n", c.Name, c.Doc)
+		}
+		fmt.Fprintf(&b, "features: %s\n", strings.Join(targets.KnownFeatures(), " "))
+	}
+	if _, err := io.WriteString(stdout, b.String()); err != nil {
 		return fail(stderr, "targets", err)
 	}
 	return exitOK
+}
+
+// cacheSize prints a cache size ("unknown" for 0).
+func cacheSize(n int64) string {
+	switch {
+	case n == 0:
+		return "unknown"
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -17,7 +17,7 @@ func TestTargetsCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"c  (device cpu, keys cpu, host)", "hooks: none", "-mcpu    string = native", "-opt     int = 3",
+		"c  (device cpu, keys cpu, host)", "hooks: none", "-mcpu    string = native", "-mattr   strings", "-opt     int = 3", "processor of c:",
 		"ccompiler  (device cpu, keys ccompiler,cpu)", "hooks: RelayToRuntime",
 		"options of every kind:", "-host    target",
 		"tags:", "x86-avx512      c -mcpu=skylake-avx512",
@@ -62,6 +62,38 @@ func TestTargetsCommand(t *testing.T) {
 	}
 	if tags["x86-avx512"] != "c -mcpu=skylake-avx512" || tags["arm-cortex-a53"] != "c -mcpu=cortex-a53" {
 		t.Errorf("--json tags: %v", tags)
+	}
+
+	if len(got.Processors) != 1 || !got.Processors[0].Native || got.Processors[0].VectorRegs == 0 {
+		t.Errorf("--json processors (this machine): %+v", got.Processors)
+	}
+
+	// The resolved processor of a given target, with -mattr applied.
+	code, stdout, stderr = kiln("targets", "--json", "--cpus", "-t", "c -mcpu=skylake-avx512 -mattr=-avx512f")
+	if code != 0 {
+		t.Fatalf("-t: exit %d: %s", code, stderr)
+	}
+	got = TargetsJSON{}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Processors) != 1 {
+		t.Fatalf("processors: %+v", got.Processors)
+	}
+	p := got.Processors[0]
+	if p.Name != "skylake-avx512" || p.ISA != "avx2" || p.VectorBits != 256 || p.VectorRegs != 16 || p.Native ||
+		strings.Join(p.CFlags, " ") != "-march=skylake-avx512 -mno-avx512bw -mno-avx512cd -mno-avx512dq -mno-avx512f -mno-avx512vl" {
+		t.Errorf("skylake-avx512 -avx512f: %+v", p)
+	}
+	if len(got.CPUs) < 10 || got.CPUs[0].Name != "x86-64" {
+		t.Errorf("--cpus: %+v", got.CPUs)
+	}
+	code, stdout, _ = kiln("targets", "-t", "arm-cortex-a72")
+	if code != 0 || !strings.Contains(stdout, "cortex-a72: Arm Cortex-A72, aarch64, 128-bit vectors, 32 vector registers") {
+		t.Errorf("-t arm-cortex-a72: exit %d:\n%s", code, stdout)
+	}
+	if code, _, stderr := kiln("targets", "-t", "c -mcpu=pentium9"); code == 0 || !strings.Contains(stderr, `-mcpu="pentium9": unknown CPU`) {
+		t.Errorf("unknown CPU: exit %d, %q", code, stderr)
 	}
 
 	if code, _, stderr := kiln("targets", "extra"); code != 2 || !strings.Contains(stderr, "usage") {

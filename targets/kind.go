@@ -237,7 +237,8 @@ var C = mustRegister(&Kind{
 	Doc:        "host code generated as C and built with the system C compiler",
 	Host:       true,
 	Options: []Option{
-		{Name: "mcpu", Kind: ir.AttrString, Default: "native", Doc: "CPU to tune for, passed as -march (default native: this machine; use -mcpu=x86-64 for a portable artifact)"},
+		{Name: "mcpu", Kind: ir.AttrString, Default: "native", Doc: "CPU to generate code for: native (this machine, probed) or a known CPU (`kiln targets --cpus`; x86-64 for a portable artifact)"},
+		{Name: "mattr", Kind: ir.AttrStrings, Doc: "CPU features added (+f) or removed (-f), e.g. -mattr=-avx512f"},
 		{Name: "opt", Kind: ir.AttrInt, Default: int64(3), Doc: "C optimisation level (-O)"},
 		{Name: "cflags", Kind: ir.AttrStrings, Doc: "extra C compiler flags"},
 		{Name: "cc", Kind: ir.AttrString, Doc: "C compiler to use (default $CC or cc)"},

@@ -88,11 +88,11 @@ func TestParseValid(t *testing.T) {
 		{`c -cflags=a,`, mk(t, r, "c", ir.Attrs{"cflags": []string{"a", ""}}, nil)},
 		{`c -cflags=,a`, mk(t, r, "c", ir.Attrs{"cflags": []string{"", "a"}}, nil)},
 		// strings: bare with a comma, quoted, single-quoted, empty
-		{"c -mcpu=a,b", mk(t, r, "c", ir.Attrs{"mcpu": "a,b"}, nil)},
-		{`c -mcpu="cortex a53"`, mk(t, r, "c", ir.Attrs{"mcpu": "cortex a53"}, nil)},
-		{`c -mcpu='it\s'`, mk(t, r, "c", ir.Attrs{"mcpu": `it\s`}, nil)},
+		{"c -model=a,b", mk(t, r, "c", ir.Attrs{"model": "a,b"}, nil)},
+		{`c -model="cortex a53"`, mk(t, r, "c", ir.Attrs{"model": "cortex a53"}, nil)},
+		{`c -model='it\s'`, mk(t, r, "c", ir.Attrs{"model": `it\s`}, nil)},
 		{`c -mcpu=`, mk(t, r, "c", ir.Attrs{"mcpu": ""}, nil)},
-		{`c -mcpu="x=y"`, mk(t, r, "c", ir.Attrs{"mcpu": "x=y"}, nil)},
+		{`c -model="x=y"`, mk(t, r, "c", ir.Attrs{"model": "x=y"}, nil)},
 		// common options
 		{"c -keys=cpu,arm -libs=m -model=rpi4 -device=arm_cpu -tag=mine", mk(t, r, "c", ir.Attrs{"keys": []string{"cpu", "arm"}, "libs": []string{"m"}, "model": "rpi4", "device": "arm_cpu", "tag": "mine"}, nil)},
 		// hosts and nested targets
@@ -101,7 +101,7 @@ func TestParseValid(t *testing.T) {
 		{`npu -host='{"kind": "c", "mcpu": "native"}'`, mk(t, r, "npu", nil, hostNative)},
 		{`npu -host="c -cflags=\"-O2 -g\",-DX"`, mk(t, r, "npu", nil, mk(t, r, "c", ir.Attrs{"cflags": []string{"-O2 -g", "-DX"}}, nil))},
 		{`npu -fallback="c -opt=1" -example_attribute=42`, mk(t, r, "npu", ir.Attrs{"fallback": mk(t, r, "c", ir.Attrs{"opt": int64(1)}, nil), "example_attribute": int64(42)}, nil)},
-		{`npu -fallback="npu -fallback=\"c -mcpu=x\""`, mk(t, r, "npu", ir.Attrs{"fallback": mk(t, r, "npu", ir.Attrs{"fallback": mk(t, r, "c", ir.Attrs{"mcpu": "x"}, nil)}, nil)}, nil)},
+		{`npu -fallback="npu -fallback=\"c -mcpu=haswell\""`, mk(t, r, "npu", ir.Attrs{"fallback": mk(t, r, "npu", ir.Attrs{"fallback": mk(t, r, "c", ir.Attrs{"mcpu": "haswell"}, nil)}, nil)}, nil)},
 		// tags
 		{"x86-avx512", mk(t, r, "c", ir.Attrs{"mcpu": "skylake-avx512", "tag": "x86-avx512"}, nil)},
 		{"x86-avx512 -opt=2", mk(t, r, "c", ir.Attrs{"mcpu": "skylake-avx512", "opt": int64(2), "tag": "x86-avx512"}, nil)},
@@ -116,7 +116,7 @@ func TestParseValid(t *testing.T) {
 		{`{"kind": "npu", "host": "c -mcpu=native", "fallback": {"kind": "c"}}`, mk(t, r, "npu", ir.Attrs{"fallback": mk(t, r, "c", nil, nil)}, hostNative)},
 		{`{"tag": "x86-avx512", "opt": 0}`, mk(t, r, "c", ir.Attrs{"mcpu": "skylake-avx512", "opt": int64(0), "tag": "x86-avx512"}, nil)},
 		{`{"kind": "c", "opt": 1e2}`, nil}, // checked below: 1e2 is not an integer literal
-		{"  {\"kind\":\"c\",\"mcpu\":\"\\u00e9\\/\"}  ", mk(t, r, "c", ir.Attrs{"mcpu": "é/"}, nil)},
+		{"  {\"kind\":\"c\",\"model\":\"\\u00e9\\/\"}  ", mk(t, r, "c", ir.Attrs{"model": "é/"}, nil)},
 	}
 	for _, c := range cases {
 		got, err := r.Parse(c.in)
@@ -157,7 +157,7 @@ func TestStringForm(t *testing.T) {
 		{"c -opt=2 -mcpu=native", "c -mcpu=native -opt=2", `{"kind":"c","mcpu":"native","opt":2}`},
 		{`c -cflags="-O2 -g",-DX`, `c -cflags="-O2 -g",-DX`, `{"kind":"c","cflags":["-O2 -g","-DX"],"opt":3}`},
 		{`c -cflags=`, `c -cflags=`, `{"kind":"c","cflags":[],"opt":3}`},
-		{`c -mcpu=a,b`, `c -mcpu="a,b"`, `{"kind":"c","mcpu":"a,b","opt":3}`},
+		{`c -model=a,b`, `c -model="a,b"`, `{"kind":"c","model":"a,b","opt":3}`},
 		{`npu -host="c -mcpu=native"`, `npu -host="c -mcpu=native"`, `{"kind":"npu","example_attribute":0,"fast":true,"modes":["a"],"host":{"kind":"c","mcpu":"native","opt":3}}`},
 		{`npu -host="c -cflags=\"-O2 -g\""`, `npu -host="c -cflags=\"-O2 -g\""`, ""},
 		{"x86-avx512", "c -mcpu=skylake-avx512 -tag=x86-avx512", ""},
@@ -327,7 +327,7 @@ func TestParseList(t *testing.T) {
 		{"c -cflags=-O2,-g, dnnl", []string{"c", "dnnl"}, 0, []*Target{c(ir.Attrs{"cflags": []string{"-O2", "-g"}}), mk(t, r, "dnnl", nil, nil)}},
 		{`c -cflags="-O2, dnnl",-g`, []string{"c"}, 0, []*Target{c(ir.Attrs{"cflags": []string{"-O2, dnnl", "-g"}})}},
 		{`dnnl, c -cflags='a, c'`, []string{"dnnl", "c"}, 1, []*Target{mk(t, r, "dnnl", nil, nil), c(ir.Attrs{"cflags": []string{"a, c"}})}},
-		{"c -mcpu=a,b", []string{"c"}, 0, []*Target{c(ir.Attrs{"mcpu": "a,b"})}},
+		{"c -model=a,b", []string{"c"}, 0, []*Target{c(ir.Attrs{"model": "a,b"})}},
 		// a word that merely starts with a kind name does not split
 		{"c -cflags=a,cc,dnnl-x", []string{"c"}, 0, []*Target{c(ir.Attrs{"cflags": []string{"a", "cc", "dnnl-x"}})}},
 		// a kind-named list item must be quoted to stay in the list
@@ -537,15 +537,15 @@ func TestDefaultRegistryCompat(t *testing.T) {
 
 func TestTargetListStringQuotesKindNames(t *testing.T) {
 	r := testRegistry(t)
-	l, err := r.ParseList(`c -libs=a,"dnnl" -mcpu="npu", npu`)
+	l, err := r.ParseList(`c -model="npu" -libs=a,"dnnl", npu`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := l.String(), `c -libs=a,"dnnl" -mcpu="npu", npu`; got != want {
+	if got, want := l.String(), `c -libs=a,"dnnl" -model="npu", npu`; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 	// Outside a list no quoting is needed.
-	if got, want := l.Targets[0].String(), `c -libs=a,dnnl -mcpu=npu`; got != want {
+	if got, want := l.Targets[0].String(), `c -libs=a,dnnl -model=npu`; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }

@@ -53,7 +53,11 @@ func New(k *Kind, attrs ir.Attrs) (*Target, error) {
 			full[o.Name] = o.Default
 		}
 	}
-	return &Target{Kind: k, Attrs: full, Host: host}, nil
+	t := &Target{Kind: k, Attrs: full, Host: host}
+	if err := checkCPU(t); err != nil {
+		return nil, fmt.Errorf("target %q: %v", k.Name, err)
+	}
+	return t, nil
 }
 
 func formatValueForError(v any) string {

@@ -2,9 +2,6 @@ package topi
 
 import (
 	"fmt"
-	"os"
-	"strings"
-	"sync"
 
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
@@ -108,44 +105,10 @@ func computeConvPackedGeneric(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, 
 // the parallel loop.
 const parallelRows = 4
 
-// fmaMarchs are -march values whose instruction set has fused
-// multiply-add (so that fmaf compiles to one instruction and vectorises).
-var fmaMarchs = map[string]bool{
-	"haswell": true, "broadwell": true, "skylake": true, "skylake-avx512": true,
-	"cascadelake": true, "cooperlake": true, "cannonlake": true, "icelake-client": true,
-	"icelake-server": true, "tigerlake": true, "rocketlake": true, "alderlake": true,
-	"raptorlake": true, "meteorlake": true, "sapphirerapids": true, "emeraldrapids": true,
-	"graniterapids": true, "knl": true, "knm": true, "x86-64-v3": true, "x86-64-v4": true,
-	"bdver2": true, "bdver3": true, "bdver4": true, "znver1": true, "znver2": true,
-	"znver3": true, "znver4": true, "znver5": true,
-}
-
-var hostFMA = sync.OnceValue(func() bool {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "flags") {
-			return strings.Contains(line+" ", " fma ")
-		}
-	}
-	return false
-})
-
 // targetHasFMA reports whether C code for t may use fused multiply-add:
-// its mcpu names an x86 CPU with FMA, or is "native" on a host that has it.
-// Without it (the portable default) fmaf would be a library call.
-func targetHasFMA(t *targets.Target) bool {
-	if t == nil {
-		return false
-	}
-	m := t.Str("mcpu")
-	if m == "native" {
-		return hostFMA()
-	}
-	return fmaMarchs[m]
-}
+// its resolved processor (-mcpu, -mattr) has vector FMA. Without it (the
+// portable default) fmaf would be a library call.
+func targetHasFMA(t *targets.Target) bool { return t.Processor().FMA() }
 
 // convSum is the reducer of the CPU convolutions: a sum whose
 // multiply-accumulate steps become fused multiply-adds when fma is set.

@@ -1,10 +1,6 @@
 package topi
 
 import (
-	"os"
-	"strings"
-	"sync"
-
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
@@ -108,36 +104,14 @@ func matmulTileCols(n int64, wide bool) int64 {
 	return 16
 }
 
-// avx512Arches are -march values with AVX-512 (32 vector registers of 16
-// floats), for which the register tile is 8 x 32; other targets get 4 x 16
-// so that the accumulators fit in 16 registers.
-var avx512Arches = []string{"avx512", "x86-64-v4", "cascadelake", "cooperlake", "icelake", "tigerlake",
-	"rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "znver4", "znver5"}
-
-// matmulWideVectors reports whether the target's -mcpu has AVX-512
-// ("native" asks this machine).
+// matmulWideVectors reports whether the target's processor has 512-bit
+// vectors and 32 vector registers (AVX-512), for which the register tile
+// is 8 x 32; other targets get 4 x 16 so that the accumulators fit in 16
+// registers.
 func matmulWideVectors(t *targets.Target) bool {
-	if t == nil {
-		return false
-	}
-	mcpu := t.Str("mcpu")
-	if mcpu == "native" {
-		return hostHasAVX512()
-	}
-	for _, a := range avx512Arches {
-		if strings.Contains(mcpu, a) {
-			return true
-		}
-	}
-	return false
+	p := t.Processor()
+	return p.VectorBits >= 512 && p.VectorRegs >= 32
 }
-
-// hostHasAVX512 reports whether /proc/cpuinfo lists avx512f (false when it
-// cannot be read).
-var hostHasAVX512 = sync.OnceValue(func() bool {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	return err == nil && strings.Contains(string(b), " avx512f")
-})
 
 // scheduleMatMulCPU is the register-tiled schedule described above. It
 // falls back to the generic schedule for groups it does not handle (more

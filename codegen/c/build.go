@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,8 +35,10 @@ type BuildOptions struct {
 	// OptLevel is the -O level; 0 means 3 (use ExtraFlags "-O0" to turn
 	// optimisation off).
 	OptLevel int
-	// MCPU is passed as -march=MCPU ("native" tunes for this machine).
-	MCPU string
+	// CPUFlags select the processor code is generated for (-march=...,
+	// -mno-avx512f, -mcpu=cortex-a72): targets.Processor.CFlags of the
+	// target.
+	CPUFlags []string
 	// NoWerror drops -Werror (generated code is meant to be warning-free;
 	// this is for vendor sources that are not).
 	NoWerror bool
@@ -101,19 +104,26 @@ func registrySource(src *Source, exports []string) (string, error) {
 	return b.String(), nil
 }
 
-// BuildOptionsForTarget reads the options of a `c` target (mcpu, opt,
-// cflags, cc) into BuildOptions.
+// BuildOptionsForTarget reads the options of a `c` target (mcpu and
+// mattr through its resolved processor, opt, cflags, cc) into
+// BuildOptions. A processor of another architecture than this machine's
+// is built with that architecture's cross compiler
+// (aarch64-linux-gnu-gcc) unless -cc says otherwise.
 func BuildOptionsForTarget(t *targets.Target) BuildOptions {
 	var o BuildOptions
 	if t == nil {
 		return o
 	}
-	o.MCPU = t.Str("mcpu")
+	p := t.Processor()
+	o.CPUFlags = p.CFlags()
 	if n, ok := t.Int("opt"); ok && n > 0 {
 		o.OptLevel = int(n)
 	}
 	o.ExtraFlags = append(o.ExtraFlags, t.Strings("cflags")...)
 	o.CC = t.Str("cc")
+	if o.CC == "" && p.Arch != hostArch() {
+		o.CC = crossCompilers[p.Arch]
+	}
 	return o
 }
 
@@ -126,7 +136,7 @@ const SourceName = "kiln_lib.c"
 // library dir/kiln_lib.so with
 //
 //	CC -O3 -std=c99 -fPIC -shared -Wall -Wextra -Werror -ffp-contract=off
-//	   [-fopenmp] [-march=MCPU] -I dir/include -I dir EXTRA_FLAGS SOURCES -o LIB -lm
+//	   [-fopenmp] [CPU_FLAGS] -I dir/include -I dir EXTRA_FLAGS SOURCES -o LIB -lm
 //
 // -ffp-contract=off keeps a*b+c from being fused so that results equal
 // the TIR interpreter's bit for bit. A compiler failure returns an error
@@ -300,10 +310,7 @@ func CompileFlags(src *Source, opts BuildOptions) []string {
 	if src != nil && src.OpenMP {
 		flags = append(flags, "-fopenmp")
 	}
-	if opts.MCPU != "" {
-		flags = append(flags, "-march="+opts.MCPU)
-	}
-	return flags
+	return append(flags, opts.CPUFlags...)
 }
 
 // writeHeaders copies the embedded runtime headers into dir/kiln/.
@@ -330,3 +337,18 @@ func writeHeaders(dir string) error {
 // WriteHeaders writes kiln's runtime headers under dir (dir/kiln/*.h), for
 // flows that compile generated sources themselves.
 func WriteHeaders(dir string) error { return writeHeaders(dir) }
+
+// crossCompilers are the Debian cross compilers of the architectures
+// kiln generates C for.
+var crossCompilers = map[targets.Arch]string{
+	targets.AArch64: "aarch64-linux-gnu-gcc",
+	targets.X86_64:  "x86_64-linux-gnu-gcc",
+}
+
+// hostArch is the architecture this process runs on.
+func hostArch() targets.Arch {
+	if runtime.GOARCH == "arm64" {
+		return targets.AArch64
+	}
+	return targets.X86_64
+}

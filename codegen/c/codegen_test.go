@@ -265,13 +265,29 @@ func TestBuildOptionsForTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := BuildOptionsForTarget(tg)
-	if o.MCPU != "native" || o.OptLevel != 2 || !slices.Equal(o.ExtraFlags, []string{"-DX=1", "-fno-math-errno"}) {
+	if !slices.Equal(o.CPUFlags, []string{"-march=native"}) || o.OptLevel != 2 || !slices.Equal(o.ExtraFlags, []string{"-DX=1", "-fno-math-errno"}) {
 		t.Errorf("BuildOptionsForTarget = %+v", o)
 	}
 	flags := CompileFlags(&Source{OpenMP: true}, o)
 	want := []string{"-O2", "-std=c99", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fopenmp", "-march=native"}
 	if !slices.Equal(flags, want) {
 		t.Errorf("CompileFlags = %q, want %q", flags, want)
+	}
+	// -mattr reaches the compiler; another architecture gets its cross
+	// compiler.
+	tg, err = targets.Default.Parse("c -mcpu=haswell -mattr=-fma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := BuildOptionsForTarget(tg); !slices.Equal(o.CPUFlags, []string{"-march=haswell", "-mno-fma"}) {
+		t.Errorf("haswell -fma: %q", o.CPUFlags)
+	}
+	tg, err = targets.Default.Parse("c -mcpu=cortex-a72")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := BuildOptionsForTarget(tg); hostArch() != targets.AArch64 && o.CC != "aarch64-linux-gnu-gcc" {
+		t.Errorf("cortex-a72 on %s: cc %q", hostArch(), o.CC)
 	}
 	if f := CompileFlags(&Source{}, BuildOptions{NoWerror: true}); slices.Contains(f, "-Werror") || slices.Contains(f, "-fopenmp") || f[0] != "-O3" {
 		t.Errorf("CompileFlags without OpenMP/Werror = %q", f)
@@ -312,7 +328,7 @@ func TestBuildVariants(t *testing.T) {
 		bopts BuildOptions
 	}{
 		{"no_openmp", Options{StackLimit: 1 << 20}, BuildOptions{}},
-		{"native_O2", HostOptions(), BuildOptions{MCPU: "native", OptLevel: 2}},
+		{"native_O2", HostOptions(), BuildOptions{CPUFlags: []string{"-march=native"}, OptLevel: 2}},
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
