@@ -124,7 +124,7 @@ func stageAOTCodegen(_ context.Context, s *state) error {
 	if cfg.AOT.ConstantsAsCArray != nil {
 		asArray = *cfg.AOT.ConstantsAsCArray
 	}
-	gen, err := aot.Generate(prog, aot.Options{ConstantsAsCArray: asArray, LDLibs: bopts.LDFlags, CFlags: bopts.ExtraFlags})
+	gen, err := aot.Generate(prog, aot.Options{ConstantsAsCArray: asArray, LDLibs: bopts.LDFlags, CFlags: append(append([]string(nil), bopts.CPUFlags...), bopts.ExtraFlags...)})
 	if err != nil {
 		return err
 	}
@@ -176,6 +176,7 @@ func buildAOTBinary(ctx context.Context, dir, bin string, bopts cgen.BuildOption
 	}
 	sort.Strings(srcs)
 	args := append(append([]string(nil), aot.CFlags...), "-Werror", "-Iinclude", "-I.")
+	args = append(args, bopts.CPUFlags...)
 	args = append(args, bopts.ExtraFlags...)
 	for _, s := range srcs {
 		args = append(args, filepath.Base(s))

@@ -574,7 +574,17 @@ func (l *lowerer) emitCompute(st *Stage, op *ComputeOp, region []regionDim) (tir
 	if init != nil && firstRed == len(st.leaves) {
 		stmt = tir.Seq(init, stmt)
 	}
-	for p := len(st.leaves) - 1; p >= 0; p-- {
+	top := len(st.leaves)
+	if st.tensorize != nil {
+		top = st.leafIndex(st.tensorizeIV)
+		ts, err := l.tensorized(st, op, top, tensorizeState{vars: vars, ext: ext, local: local, global: global,
+			out: pl.buf, atPos: atPos, guarded: len(dataConds)+len(redConds) > 0})
+		if err != nil {
+			return nil, err
+		}
+		stmt, init = ts, nil
+	}
+	for p := top - 1; p >= 0; p-- {
 		lf := st.leaves[p]
 		as := atPos[p]
 		for k := len(as) - 1; k >= 0; k-- {

@@ -45,6 +45,9 @@ type Stage struct {
 	parent   *Stage
 	attachIV *IterVar
 	scope    string
+
+	tensorizeIV *IterVar
+	tensorize   TensorIntrin
 }
 
 // relation derives leaf iter vars from root ones.
@@ -107,6 +110,7 @@ func (st *Stage) reset() {
 	st.leaves = nil
 	st.rels = nil
 	st.kinds = map[*IterVar]tir.ForKind{}
+	st.tensorizeIV, st.tensorize = nil, nil
 	if c, ok := st.op.(*ComputeOp); ok {
 		st.leaves = append(append(st.leaves, c.Axis...), c.ReduceAxis...)
 	}

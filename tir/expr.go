@@ -192,11 +192,14 @@ type BufferLoad struct {
 
 // Call calls an intrinsic (Op) or, when Op is CallExtern, the external C
 // function named Extern. T is the result type (Void allowed for externs).
+// Kernel, set only with CallExtern, is a function kiln defines itself (see
+// Kernel); Extern is then its symbol.
 type Call struct {
 	T      Type
 	Op     Intrinsic
 	Extern string
 	Args   []PrimExpr
+	Kernel Kernel
 }
 
 func (*IntImm) isNode()     {}

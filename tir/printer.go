@@ -407,6 +407,11 @@ func (p *printer) expr(e PrimExpr, ctx int) {
 	case *BufferLoad:
 		fmt.Fprintf(w, "%s[%s]", p.bufName(x.Buffer), p.indices(x.Indices))
 	case *Call:
+		if x.Kernel != nil {
+			args := append([]string{strconv.Quote(x.Extern)}, p.args(x.Args))
+			fmt.Fprintf(w, "T.call_kernel(%s)", strings.Join(args, ", "))
+			return
+		}
 		if x.Op == CallExtern {
 			t := x.T.String()
 			args := append([]string{strconv.Quote(t), strconv.Quote(x.Extern)}, p.args(x.Args))

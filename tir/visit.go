@@ -135,7 +135,7 @@ func (m *Mutator) MutateExpr(e PrimExpr) PrimExpr {
 		}
 	case *Call:
 		if args, changed := m.mutateExprs(x.Args); changed {
-			out = &Call{T: x.T, Op: x.Op, Extern: x.Extern, Args: args}
+			out = &Call{T: x.T, Op: x.Op, Extern: x.Extern, Args: args, Kernel: x.Kernel}
 		}
 	default:
 		panic("tir.Mutator: unknown expression")

@@ -141,84 +141,6 @@ func newConvGeom(c *strategy.Call, kh, kw int64) (convGeom, error) {
 	return convGeom{kh: kh, kw: kw, sh: s[0], sw: s[1], dh: d[0], dw: d[1], ph: pb[0], pw: pb[1], oh: ot.Shape[2], ow: ot.Shape[3]}, nil
 }
 
-// padInput returns x padded for a convolution of geometry g computing
-// owp output columns: begin padding as the attributes say, end padding
-// as far as the windows reach (never negative). Without any padding x is
-// returned itself.
-func padInput(x *te.Tensor, g convGeom, owp int64) *te.Tensor {
-	h, w := x.Shape[2], x.Shape[3]
-	needH := (g.oh-1)*g.sh + (g.kh-1)*g.dh + 1
-	needW := (owp-1)*g.sw + (g.kw-1)*g.dw + 1
-	eh, ew := max(needH-g.ph-h, 0), max(needW-g.pw-w, 0)
-	if g.ph == 0 && g.pw == 0 && eh == 0 && ew == 0 {
-		return x
-	}
-	p := te.Pad(x, []int64{0, 0, g.ph, g.pw}, []int64{0, 0, eh, ew}, nnZero(x.DType), "conv_pad")
-	// Re-tag the pad so the schedules can find it.
-	pop := p.Op.(*te.ComputeOp)
-	pop.Tag = tagCPUPad
-	return p
-}
-
-// packedTile chooses the register tile of the packed convolution: owT
-// output columns (the padded width owp is a multiple of it) and ocT
-// blocks of output channels (dividing ocb).
-func packedTile(ow, ocb int64) (owT, ocT, owp int64) {
-	owT, owp = ow, ow
-	if ow > 16 {
-		// The tile width in [8, 16] that pads the row least, the wider on
-		// ties.
-		owp = -1
-		for t := int64(16); t >= 8; t-- {
-			p := (ow + t - 1) / t * t
-			if owp < 0 || p < owp {
-				owT, owp = t, p
-			}
-		}
-	}
-	ocT = 1
-	for t := int64(4); t >= 2; t-- {
-		if ocb%t == 0 && t*owT <= 28 {
-			ocT = t
-			break
-		}
-	}
-	return owT, ocT, owp
-}
-
-func computeConvPackedCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
-	if err := nnCheckNonEmpty(c); err != nil {
-		return nil, err
-	}
-	x, w := in[0], in[1]
-	ot := c.OutTensor()
-	g, err := newConvGeom(c, w.Shape[2], w.Shape[3])
-	if err != nil {
-		return nil, err
-	}
-	ocb, b := w.Shape[0], w.Shape[4]
-	_, _, owp := packedTile(g.ow, ocb)
-	xp := padInput(x, g, owp)
-	rc := te.ReduceAxis(x.Shape[1], "ic")
-	rh := te.ReduceAxis(g.kh, "kh")
-	rw := te.ReduceAxis(g.kw, "kw")
-	blk := te.ComputeReduce(nnName(c)+"_block", ir.Shape{x.Shape[0], ocb, g.oh, owp, b}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rc, rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
-		hi := tir.Add(tir.Mul(i[2], tir.Idx(g.sh)), tir.Mul(rh.Var, tir.Idx(g.dh)))
-		wi := tir.Add(tir.Mul(i[3], tir.Idx(g.sw)), tir.Mul(rw.Var, tir.Idx(g.dw)))
-		if xp == x {
-			// Unpadded: the padded width never exceeds the input here.
-			hi = tir.Sub(hi, tir.Idx(g.ph))
-			wi = tir.Sub(wi, tir.Idx(g.pw))
-		}
-		return tir.Mul(xp.At(i[0], rc.Var, hi, wi), w.At(i[1], rc.Var, rh.Var, rw.Var, i[4]))
-	}, te.WithTag(tagPackedBlock), te.WithAxisNames("n", "ocb", "oh", "ow", "ocv"))
-	bb := tir.Idx(b)
-	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
-		return blk.At(i[0], tir.FloorDiv(i[1], bb), i[2], i[3], tir.FloorMod(i[1], bb))
-	}, te.WithTag(tagPackedOut), te.WithAxisNames("n", "oc", "oh", "ow"))
-	return []*te.Tensor{out}, nil
-}
-
 // stageByTag returns the stages whose compute op has the given tag.
 func stageByTag(s *te.Schedule, tag string) []*te.Stage {
 	var out []*te.Stage
@@ -228,15 +150,6 @@ func stageByTag(s *te.Schedule, tag string) []*te.Stage {
 		}
 	}
 	return out
-}
-
-// schedulePad computes a materialised padding at root, its leading axes
-// fused into a parallel loop.
-func schedulePad(s *te.Schedule) {
-	for _, st := range stageByTag(s, tagCPUPad) {
-		st.ComputeRoot()
-		nnParallelOuter(st, nnParallelWork)
-	}
 }
 
 // epilogueStage returns the stage that stores the convolution's NCHW
@@ -249,6 +162,9 @@ func epilogueStage(s *te.Schedule, outs []*te.Tensor, anchor *te.Tensor, red *te
 	}
 	o := s.Stage(outs[0])
 	for _, st := range s.Stages() {
+		if _, ok := st.Op().(*te.ExternOp); ok {
+			continue // at root: a padding stage
+		}
 		c, ok := st.Op().(*te.ComputeOp)
 		if !ok {
 			return nil
@@ -263,83 +179,6 @@ func epilogueStage(s *te.Schedule, outs []*te.Tensor, anchor *te.Tensor, red *te
 	return o
 }
 
-func scheduleConvPackedCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {
-	if len(anchor) != 1 {
-		return fmt.Errorf("%s: want one anchor output", c.Op.Name)
-	}
-	blkT := anchor[0].Op.InputTensors()[0]
-	s.AutoInlineInjective()
-	schedulePad(s)
-	bs := s.Stage(blkT)
-	b := blkT.Shape[4]
-	owT, ocT, _ := packedTile(c.OutTensor().Shape[3], blkT.Shape[1])
-	o := epilogueStage(s, outs, anchor[0], bs)
-	if o == nil {
-		// Unusual group: the blocked result at root, tiled the same way;
-		// the other outputs get the injective treatment.
-		ax := bs.Axis()
-		ocO, ocI := bs.Split(ax[1], ocT)
-		owO, owI := bs.Split(ax[3], owT)
-		bs.Reorder(ax[0], ocO, ax[2], owO, ocI, owI, ax[4])
-		f := bs.Fuse(bs.Fuse(ax[0], ocO), ax[2])
-		bs.Parallel(f)
-		tileBlock(bs, ocI, owI, ax[4])
-		for _, t := range outs {
-			if _, ok := t.Op.(*te.ComputeOp); ok && t != blkT {
-				flattenParallel(s.Stage(t))
-			}
-		}
-		return s.Err()
-	}
-	ax := o.Axis()
-	ocO, ocI := o.Split(ax[1], b*ocT)
-	owO, owI := o.Split(ax[3], owT)
-	// The tile is stored column by column with the channels vectorised:
-	// contiguous reads of the tile (and of per-channel epilogue operands),
-	// strided stores. (Vectorising the columns instead needs a strided
-	// gather from the tile, which gcc does not vectorise.)
-	// The parallel loop is never fused with a loop that the inner loops'
-	// indices need: the floordiv/floormod that would recover them inside
-	// the vectorised loops keep gcc from vectorising them cleanly (it
-	// if-converts the rounding branches into masked gathers). With enough
-	// channel tiles the loop over (batch, channel tiles) is parallel and
-	// the rows serial inside, so a tile's weights stay in cache across
-	// the rows; with few channel tiles (small weights) the rows are the
-	// parallel loop.
-	if ax[0].Extent*ocO.Extent >= parallelRows {
-		o.Reorder(ax[0], ocO, ax[2], owO, owI, ocI)
-		o.Parallel(o.Fuse(ax[0], ocO))
-	} else {
-		o.Reorder(ax[0], ax[2], ocO, owO, owI, ocI)
-		o.Parallel(o.Fuse(ax[0], ax[2]))
-	}
-	o.Vectorize(ocI)
-	bs.ComputeAt(o, owO)
-	bs.SetScope(tir.ScopeLocal)
-	bax := bs.Axis()
-	tileBlock(bs, bax[1], bax[3], bax[4])
-	return s.Err()
-}
-
-// tileBlock orders the loops of the blocked reduction for the register
-// tile: batch and row (extent 1 in a tile), the reduction, then the
-// channel blocks and columns unrolled and the block vectorised.
-func tileBlock(bs *te.Stage, ocb, ow, ocv *te.IterVar) {
-	leaves := bs.Leaves()
-	red := bs.ReduceAxes()
-	var rest []*te.IterVar
-	for _, l := range leaves {
-		if l != ocb && l != ow && l != ocv && l.Kind != te.Reduce {
-			rest = append(rest, l)
-		}
-	}
-	order := append(append(rest, red...), ocb, ow, ocv)
-	bs.Reorder(order...)
-	bs.Unroll(ocb)
-	bs.Unroll(ow)
-	bs.Vectorize(ocv)
-}
-
 // validDepthwiseCPU accepts float32 2-D convolutions with one input and
 // one output channel per group.
 func validDepthwiseCPU(c *strategy.Call) bool {
@@ -352,64 +191,4 @@ func validDepthwiseCPU(c *strategy.Call) bool {
 	}
 	g, ok := c.Attrs["groups"].(int64)
 	return ok && g > 1 && g == x.Shape[1] && g == w.Shape[0] && w.Shape[1] == 1
-}
-
-func computeDepthwiseCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
-	if err := nnCheckNonEmpty(c); err != nil {
-		return nil, err
-	}
-	x, w := in[0], in[1]
-	ot := c.OutTensor()
-	g, err := newConvGeom(c, w.Shape[2], w.Shape[3])
-	if err != nil {
-		return nil, err
-	}
-	xp := padInput(x, g, g.ow)
-	rh := te.ReduceAxis(g.kh, "kh")
-	rw := te.ReduceAxis(g.kw, "kw")
-	conv := te.ComputeReduce(nnName(c)+"_dw", ot.Shape, convSum(targetHasFMA(c.Target)), []*te.IterVar{rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
-		hi := tir.Add(tir.Mul(i[2], tir.Idx(g.sh)), tir.Mul(rh.Var, tir.Idx(g.dh)))
-		wi := tir.Add(tir.Mul(i[3], tir.Idx(g.sw)), tir.Mul(rw.Var, tir.Idx(g.dw)))
-		if xp == x {
-			hi = tir.Sub(hi, tir.Idx(g.ph))
-			wi = tir.Sub(wi, tir.Idx(g.pw))
-		}
-		return tir.Mul(xp.At(i[0], i[1], hi, wi), w.At(i[1], tir.Idx(0), rh.Var, rw.Var))
-	}, te.WithTag(tagDepthwise), te.WithAxisNames("n", "c", "oh", "ow"))
-	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
-		return conv.At(i...)
-	}, te.WithTag(tagDepthOut), te.WithAxisNames("n", "c", "oh", "ow"))
-	return []*te.Tensor{out}, nil
-}
-
-func scheduleDepthwiseCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {
-	if len(anchor) != 1 {
-		return fmt.Errorf("%s: want one anchor output", c.Op.Name)
-	}
-	convT := anchor[0].Op.InputTensors()[0]
-	s.AutoInlineInjective()
-	schedulePad(s)
-	cs := s.Stage(convT)
-	o := epilogueStage(s, outs, anchor[0], cs)
-	if o == nil {
-		nnParallelOuter(cs, nnParallelWork)
-		for _, t := range outs {
-			if _, ok := t.Op.(*te.ComputeOp); ok && t != convT {
-				flattenParallel(s.Stage(t))
-			}
-		}
-		return s.Err()
-	}
-	// Parallel over (batch, channel), rows serial inside (see the packed
-	// schedule for why the rows are not fused into the parallel loop).
-	ax := o.Axis()
-	o.Parallel(o.Fuse(ax[0], ax[1]))
-	o.Vectorize(ax[3])
-	cs.ComputeAt(o, ax[2])
-	cs.SetScope(tir.ScopeLocal)
-	cax := cs.Axis()
-	red := cs.ReduceAxes()
-	cs.Reorder(append(append(cax[:3:3], red...), cax[3])...)
-	cs.Vectorize(cax[3])
-	return s.Err()
 }

@@ -2,6 +2,7 @@ package c
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -239,6 +240,26 @@ type gen struct {
 	// reserved holds names no local variable may take: function symbols
 	// and extern names of the whole module.
 	reserved map[string]bool
+	// kernels are the tir.Kernels the module calls, in order of first
+	// use, each emitted once.
+	kernels []tir.Kernel
+}
+
+// useKernel records a kernel the module calls. Two different kernels
+// with one symbol are an error.
+func (g *gen) useKernel(k tir.Kernel) {
+	for _, o := range g.kernels {
+		if o.Symbol() == k.Symbol() {
+			if o != k && o.Source() != k.Source() {
+				failf("two different kernels are named %s", k.Symbol())
+			}
+			return
+		}
+	}
+	if !isCIdent(k.Symbol()) {
+		failf("kernel name %q is not a valid C identifier", k.Symbol())
+	}
+	g.kernels = append(g.kernels, k)
 }
 
 type externDecl struct {
@@ -310,7 +331,15 @@ func (g *gen) assemble(funcs string) string {
 	for _, h := range []string{"<stdint.h>", "<stdbool.h>", "<stddef.h>", "<stdio.h>", "<stdlib.h>", "<string.h>", "<math.h>", `"` + include.RuntimeAPIHeader + `"`} {
 		b.WriteString("#include " + h + "\n")
 	}
-	for _, inc := range g.opts.Includes {
+	incs := append([]string(nil), g.opts.Includes...)
+	for _, k := range g.kernels {
+		for _, inc := range k.Includes() {
+			if !slices.Contains(incs, inc) {
+				incs = append(incs, inc)
+			}
+		}
+	}
+	for _, inc := range incs {
 		switch {
 		case strings.HasPrefix(inc, "#"):
 			b.WriteString(inc + "\n")
@@ -334,6 +363,11 @@ func (g *gen) assemble(funcs string) string {
 				b.WriteString("\n\n")
 			}
 		}
+	}
+	for _, k := range g.kernels {
+		b.WriteString("\n")
+		b.WriteString(k.Source())
+		b.WriteString("\n")
 	}
 	if len(g.externs) > 0 {
 		names := make([]string, 0, len(g.externs))

@@ -521,6 +521,10 @@ func (fg *funcGen) callExtern(c *tir.Call) string {
 			types[i] = "const char*"
 		}
 	}
+	if c.Kernel != nil {
+		fg.g.useKernel(c.Kernel)
+		return c.Extern + "(" + strings.Join(args, ", ") + ")"
+	}
 	if h := fg.g.opts.ReplaceCallExtern; h != nil {
 		if code, ok := h(c.Extern, args); ok {
 			return "(" + code + ")"

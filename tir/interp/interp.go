@@ -317,6 +317,20 @@ func (m *machine) call(c *tir.Call) Value {
 		mem, off := m.address(ld.Buffer, ld.Indices)
 		return Value{T: c.T, Mem: mem, Off: off}
 	case tir.CallExtern:
+		if c.Kernel != nil {
+			args := make([]tir.KernelArg, len(c.Args))
+			for i, a := range c.Args {
+				v := m.expr(a)
+				args[i] = tir.KernelArg{Off: v.Off, Int: v.I, Float: v.F}
+				if v.Mem != nil {
+					args[i].Mem = v.Mem
+				}
+			}
+			if err := c.Kernel.Eval(args); err != nil {
+				fail("kernel %s: %v", c.Extern, err)
+			}
+			return Value{T: c.T}
+		}
 		fn, ok := m.externs[c.Extern]
 		if !ok {
 			fail("call_extern: no implementation of %q", c.Extern)

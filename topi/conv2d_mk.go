@@ -1,0 +1,380 @@
+package topi
+
+import (
+	"fmt"
+
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/te"
+	"github.com/kiln-dev/kiln/tir"
+)
+
+// The CPU implementation of nn.contrib_conv2d_packed (a groups-1
+// convolution whose weight alter_conv_layout packed at compile time into
+// blocks of B output channels, [OC/B, IC, KH, KW, B]):
+//
+//  1. The input is padded once and, for strides above 1, split into
+//     stride phases: X'[n, ic, (ph*sw + pw)*Hq + r, c] =
+//     Xpad[n, ic, r*sh + ph, c*sw + pw]. Every kernel tap then reads a
+//     contiguous run of an input plane, at a constant offset KOFF(kh, kw)
+//     from the output position. A stride-1 convolution without padding
+//     reads its input as it is.
+//  2. The convolution is computed on "virtual columns" j = oh*Wq + ow of
+//     that plane (Wq = the phase plane's width): V[n, oc, j] = sum over
+//     (ic, kh, kw) of X'[n, ic, flat j + KOFF] * W. Columns with ow >= OW
+//     are computed and never read (the price of contiguous loads: for a
+//     3x3 convolution on a 7x7 map, 2 of every 9 columns).
+//  3. The group's output stage reads V[n, oc, oh*Wq + ow] and applies the
+//     fused epilogue (bias, batch norm, activation, residual add, clip).
+//     It is tiled MR output channels by R output rows; the V tile of that
+//     block (MR x ((R-1)*Wq + OW) floats, in L1) is computed at the tile
+//     loop by the register-blocked micro-kernel (ukernel.go), tensorized
+//     in place of V's loops; the epilogue then runs vectorised along the
+//     row. (batch, channel tiles) is the parallel loop.
+//
+// Everything is sized from the target's processor: the micro-kernel's
+// instruction set and MR x NR register tile from its vector width and
+// register count, the tile's columns from its vector width.
+
+// convPlan is the layout and tiling of one packed convolution.
+type convPlan struct {
+	g              convGeom
+	hp, wp, hq, wq int64 // padded input, phase plane
+	jtot           int64 // virtual columns
+	koff           []int64
+	rows           int64 // output rows per tile (divides oh)
+	isa            vecISA
+	mr             int
+}
+
+// newConvPlan plans a convolution of an input of xShape with a kh x kw
+// kernel; the micro-kernel's rows divide block (the packed weight's
+// block; 1 for a depthwise convolution, one channel per call).
+func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convPlan, error) {
+	g, err := newConvGeom(c, kh, kw)
+	if err != nil {
+		return nil, err
+	}
+	p := &convPlan{g: g, isa: isaFor(c.Target.Processor())}
+	p.mr = p.isa.mr
+	for block%int64(p.mr) != 0 {
+		p.mr /= 2
+	}
+	h, wd := xShape[2], xShape[3]
+	needH := (g.oh-1)*g.sh + (g.kh-1)*g.dh + 1
+	needW := (g.ow-1)*g.sw + (g.kw-1)*g.dw + 1
+	p.hp = g.ph + h + max(needH-g.ph-h, 0)
+	p.wp = g.pw + wd + max(needW-g.pw-wd, 0)
+	p.hq, p.wq = ceilDiv(p.hp, g.sh), ceilDiv(p.wp, g.sw)
+	p.jtot = (g.oh-1)*p.wq + g.ow
+	for kh := int64(0); kh < g.kh; kh++ {
+		for kw := int64(0); kw < g.kw; kw++ {
+			rh, rw := kh*g.dh, kw*g.dw
+			phase := (rh%g.sh)*g.sw + rw%g.sw
+			p.koff = append(p.koff, phase*p.hq*p.wq+(rh/g.sh)*p.wq+rw/g.sw)
+		}
+	}
+	// Tile columns: a few register tiles' worth, so that the tile stays
+	// in L1 and the epilogue runs over whole rows.
+	maxCols := int64(32 * p.isa.lanes)
+	p.rows = 1
+	for r := g.oh; r >= 1; r-- {
+		if g.oh%r == 0 && (r-1)*p.wq+g.ow <= maxCols {
+			p.rows = r
+			break
+		}
+	}
+	return p, nil
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// phased returns X' (see above): the padded, phase-split input, or x
+// itself when there is neither padding nor stride. It is written as TIR:
+// per batch, channel (the parallel loop) and phase, each row is
+// either all padding or a run of zeros, a copy of the input row (with
+// stride sw) and zeros again, with the bounds of the three runs known at
+// compile time, so no element tests a bound.
+func (p *convPlan) phased(x *te.Tensor) *te.Tensor {
+	g := p.g
+	if g.sh == 1 && g.sw == 1 && p.hp == x.Shape[2] && p.wp == x.Shape[3] && g.ph == 0 && g.pw == 0 {
+		return x
+	}
+	n, ch, h, w := x.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3]
+	shape := ir.Shape{n, ch, g.sh * g.sw * p.hq, p.wq}
+	return te.Extern("conv_pad", []ir.Shape{shape}, []ir.DType{x.DType}, []*te.Tensor{x}, func(ins, outs []*tir.Buffer) tir.Stmt {
+		xb, ob := ins[0], outs[0]
+		nv, cv := tir.NewVar("n", tir.Int32T), tir.NewVar("c", tir.Int32T)
+		var ni, ci tir.PrimExpr = nv, cv
+		zero := nnZero(x.DType)
+		// Per row phase ph and phase row r, the input row is read once
+		// for all sw column phases (while it is in L1).
+		var phases []tir.Stmt
+		for ph := int64(0); ph < g.sh; ph++ {
+			r := tir.NewVar("r", tir.Int32T)
+			row := tir.Sub(tir.Add(tir.Mul(r, tir.Idx(g.sh)), tir.Idx(ph)), tir.Idx(g.ph))
+			var runs, zeros []tir.Stmt
+			for pw := int64(0); pw < g.sw; pw++ {
+				orow := tir.Add(tir.Idx((ph*g.sw+pw)*p.hq), r)
+				fill := func(from, to int64) tir.Stmt {
+					if to <= from {
+						return nil
+					}
+					c := tir.NewVar("c", tir.Int32T)
+					return tir.Loop(c, to-from, tir.Serial, tir.NewStore(ob, zero, ni, ci, orow, tir.Add(c, tir.Idx(from))))
+				}
+				// Columns [lo, hi) of this phase read the input.
+				lo, hi := p.wq, p.wq
+				for c := int64(0); c < p.wq; c++ {
+					src := c*g.sw + pw - g.pw
+					if src >= 0 && src < w && lo == p.wq {
+						lo = c
+					}
+					if src >= w && hi == p.wq {
+						hi = c
+					}
+				}
+				hi = max(hi, lo)
+				if s := fill(0, lo); s != nil {
+					runs = append(runs, s)
+				}
+				if hi > lo {
+					c := tir.NewVar("c", tir.Int32T)
+					col := tir.Add(tir.Mul(tir.Add(c, tir.Idx(lo)), tir.Idx(g.sw)), tir.Idx(pw-g.pw))
+					kind := tir.Serial
+					if g.sw == 1 {
+						kind = tir.Vectorized
+					}
+					runs = append(runs, tir.Loop(c, hi-lo, kind, tir.NewStore(ob, tir.NewLoad(xb, ni, ci, row, col), ni, ci, orow, tir.Add(c, tir.Idx(lo)))))
+				}
+				if s := fill(hi, p.wq); s != nil {
+					runs = append(runs, s)
+				}
+				zeros = append(zeros, fill(0, p.wq))
+			}
+			rowIn := tir.And(tir.GE(row, tir.Idx(0)), tir.LT(row, tir.Idx(h)))
+			phases = append(phases, tir.Loop(r, p.hq, tir.Serial, tir.NewIf(rowIn, tir.Seq(runs...), tir.Seq(zeros...))))
+		}
+		return tir.Loop(nv, n, tir.Serial, tir.Loop(cv, ch, tir.Parallel, tir.Seq(phases...)))
+	})[0]
+}
+
+func computeConvPackedCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	if err := nnCheckNonEmpty(c); err != nil {
+		return nil, err
+	}
+	x, w := in[0], in[1]
+	ot := c.OutTensor()
+	p, err := newConvPlan(c, x.Shape, w.Shape[2], w.Shape[3], w.Shape[4])
+	if err != nil {
+		return nil, err
+	}
+	g := p.g
+	xp := p.phased(x)
+	rc := te.ReduceAxis(x.Shape[1], "ic")
+	rh := te.ReduceAxis(g.kh, "kh")
+	rw := te.ReduceAxis(g.kw, "kw")
+	b := tir.Idx(w.Shape[4])
+	v := te.ComputeReduce(nnName(c)+"_block", ir.Shape{x.Shape[0], ot.Shape[1], p.jtot}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rc, rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
+		dh, dw := tir.Mul(rh.Var, tir.Idx(g.dh)), tir.Mul(rw.Var, tir.Idx(g.dw))
+		phase := tir.Add(tir.Mul(tir.FloorMod(dh, tir.Idx(g.sh)), tir.Idx(g.sw)), tir.FloorMod(dw, tir.Idx(g.sw)))
+		off := tir.Add(tir.Add(tir.Mul(phase, tir.Idx(p.hq*p.wq)), tir.Mul(tir.FloorDiv(dh, tir.Idx(g.sh)), tir.Idx(p.wq))), tir.FloorDiv(dw, tir.Idx(g.sw)))
+		flat := tir.Add(i[2], off)
+		xv := xp.At(i[0], rc.Var, tir.FloorDiv(flat, tir.Idx(p.wq)), tir.FloorMod(flat, tir.Idx(p.wq)))
+		wv := w.At(tir.FloorDiv(i[1], b), rc.Var, rh.Var, rw.Var, tir.FloorMod(i[1], b))
+		return tir.Mul(xv, wv)
+	}, te.WithTag(tagPackedBlock), te.WithAxisNames("n", "oc", "j"))
+	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
+		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], tir.Idx(p.wq)), i[3]))
+	}, te.WithTag(tagPackedOut), te.WithAxisNames("n", "oc", "oh", "ow"))
+	return []*te.Tensor{out}, nil
+}
+
+// convTile is the TensorIntrin of the V stage: one micro-kernel call per
+// tile of mr channels x cols virtual columns, written into a buffer whose
+// rows are ldv apart.
+func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorIntrin {
+	return func(ctx *te.TensorizeContext) (tir.Stmt, error) {
+		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != int64(p.mr) || ctx.Extent[2] != cols {
+			return nil, fmt.Errorf("conv tile: extents %v, want [1 %d %d]", ctx.Extent, p.mr, cols)
+		}
+		ldv := ctx.Out.Shape[len(ctx.Out.Shape)-1]
+		k, err := newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: p.koff, ics: p.g.sh * p.g.sw * p.hq * p.wq,
+			ws: w.Shape[4], wm: 1, ldv: ldv, j: cols})
+		if err != nil {
+			return nil, err
+		}
+		n0, oc0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
+		wq, b := tir.Idx(p.wq), tir.Idx(w.Shape[4])
+		xl, err := ctx.Load(xp, n0, tir.Idx(0), tir.FloorDiv(j0, wq), tir.FloorMod(j0, wq))
+		if err != nil {
+			return nil, err
+		}
+		wl, err := ctx.Load(w, tir.FloorDiv(oc0, b), tir.Idx(0), tir.Idx(0), tir.Idx(0), tir.FloorMod(oc0, b))
+		if err != nil {
+			return nil, err
+		}
+		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
+		return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(xl), tir.AddressOf(wl))), nil
+	}
+}
+
+func scheduleConvPackedCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {
+	if len(anchor) != 1 {
+		return fmt.Errorf("%s: want one anchor output", c.Op.Name)
+	}
+	vT := anchor[0].Op.InputTensors()[0]
+	var xp, w *te.Tensor
+	for _, t := range vT.Op.InputTensors() {
+		switch len(t.Shape) {
+		case 4:
+			xp = t
+		case 5:
+			w = t
+		}
+	}
+	if xp == nil || w == nil {
+		return fmt.Errorf("%s: unexpected convolution structure", c.Op.Name)
+	}
+	p, err := newConvPlan(c, c.ArgTensor(0).Shape, w.Shape[2], w.Shape[3], w.Shape[4])
+	if err != nil {
+		return err
+	}
+	s.AutoInlineInjective()
+	vs := s.Stage(vT)
+	ic := w.Shape[1]
+	o := epilogueStage(s, outs, anchor[0], vs)
+	if o == nil {
+		// Unusual group: V at root, whole channel tiles per call; the
+		// other outputs get the injective treatment.
+		ax := vs.Axis()
+		ocO, ocI := vs.Split(ax[1], int64(p.mr))
+		vs.Reorder(ax[0], ocO, ocI, ax[2])
+		vs.Parallel(vs.Fuse(ax[0], ocO))
+		vs.Tensorize(ocI, p.convTile(xp, w, ic, p.jtot))
+		for _, t := range outs {
+			if _, ok := t.Op.(*te.ComputeOp); ok && t != vT {
+				flattenParallel(s.Stage(t))
+			}
+		}
+		return s.Err()
+	}
+	ax := o.Axis()
+	ocO, ocI := o.Split(ax[1], int64(p.mr))
+	ohO, ohI := o.Split(ax[2], p.rows)
+	o.Reorder(ax[0], ocO, ohO, ocI, ohI, ax[3])
+	o.Parallel(o.Fuse(ax[0], ocO))
+	o.Vectorize(ax[3])
+	vs.ComputeAt(o, ohO)
+	vs.SetScope(tir.ScopeLocal)
+	vs.Tensorize(vs.Axis()[0], p.convTile(xp, w, ic, (p.rows-1)*p.wq+p.g.ow))
+	return s.Err()
+}
+
+// The depthwise convolution (groups = input channels = output channels)
+// uses the same layout: V[n, c, j] = sum over (kh, kw) of
+// X'[n, c, flat j + KOFF] * W[c, 0, kh, kw], one channel per micro-kernel
+// call (rows do not share inputs), with more column vectors per register
+// tile since each accumulator needs its own input load.
+
+func computeDepthwiseCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	if err := nnCheckNonEmpty(c); err != nil {
+		return nil, err
+	}
+	x, w := in[0], in[1]
+	ot := c.OutTensor()
+	p, err := newConvPlan(c, x.Shape, w.Shape[2], w.Shape[3], 1)
+	if err != nil {
+		return nil, err
+	}
+	g := p.g
+	xp := p.phased(x)
+	rh := te.ReduceAxis(g.kh, "kh")
+	rw := te.ReduceAxis(g.kw, "kw")
+	v := te.ComputeReduce(nnName(c)+"_dw", ir.Shape{x.Shape[0], ot.Shape[1], p.jtot}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
+		dh, dw := tir.Mul(rh.Var, tir.Idx(g.dh)), tir.Mul(rw.Var, tir.Idx(g.dw))
+		phase := tir.Add(tir.Mul(tir.FloorMod(dh, tir.Idx(g.sh)), tir.Idx(g.sw)), tir.FloorMod(dw, tir.Idx(g.sw)))
+		off := tir.Add(tir.Add(tir.Mul(phase, tir.Idx(p.hq*p.wq)), tir.Mul(tir.FloorDiv(dh, tir.Idx(g.sh)), tir.Idx(p.wq))), tir.FloorDiv(dw, tir.Idx(g.sw)))
+		flat := tir.Add(i[2], off)
+		xv := xp.At(i[0], i[1], tir.FloorDiv(flat, tir.Idx(p.wq)), tir.FloorMod(flat, tir.Idx(p.wq)))
+		return tir.Mul(xv, w.At(i[1], tir.Idx(0), rh.Var, rw.Var))
+	}, te.WithTag(tagDepthwise), te.WithAxisNames("n", "c", "j"))
+	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
+		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], tir.Idx(p.wq)), i[3]))
+	}, te.WithTag(tagDepthOut), te.WithAxisNames("n", "c", "oh", "ow"))
+	return []*te.Tensor{out}, nil
+}
+
+// depthwiseTile is the TensorIntrin of the depthwise V stage: one
+// channel's cols virtual columns per call.
+func (p *convPlan) depthwiseTile(xp, w *te.Tensor, cols int64) te.TensorIntrin {
+	return func(ctx *te.TensorizeContext) (tir.Stmt, error) {
+		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != 1 || ctx.Extent[2] != cols {
+			return nil, fmt.Errorf("depthwise tile: extents %v, want [1 1 %d]", ctx.Extent, cols)
+		}
+		plane := p.g.sh * p.g.sw * p.hq * p.wq
+		k, err := newConvKernel(p.isa, kernelSpec{mr: 1, nr: 2 * p.isa.nr, ic: 1, koff: p.koff, xm: plane,
+			ws: 1, wm: int64(len(p.koff)), ldv: ctx.Out.Shape[len(ctx.Out.Shape)-1], j: cols})
+		if err != nil {
+			return nil, err
+		}
+		n0, c0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
+		wq := tir.Idx(p.wq)
+		xl, err := ctx.Load(xp, n0, c0, tir.FloorDiv(j0, wq), tir.FloorMod(j0, wq))
+		if err != nil {
+			return nil, err
+		}
+		wl, err := ctx.Load(w, c0, tir.Idx(0), tir.Idx(0), tir.Idx(0))
+		if err != nil {
+			return nil, err
+		}
+		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
+		return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(xl), tir.AddressOf(wl))), nil
+	}
+}
+
+func scheduleDepthwiseCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {
+	if len(anchor) != 1 {
+		return fmt.Errorf("%s: want one anchor output", c.Op.Name)
+	}
+	vT := anchor[0].Op.InputTensors()[0]
+	ins := vT.Op.InputTensors()
+	var xp, w *te.Tensor
+	for _, t := range ins {
+		if t.Shape.Equal(c.ArgTensor(1).Shape) && w == nil {
+			w = t
+		} else {
+			xp = t
+		}
+	}
+	if xp == nil || w == nil {
+		return fmt.Errorf("%s: unexpected depthwise structure", c.Op.Name)
+	}
+	p, err := newConvPlan(c, c.ArgTensor(0).Shape, w.Shape[2], w.Shape[3], 1)
+	if err != nil {
+		return err
+	}
+	s.AutoInlineInjective()
+	vs := s.Stage(vT)
+	o := epilogueStage(s, outs, anchor[0], vs)
+	if o == nil {
+		ax := vs.Axis()
+		vs.Parallel(vs.Fuse(ax[0], ax[1]))
+		vs.Tensorize(ax[2], p.depthwiseTile(xp, w, p.jtot))
+		for _, t := range outs {
+			if _, ok := t.Op.(*te.ComputeOp); ok && t != vT {
+				flattenParallel(s.Stage(t))
+			}
+		}
+		return s.Err()
+	}
+	ax := o.Axis()
+	ohO, ohI := o.Split(ax[2], p.rows)
+	o.Reorder(ax[0], ax[1], ohO, ohI, ax[3])
+	o.Parallel(o.Fuse(ax[0], ax[1]))
+	o.Vectorize(ax[3])
+	vs.ComputeAt(o, ohO)
+	vs.SetScope(tir.ScopeLocal)
+	vs.Tensorize(vs.Axis()[0], p.depthwiseTile(xp, w, (p.rows-1)*p.wq+p.g.ow))
+	return s.Err()
+}

@@ -1,0 +1,340 @@
+package topi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/targets"
+	"github.com/kiln-dev/kiln/tir"
+)
+
+// This file holds kiln's register-blocked convolution micro-kernel: a
+// tir.Kernel whose C definition is written with the vector intrinsics of
+// the target's processor (AVX-512, AVX2+FMA, AVX, SSE2, NEON, or scalar
+// C), with its tile sized from the processor's vector width and register
+// count.
+//
+// The kernel computes MR rows (output channels) of J consecutive
+// "virtual columns" of a convolution whose input was laid out so that
+// every kernel tap (ic, kh, kw) reads a contiguous run of the input:
+//
+//	v[m*LDV + j] = sum over ic < IC, k < KK of
+//	               x[ic*ICS + KOFF[k] + j] * w[(ic*KK + k)*WS + m]
+//
+// accumulated in that order (ic outer, k inner), starting from 0, with
+// one fused multiply-add per step on FMA targets (multiply, then add,
+// elsewhere) — the same arithmetic as the convolution's TE reduction, so
+// generated code and the interpreter agree bit for bit. Columns are
+// processed NR vectors at a time with MR x NR accumulators held in
+// registers, then one vector at a time, then one column at a time, so the
+// kernel never reads or writes past column J.
+
+// vecISA is how the kernel's C spells vectors for one instruction set.
+type vecISA struct {
+	name     string
+	guard    string // preprocessor condition under which the vector code compiles
+	include  string
+	typ      string
+	lanes    int
+	zero     string // expression
+	load     string // format with the pointer
+	store    string // format with pointer, value
+	set1     string // format with the scalar
+	fma      string // format with a, b, c: a*b + c
+	fused    bool
+	mr, nr   int
+	scalarFn string // scalar multiply-add for the column tail, format a, b, c
+	// maskDecl declares mask variable km for the first %d lanes; mload and
+	// mstore load and store under it (pointer; pointer, value). Empty
+	// when the instruction set has no fault-free masked access.
+	maskDecl, mload, mstore string
+	maskTable               string // a declaration maskDecl needs
+}
+
+// isaFor chooses the kernel's instruction set and register tile from the
+// target's processor: MR x NR accumulators, NR input vectors and one
+// broadcast weight fit in its vector registers.
+func isaFor(p *targets.Processor) vecISA {
+	scalarFMA := "((%[1]s) * (%[2]s) + (%[3]s))"
+	if p.FMA() {
+		scalarFMA = "fmaf(%[1]s, %[2]s, %[3]s)"
+	}
+	switch p.ISA() {
+	case "avx512":
+		return vecISA{name: "avx512", guard: "defined(__AVX512F__)", include: "<immintrin.h>", typ: "__m512", lanes: 16, zero: "_mm512_setzero_ps()",
+			load: "_mm512_loadu_ps(%s)", store: "_mm512_storeu_ps(%s, %s)", set1: "_mm512_set1_ps(%s)",
+			fma: "_mm512_fmadd_ps(%s, %s, %s)", fused: true, mr: 8, nr: 3, scalarFn: scalarFMA,
+			maskDecl: "const __mmask16 km = (__mmask16)((1u << %d) - 1u);", mload: "_mm512_maskz_loadu_ps(km, %s)", mstore: "_mm512_mask_storeu_ps(%s, km, %s)"}
+	case "avx2", "avx":
+		v := vecISA{name: "avx", guard: "defined(__AVX__)", include: "<immintrin.h>", typ: "__m256", lanes: 8, zero: "_mm256_setzero_ps()",
+			load: "_mm256_loadu_ps(%s)", store: "_mm256_storeu_ps(%s, %s)", set1: "_mm256_set1_ps(%s)",
+			fma: "_mm256_add_ps(_mm256_mul_ps(%s, %s), %s)", mr: 4, nr: 3, scalarFn: scalarFMA,
+			maskDecl: "const __m256i km = _mm256_loadu_si256((const __m256i*)(kiln_mk_mask8 + 8 - %d));",
+			mload:    "_mm256_maskload_ps(%s, km)", mstore: "_mm256_maskstore_ps(%s, km, %s)",
+			maskTable: "static const int32_t kiln_mk_mask8[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};"}
+		if p.FMA() {
+			v.name, v.fma, v.fused = "avx2fma", "_mm256_fmadd_ps(%s, %s, %s)", true
+			v.guard = "defined(__AVX__) && defined(__FMA__)"
+		}
+		return v
+	case "sse2":
+		return vecISA{name: "sse2", guard: "defined(__SSE2__)", include: "<immintrin.h>", typ: "__m128", lanes: 4, zero: "_mm_setzero_ps()",
+			load: "_mm_loadu_ps(%s)", store: "_mm_storeu_ps(%s, %s)", set1: "_mm_set1_ps(%s)",
+			fma: "_mm_add_ps(_mm_mul_ps(%s, %s), %s)", mr: 4, nr: 3, scalarFn: scalarFMA}
+	case "neon":
+		// vfmaq_f32(c, a, b) is c + a*b, fused.
+		return vecISA{name: "neon", guard: "defined(__ARM_NEON) && defined(__aarch64__)", include: "<arm_neon.h>", typ: "float32x4_t", lanes: 4, zero: "vdupq_n_f32(0.0f)",
+			load: "vld1q_f32(%s)", store: "vst1q_f32(%s, %s)", set1: "vdupq_n_f32(%s)",
+			fma: "vfmaq_f32(%[3]s, %[1]s, %[2]s)", fused: true, mr: 8, nr: 3, scalarFn: scalarFMA}
+	}
+	return vecISA{name: "scalar", typ: "float", lanes: 1, zero: "0.0f", load: "(*(%s))", store: "*(%s) = (%s)",
+		set1: "(%s)", fma: scalarFMA, fused: p.FMA(), mr: 4, nr: 4, scalarFn: scalarFMA}
+}
+
+// kernelSpec sizes one instance of the micro-kernel:
+//
+//	v[m*LDV + j] = sum over ic < IC, t < len(KOFF) of
+//	    x[m*XM + ic*ICS + KOFF[t] + j] * w[m*WM + (ic*len(KOFF) + t)*WS]
+//
+// for m < MR, j < J. A convolution's rows share their input (XM = 0) and
+// read a packed weight block (WM = 1, WS = the block); a depthwise
+// convolution's rows are channels with their own input plane (XM = the
+// plane, IC = 1) and weight (WM = the taps, WS = 1).
+type kernelSpec struct {
+	mr, nr  int // rows; column vectors per register tile (0: the ISA's)
+	ic      int64
+	koff    []int64
+	ics, xm int64
+	ws, wm  int64
+	ldv, j  int64
+}
+
+// convKernel is one instance of the micro-kernel (all sizes constant).
+type convKernel struct {
+	kernelSpec
+	isa                 vecISA
+	kk                  int64
+	symbol, src         string
+	xSpan, wSpan, vSpan int64 // elements each pointer must reach
+}
+
+func newConvKernel(isa vecISA, sp kernelSpec) (*convKernel, error) {
+	if sp.mr <= 0 || sp.ic <= 0 || len(sp.koff) == 0 || sp.j <= 0 || (sp.mr > 1 && sp.ldv < sp.j) || sp.ics < 0 || sp.xm < 0 || sp.ws <= 0 || sp.wm < 0 {
+		return nil, fmt.Errorf("conv micro-kernel: bad sizes %+v", sp)
+	}
+	if sp.nr <= 0 {
+		sp.nr = isa.nr
+	}
+	k := &convKernel{kernelSpec: sp, isa: isa, kk: int64(len(sp.koff))}
+	maxOff := int64(0)
+	for _, o := range sp.koff {
+		if o < 0 {
+			return nil, fmt.Errorf("conv micro-kernel: negative tap offset %d", o)
+		}
+		maxOff = max(maxOff, o)
+	}
+	mr := int64(sp.mr)
+	k.xSpan = (mr-1)*sp.xm + (sp.ic-1)*sp.ics + maxOff + sp.j
+	k.wSpan = (mr-1)*sp.wm + (sp.ic*k.kk-1)*sp.ws + 1
+	k.vSpan = (mr-1)*sp.ldv + sp.j
+	if k.xSpan > math.MaxInt32 || k.wSpan > math.MaxInt32 || k.vSpan > math.MaxInt32 {
+		return nil, fmt.Errorf("conv micro-kernel: operands exceed 2^31 elements")
+	}
+	k.src = k.source("KILN_SYMBOL")
+	h := sha256.Sum256([]byte(k.src))
+	k.symbol = "kiln_conv_mk_" + isa.name + "_" + hex.EncodeToString(h[:6])
+	k.src = strings.ReplaceAll(k.src, "KILN_SYMBOL", k.symbol)
+	return k, nil
+}
+
+// Symbol implements tir.Kernel.
+func (k *convKernel) Symbol() string { return k.symbol }
+
+// Includes implements tir.Kernel: the intrinsics header, included only
+// where the vector code compiles (see source).
+func (k *convKernel) Includes() []string {
+	if k.isa.include == "" {
+		return nil
+	}
+	return []string{"#if " + k.isa.guard + "\n#include " + k.isa.include + "\n#endif"}
+}
+
+// Source implements tir.Kernel.
+func (k *convKernel) Source() string { return k.src }
+
+// source writes the C definition (named sym).
+func (k *convKernel) source(sym string) string {
+	isa := k.isa
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("/* conv micro-kernel: %d rows x %d columns, %d input channels x %d taps, %s */\n", k.mr, k.j, k.ic, k.kk, isa.name)
+	p("static void %s(float* restrict v, const float* restrict x, const float* restrict w) {\n", sym)
+	p("  static const int32_t koff[%d] = {", k.kk)
+	for i, o := range k.koff {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		p("%d", o)
+	}
+	p("};\n")
+	if isa.guard != "" {
+		// The vector code only where the compiler targets the processor's
+		// instruction set (the target's flags); elsewhere — a build
+		// without them, another architecture, a microcontroller — the
+		// same arithmetic in portable C.
+		p("#if %s\n", isa.guard)
+	}
+	p("  int32_t j = 0;\n")
+	// block emits a column loop of nv vectors (nv = 0: one scalar column);
+	// with part > 0 its last vector covers only part lanes, masked.
+	block := func(nv, part int, cond, step string) {
+		typ, zero, set1, fma := isa.typ, isa.zero, isa.set1, isa.fma
+		load := func(n int, ptr string) string {
+			if part > 0 && n == nv-1 {
+				return fmt.Sprintf(isa.mload, ptr)
+			}
+			return fmt.Sprintf(isa.load, ptr)
+		}
+		store := func(n int, ptr, val string) string {
+			if part > 0 && n == nv-1 {
+				return fmt.Sprintf(isa.mstore, ptr, val)
+			}
+			return fmt.Sprintf(isa.store, ptr, val)
+		}
+		if nv == 0 {
+			typ, zero, set1, fma = "float", "0.0f", "(%s)", isa.scalarFn
+			load = func(_ int, ptr string) string { return "(*(" + ptr + "))" }
+			store = func(_ int, ptr, val string) string { return "*(" + ptr + ") = (" + val + ")" }
+			nv = 1
+		}
+		p("  for (; %s; j += %s) {\n", cond, step)
+		if part > 0 {
+			if isa.maskTable != "" {
+				p("    %s\n", isa.maskTable)
+			}
+			p("    "+isa.maskDecl+"\n", part)
+		}
+		for m := 0; m < k.mr; m++ {
+			for n := 0; n < nv; n++ {
+				p("    %s a%d_%d = %s;\n", typ, m, n, zero)
+			}
+		}
+		p("    for (int32_t c = 0; c < %d; ++c) {\n", k.ic)
+		p("      const float* xc = x + (ptrdiff_t)c * %d + j;\n", k.ics)
+		p("      const float* wc = w + (ptrdiff_t)c * %d;\n", k.kk*k.ws)
+		p("      for (int32_t t = 0; t < %d; ++t) {\n", k.kk)
+		p("        const float* xp = xc + koff[t];\n")
+		p("        const float* wp = wc + t * %d;\n", k.ws)
+		if k.xm == 0 {
+			for n := 0; n < nv; n++ {
+				p("        %s x%d = %s;\n", typ, n, load(n, fmt.Sprintf("xp + %d", n*isa.lanes)))
+			}
+		}
+		for m := 0; m < k.mr; m++ {
+			p("        %s b%d = %s;\n", typ, m, fmt.Sprintf(set1, fmt.Sprintf("wp[%d]", int64(m)*k.wm)))
+			for n := 0; n < nv; n++ {
+				acc := fmt.Sprintf("a%d_%d", m, n)
+				xv := fmt.Sprintf("x%d", n)
+				if k.xm != 0 {
+					xv = load(n, fmt.Sprintf("xp + %d", int64(m)*k.xm+int64(n*isa.lanes)))
+				}
+				p("        %s = %s;\n", acc, fmt.Sprintf(fma, fmt.Sprintf("b%d", m), xv, acc))
+			}
+		}
+		p("      }\n    }\n")
+		for m := 0; m < k.mr; m++ {
+			for n := 0; n < nv; n++ {
+				p("    %s;\n", store(n, fmt.Sprintf("v + %d + j + %d", int64(m)*k.ldv, n*isa.lanes), fmt.Sprintf("a%d_%d", m, n)))
+			}
+		}
+		p("  }\n")
+	}
+	lanes, nr := int64(isa.lanes), int64(k.nr)
+	wide := nr * lanes
+	if k.j >= wide {
+		block(k.nr, 0, fmt.Sprintf("j + %d <= %d", wide, k.j), fmt.Sprint(wide))
+	}
+	// The tail, J known: whole vectors, then the last part lanes masked
+	// (or one column at a time without masked access).
+	rem := k.j % wide
+	full, part := int(rem/lanes), int(rem%lanes)
+	if lanes == 1 {
+		full, part = 0, int(rem)
+	}
+	switch {
+	case part > 0 && isa.maskDecl != "":
+		block(full+1, part, fmt.Sprintf("j < %d", k.j), fmt.Sprint(rem))
+	default:
+		if full > 0 {
+			block(full, 0, fmt.Sprintf("j + %d <= %d", int64(full)*lanes, k.j), fmt.Sprint(int64(full)*lanes))
+		}
+		if part > 0 {
+			block(0, 0, fmt.Sprintf("j < %d", k.j), "1")
+		}
+	}
+	if isa.guard != "" {
+		p("#else\n")
+		k.portable(p)
+		p("#endif\n")
+	}
+	p("}\n")
+	return b.String()
+}
+
+// portable writes the kernel as plain C loops: the same operations in
+// the same order as the vector code.
+func (k *convKernel) portable(p func(string, ...any)) {
+	fma := fmt.Sprintf(k.isa.scalarFn, fmt.Sprintf("w[m * %d + (c * %d + t) * %d]", k.wm, k.kk, k.ws),
+		fmt.Sprintf("x[m * %d + c * %d + koff[t] + j]", k.xm, k.ics), "a")
+	p("  for (int32_t m = 0; m < %d; ++m) {\n", k.mr)
+	p("    for (int32_t j = 0; j < %d; ++j) {\n", k.j)
+	p("      float a = 0.0f;\n")
+	p("      for (int32_t c = 0; c < %d; ++c) {\n", k.ic)
+	p("        for (int32_t t = 0; t < %d; ++t) {\n", k.kk)
+	p("          a = %s;\n", fma)
+	p("        }\n      }\n")
+	p("      v[m * %d + j] = a;\n", k.ldv)
+	p("    }\n  }\n")
+}
+
+// Eval implements tir.Kernel: the same sums in the same order, rounded
+// to float32 after every operation.
+func (k *convKernel) Eval(args []tir.KernelArg) error {
+	if len(args) != 3 {
+		return fmt.Errorf("want 3 pointers, got %d arguments", len(args))
+	}
+	vm, vo, err := args[0].Ptr(k.vSpan)
+	if err != nil {
+		return fmt.Errorf("output: %v", err)
+	}
+	xm, xo, err := args[1].Ptr(k.xSpan)
+	if err != nil {
+		return fmt.Errorf("input: %v", err)
+	}
+	wm, wo, err := args[2].Ptr(k.wSpan)
+	if err != nil {
+		return fmt.Errorf("weight: %v", err)
+	}
+	for m := int64(0); m < int64(k.mr); m++ {
+		for j := int64(0); j < k.j; j++ {
+			acc := 0.0
+			for c := int64(0); c < k.ic; c++ {
+				for t := int64(0); t < k.kk; t++ {
+					xv := xm.Float(xo + m*k.xm + c*k.ics + k.koff[t] + j)
+					wv := wm.Float(wo + m*k.wm + (c*k.kk+t)*k.ws)
+					if k.isa.fused {
+						acc = tir.RoundFloat(math.FMA(wv, xv, acc), ir.Float32)
+					} else {
+						acc = tir.RoundFloat(acc+tir.RoundFloat(wv*xv, ir.Float32), ir.Float32)
+					}
+				}
+			}
+			vm.SetFloat(vo+m*k.ldv+j, acc)
+		}
+	}
+	return nil
+}

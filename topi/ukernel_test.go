@@ -1,0 +1,192 @@
+package topi
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/targets"
+	"github.com/kiln-dev/kiln/tir"
+)
+
+// floatMem is Go memory for Eval.
+type floatMem []float32
+
+func (m floatMem) Len() int64                  { return int64(len(m)) }
+func (m floatMem) Float(i int64) float64       { return float64(m[i]) }
+func (m floatMem) SetFloat(i int64, v float64) { m[i] = float32(v) }
+
+// TestConvKernelCMatchesEval compiles the micro-kernel's C for every x86
+// instruction set this machine runs (and once without the target's
+// flags, the portable branch) and requires it to compute exactly what its
+// Eval computes, on shapes whose columns exercise the register tile, the
+// whole-vector tail, the masked tail and the one-column tail.
+func TestConvKernelCMatchesEval(t *testing.T) {
+	cc := testenv.CC(t)
+	host, err := targets.ResolveCPU("native", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := []kernelSpec{
+		{mr: 8, ic: 5, koff: []int64{0, 1, 2, 9, 10, 11}, ics: 60, ws: 16, wm: 1, ldv: 41, j: 41},
+		{mr: 4, ic: 3, koff: []int64{0}, ics: 70, ws: 8, wm: 1, ldv: 70, j: 70},
+		{mr: 8, ic: 2, koff: []int64{0, 3}, ics: 12, ws: 8, wm: 1, ldv: 5, j: 5},
+		{mr: 1, nr: 6, ic: 1, koff: []int64{0, 1, 2, 7, 8, 9}, xm: 130, ws: 1, wm: 6, ldv: 113, j: 113},
+		{mr: 2, ic: 1, koff: []int64{0, 1, 7}, xm: 50, ws: 1, wm: 3, ldv: 40, j: 37},
+	}
+	// The scalar kernel (a processor without vectors) as it is.
+	for i, sp := range specs {
+		k, err := newConvKernel(isaFor(&targets.Processor{Arch: targets.X86_64}), sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(fmt.Sprintf("scalar_%d", i), func(t *testing.T) { checkKernelC(t, cc, k, nil, int64(i)) })
+	}
+	for _, mcpu := range []string{"x86-64", "sandybridge", "haswell", "skylake-avx512"} {
+		p, err := targets.ResolveCPU(mcpu, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runnable := host.Arch == targets.X86_64
+		for _, f := range p.Features {
+			runnable = runnable && host.Has(f)
+		}
+		for _, portable := range []bool{false, true} {
+			if !runnable && !portable {
+				t.Logf("%s: this machine lacks its features; checking only the portable branch", mcpu)
+				continue
+			}
+			for i, sp := range specs {
+				isa := isaFor(p)
+				if sp.mr > isa.mr && sp.xm == 0 {
+					sp.mr = isa.mr
+				}
+				k, err := newConvKernel(isa, sp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				flags := p.CFlags()
+				if portable {
+					flags = nil
+				}
+				name := fmt.Sprintf("%s_%d_portable=%v", mcpu, i, portable)
+				t.Run(name, func(t *testing.T) { checkKernelC(t, cc, k, flags, int64(i)) })
+			}
+		}
+	}
+}
+
+func checkKernelC(t *testing.T, cc string, k *convKernel, flags []string, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	x := make(floatMem, k.xSpan)
+	w := make(floatMem, k.wSpan)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+	}
+	want := make(floatMem, k.vSpan)
+	if err := k.Eval([]tir.KernelArg{{Mem: want}, {Mem: x}, {Mem: w}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var src strings.Builder
+	src.WriteString("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <math.h>\n")
+	for _, inc := range k.Includes() {
+		src.WriteString(inc + "\n")
+	}
+	src.WriteString(k.Source())
+	fmt.Fprintf(&src, `
+int main(void) {
+  static float x[%d], w[%d], v[%d];
+  FILE* f = fopen("in.bin", "rb");
+  if (!f || fread(x, sizeof x, 1, f) != 1 || fread(w, sizeof w, 1, f) != 1) return 2;
+  fclose(f);
+  %s(v, x, w);
+  f = fopen("out.bin", "wb");
+  if (!f || fwrite(v, sizeof v, 1, f) != 1) return 3;
+  return fclose(f) != 0;
+}
+`, k.xSpan, k.wSpan, k.vSpan, k.Symbol())
+	if err := os.WriteFile(filepath.Join(dir, "k.c"), []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var in []byte
+	for _, v := range append(append(floatMem(nil), x...), w...) {
+		in = binary.LittleEndian.AppendUint32(in, math.Float32bits(v))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.bin"), in, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"}, flags...)
+	args = append(args, "k.c", "-o", "k", "-lm")
+	cmd := exec.Command(cc, args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", cc, args, err, out)
+	}
+	run := exec.Command("./k")
+	run.Dir = dir
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "out.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(raw)) != 4*k.vSpan {
+		t.Fatalf("%d output bytes, want %d", len(raw), 4*k.vSpan)
+	}
+	for m := int64(0); m < int64(k.mr); m++ {
+		for j := int64(0); j < k.j; j++ {
+			i := m*k.ldv + j
+			got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			if math.Float32bits(got) != math.Float32bits(want[i]) {
+				t.Fatalf("v[%d][%d] = %g, Eval %g (%s)", m, j, got, want[i], k.Symbol())
+			}
+		}
+	}
+}
+
+// TestIsaForProcessors pins the register tile per instruction set: the
+// accumulators, the column vectors and a broadcast fit in the registers.
+func TestIsaForProcessors(t *testing.T) {
+	for _, c := range []struct {
+		mcpu, isa     string
+		lanes, mr, nr int
+	}{
+		{"skylake-avx512", "avx512", 16, 8, 3},
+		{"znver4", "avx512", 16, 8, 3},
+		{"haswell", "avx2fma", 8, 4, 3},
+		{"sandybridge", "avx", 8, 4, 3},
+		{"x86-64", "sse2", 4, 4, 3},
+		{"cortex-a72", "neon", 4, 8, 3},
+	} {
+		p, err := targets.ResolveCPU(c.mcpu, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := isaFor(p)
+		if v.name != c.isa || v.lanes != c.lanes || v.mr != c.mr || v.nr != c.nr {
+			t.Errorf("%s: %s %d lanes %dx%d, want %s %d lanes %dx%d", c.mcpu, v.name, v.lanes, v.mr, v.nr, c.isa, c.lanes, c.mr, c.nr)
+		}
+		if v.mr*v.nr+v.nr+1 > p.VectorRegs {
+			t.Errorf("%s: a %dx%d tile needs more than %d registers", c.mcpu, v.mr, v.nr, p.VectorRegs)
+		}
+	}
+	// Bad specs are refused.
+	if _, err := newConvKernel(isaFor(&targets.Processor{}), kernelSpec{mr: 2, ic: 1, koff: []int64{-1}, ws: 1, ldv: 4, j: 4}); err == nil {
+		t.Error("negative tap offset accepted")
+	}
+	if _, err := newConvKernel(isaFor(&targets.Processor{}), kernelSpec{mr: 2, ic: 1, koff: []int64{0}, ws: 1, ldv: 2, j: 4}); err == nil {
+		t.Error("rows overlapping (ldv < j) accepted")
+	}
+}
