@@ -52,12 +52,15 @@ need_backends() {
 	need_debs libdnnl-dev libopenblas-dev
 }
 
-# need_cross installs the Cortex-M cross toolchain the AOT tests build
-# exported C projects with (gcc-arm-none-eabi, newlib), QEMU to run them,
+# need_cross installs the cross toolchains the tests build with: Cortex-M
+# (gcc-arm-none-eabi, newlib, QEMU's system emulator) for the exported AOT
+# projects, 64-bit Arm Linux (gcc-aarch64-linux-gnu, QEMU's user-mode
+# emulator) for the NEON kernels and models compiled for Cortex-A cores,
 # and make.
 need_cross() {
-	need_packages make:make arm-none-eabi-gcc:gcc-arm-none-eabi qemu-system-arm:qemu-system-arm
-	need_debs libnewlib-arm-none-eabi
+	need_packages make:make arm-none-eabi-gcc:gcc-arm-none-eabi qemu-system-arm:qemu-system-arm \
+		aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu qemu-aarch64:qemu-user
+	need_debs libnewlib-arm-none-eabi libc6-dev-arm64-cross
 }
 
 # need_shared fails with a clear message when ../shared (the ONNX suites,

@@ -58,6 +58,11 @@ func init() {
 		Valid: func(c *strategy.Call) bool { return c.OutTensor().DType == ir.Float32 },
 	})
 	must(op.Conv2D, strategy.ForKey("cpu"), strategy.Implementation{
+		Name: "nn.conv2d.grouped.cpu", PLevel: strategy.PLevelTuned,
+		Compute: computeGroupedCPU, Schedule: scheduleGroupedCPU,
+		Valid: validGroupedCPU,
+	})
+	must(op.Conv2D, strategy.ForKey("cpu"), strategy.Implementation{
 		Name: "nn.conv2d.depthwise.cpu", PLevel: strategy.PLevelTuned,
 		Compute: computeDepthwiseCPU, Schedule: scheduleDepthwiseCPU,
 		Valid: validDepthwiseCPU,
@@ -191,4 +196,20 @@ func validDepthwiseCPU(c *strategy.Call) bool {
 	}
 	g, ok := c.Attrs["groups"].(int64)
 	return ok && g > 1 && g == x.Shape[1] && g == w.Shape[0] && w.Shape[1] == 1
+}
+
+// validGroupedCPU accepts the float32 2-D convolutions the packed and
+// depthwise implementations do not take: grouped convolutions (groups
+// dividing both channel counts) and groups-1 convolutions whose weight
+// was not packed (not constant, or output channels not a multiple of 8).
+func validGroupedCPU(c *strategy.Call) bool {
+	if c.OutTensor().DType != ir.Float32 || len(c.ArgTypes) != 2 || validDepthwiseCPU(c) {
+		return false
+	}
+	x, w := c.ArgTensor(0), c.ArgTensor(1)
+	if len(x.Shape) != 4 || len(w.Shape) != 4 || x.DType != ir.Float32 || w.DType != ir.Float32 {
+		return false
+	}
+	g, ok := c.Attrs["groups"].(int64)
+	return ok && g >= 1 && w.Shape[0]%g == 0 && x.Shape[1] == g*w.Shape[1]
 }

@@ -98,8 +98,8 @@ func TestConv2DPackedCPU(t *testing.T) {
 }
 
 // TestDepthwiseCPU checks the tuned depthwise convolution (mobilenet's
-// 3x3 stride 1 and 2) and that other grouped convolutions keep the
-// generic implementation.
+// 3x3 stride 1 and 2) and that other grouped convolutions (a channel
+// multiplier included) take the grouped implementation.
 func TestDepthwiseCPU(t *testing.T) {
 	p1 := nnInts(1, 1, 1, 1)
 	cases := []struct {
@@ -112,8 +112,8 @@ func TestDepthwiseCPU(t *testing.T) {
 		{"dw_3x3_s2_odd", ir.Attrs{"groups": int64(5), "padding": p1, "strides": nnInts(2, 2)}, nnInts(2, 5, 9, 11), nnInts(5, 1, 3, 3), "nn.conv2d.depthwise.cpu"},
 		{"dw_nopad_dil", ir.Attrs{"groups": int64(3), "dilation": nnInts(1, 2)}, nnInts(1, 3, 6, 19), nnInts(3, 1, 2, 3), "nn.conv2d.depthwise.cpu"},
 		{"dw_asym_pad", ir.Attrs{"groups": int64(4), "padding": nnInts(0, 2, 1, 0)}, nnInts(1, 4, 5, 5), nnInts(4, 1, 3, 3), "nn.conv2d.depthwise.cpu"},
-		{"grouped_not_depthwise", ir.Attrs{"groups": int64(2), "padding": p1}, nnInts(1, 4, 5, 5), nnInts(4, 2, 3, 3), "nn.conv2d.generic"},
-		{"channel_multiplier", ir.Attrs{"groups": int64(2)}, nnInts(1, 2, 5, 5), nnInts(4, 1, 3, 3), "nn.conv2d.generic"},
+		{"grouped_not_depthwise", ir.Attrs{"groups": int64(2), "padding": p1}, nnInts(1, 4, 5, 5), nnInts(4, 2, 3, 3), "nn.conv2d.grouped.cpu"},
+		{"channel_multiplier", ir.Attrs{"groups": int64(2)}, nnInts(1, 2, 5, 5), nnInts(4, 1, 3, 3), "nn.conv2d.grouped.cpu"},
 	}
 	for k, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -95,18 +95,21 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // either all padding or a run of zeros, a copy of the input row (with
 // stride sw) and zeros again, with the bounds of the three runs known at
 // compile time, so no element tests a bound.
-func (p *convPlan) phased(x *te.Tensor) *te.Tensor {
+//
+// X' is [N, C, sh*sw*Hq*Wq], each plane flat, so that the computes index
+// it with j + KOFF directly; pad is the value of the padding.
+func (p *convPlan) phased(x *te.Tensor, pad tir.PrimExpr) *te.Tensor {
 	g := p.g
 	if g.sh == 1 && g.sw == 1 && p.hp == x.Shape[2] && p.wp == x.Shape[3] && g.ph == 0 && g.pw == 0 {
 		return x
 	}
 	n, ch, h, w := x.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3]
-	shape := ir.Shape{n, ch, g.sh * g.sw * p.hq, p.wq}
+	shape := ir.Shape{n, ch, g.sh * g.sw * p.hq * p.wq}
 	return te.Extern("conv_pad", []ir.Shape{shape}, []ir.DType{x.DType}, []*te.Tensor{x}, func(ins, outs []*tir.Buffer) tir.Stmt {
 		xb, ob := ins[0], outs[0]
 		nv, cv := tir.NewVar("n", tir.Int32T), tir.NewVar("c", tir.Int32T)
 		var ni, ci tir.PrimExpr = nv, cv
-		zero := nnZero(x.DType)
+		zero := pad
 		// Per row phase ph and phase row r, the input row is read once
 		// for all sw column phases (while it is in L1).
 		var phases []tir.Stmt
@@ -121,7 +124,7 @@ func (p *convPlan) phased(x *te.Tensor) *te.Tensor {
 						return nil
 					}
 					c := tir.NewVar("c", tir.Int32T)
-					return tir.Loop(c, to-from, tir.Serial, tir.NewStore(ob, zero, ni, ci, orow, tir.Add(c, tir.Idx(from))))
+					return tir.Loop(c, to-from, tir.Serial, tir.NewStore(ob, zero, ni, ci, tir.Add(tir.Mul(orow, tir.Idx(p.wq)), tir.Add(c, tir.Idx(from)))))
 				}
 				// Columns [lo, hi) of this phase read the input.
 				lo, hi := p.wq, p.wq
@@ -145,7 +148,7 @@ func (p *convPlan) phased(x *te.Tensor) *te.Tensor {
 					if g.sw == 1 {
 						kind = tir.Vectorized
 					}
-					runs = append(runs, tir.Loop(c, hi-lo, kind, tir.NewStore(ob, tir.NewLoad(xb, ni, ci, row, col), ni, ci, orow, tir.Add(c, tir.Idx(lo)))))
+					runs = append(runs, tir.Loop(c, hi-lo, kind, tir.NewStore(ob, tir.NewLoad(xb, ni, ci, row, col), ni, ci, tir.Add(tir.Mul(orow, tir.Idx(p.wq)), tir.Add(c, tir.Idx(lo))))))
 				}
 				if s := fill(hi, p.wq); s != nil {
 					runs = append(runs, s)
@@ -159,6 +162,24 @@ func (p *convPlan) phased(x *te.Tensor) *te.Tensor {
 	})[0]
 }
 
+// xIndex indexes X' (or the input itself, 4-D) at flat position flat of
+// plane (n, c).
+func (p *convPlan) xIndex(xp *te.Tensor, n, c, flat tir.PrimExpr) []tir.PrimExpr {
+	if len(xp.Shape) == 3 {
+		return []tir.PrimExpr{n, c, flat}
+	}
+	wq := tir.Idx(p.wq)
+	return []tir.PrimExpr{n, c, tir.FloorDiv(flat, wq), tir.FloorMod(flat, wq)}
+}
+
+// tapOffset is KOFF(kh, kw) as an expression of the reduce variables.
+func (p *convPlan) tapOffset(rh, rw tir.PrimExpr) tir.PrimExpr {
+	g := p.g
+	dh, dw := tir.Mul(rh, tir.Idx(g.dh)), tir.Mul(rw, tir.Idx(g.dw))
+	phase := tir.Add(tir.Mul(tir.FloorMod(dh, tir.Idx(g.sh)), tir.Idx(g.sw)), tir.FloorMod(dw, tir.Idx(g.sw)))
+	return tir.Add(tir.Add(tir.Mul(phase, tir.Idx(p.hq*p.wq)), tir.Mul(tir.FloorDiv(dh, tir.Idx(g.sh)), tir.Idx(p.wq))), tir.FloorDiv(dw, tir.Idx(g.sw)))
+}
+
 func computeConvPackedCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 	if err := nnCheckNonEmpty(c); err != nil {
 		return nil, err
@@ -170,17 +191,13 @@ func computeConvPackedCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, erro
 		return nil, err
 	}
 	g := p.g
-	xp := p.phased(x)
+	xp := p.phased(x, nnZero(x.DType))
 	rc := te.ReduceAxis(x.Shape[1], "ic")
 	rh := te.ReduceAxis(g.kh, "kh")
 	rw := te.ReduceAxis(g.kw, "kw")
 	b := tir.Idx(w.Shape[4])
 	v := te.ComputeReduce(nnName(c)+"_block", ir.Shape{x.Shape[0], ot.Shape[1], p.jtot}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rc, rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
-		dh, dw := tir.Mul(rh.Var, tir.Idx(g.dh)), tir.Mul(rw.Var, tir.Idx(g.dw))
-		phase := tir.Add(tir.Mul(tir.FloorMod(dh, tir.Idx(g.sh)), tir.Idx(g.sw)), tir.FloorMod(dw, tir.Idx(g.sw)))
-		off := tir.Add(tir.Add(tir.Mul(phase, tir.Idx(p.hq*p.wq)), tir.Mul(tir.FloorDiv(dh, tir.Idx(g.sh)), tir.Idx(p.wq))), tir.FloorDiv(dw, tir.Idx(g.sw)))
-		flat := tir.Add(i[2], off)
-		xv := xp.At(i[0], rc.Var, tir.FloorDiv(flat, tir.Idx(p.wq)), tir.FloorMod(flat, tir.Idx(p.wq)))
+		xv := xp.At(p.xIndex(xp, i[0], rc.Var, tir.Add(i[2], p.tapOffset(rh.Var, rw.Var)))...)
 		wv := w.At(tir.FloorDiv(i[1], b), rc.Var, rh.Var, rw.Var, tir.FloorMod(i[1], b))
 		return tir.Mul(xv, wv)
 	}, te.WithTag(tagPackedBlock), te.WithAxisNames("n", "oc", "j"))
@@ -205,8 +222,8 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 			return nil, err
 		}
 		n0, oc0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
-		wq, b := tir.Idx(p.wq), tir.Idx(w.Shape[4])
-		xl, err := ctx.Load(xp, n0, tir.Idx(0), tir.FloorDiv(j0, wq), tir.FloorMod(j0, wq))
+		b := tir.Idx(w.Shape[4])
+		xl, err := ctx.Load(xp, p.xIndex(xp, n0, tir.Idx(0), j0)...)
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +244,7 @@ func scheduleConvPackedCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.
 	var xp, w *te.Tensor
 	for _, t := range vT.Op.InputTensors() {
 		switch len(t.Shape) {
-		case 4:
+		case 3, 4:
 			xp = t
 		case 5:
 			w = t
@@ -288,15 +305,11 @@ func computeDepthwiseCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error
 		return nil, err
 	}
 	g := p.g
-	xp := p.phased(x)
+	xp := p.phased(x, nnZero(x.DType))
 	rh := te.ReduceAxis(g.kh, "kh")
 	rw := te.ReduceAxis(g.kw, "kw")
 	v := te.ComputeReduce(nnName(c)+"_dw", ir.Shape{x.Shape[0], ot.Shape[1], p.jtot}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
-		dh, dw := tir.Mul(rh.Var, tir.Idx(g.dh)), tir.Mul(rw.Var, tir.Idx(g.dw))
-		phase := tir.Add(tir.Mul(tir.FloorMod(dh, tir.Idx(g.sh)), tir.Idx(g.sw)), tir.FloorMod(dw, tir.Idx(g.sw)))
-		off := tir.Add(tir.Add(tir.Mul(phase, tir.Idx(p.hq*p.wq)), tir.Mul(tir.FloorDiv(dh, tir.Idx(g.sh)), tir.Idx(p.wq))), tir.FloorDiv(dw, tir.Idx(g.sw)))
-		flat := tir.Add(i[2], off)
-		xv := xp.At(i[0], i[1], tir.FloorDiv(flat, tir.Idx(p.wq)), tir.FloorMod(flat, tir.Idx(p.wq)))
+		xv := xp.At(p.xIndex(xp, i[0], i[1], tir.Add(i[2], p.tapOffset(rh.Var, rw.Var)))...)
 		return tir.Mul(xv, w.At(i[1], tir.Idx(0), rh.Var, rw.Var))
 	}, te.WithTag(tagDepthwise), te.WithAxisNames("n", "c", "j"))
 	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
@@ -319,8 +332,7 @@ func (p *convPlan) depthwiseTile(xp, w *te.Tensor, cols int64) te.TensorIntrin {
 			return nil, err
 		}
 		n0, c0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
-		wq := tir.Idx(p.wq)
-		xl, err := ctx.Load(xp, n0, c0, tir.FloorDiv(j0, wq), tir.FloorMod(j0, wq))
+		xl, err := ctx.Load(xp, p.xIndex(xp, n0, c0, j0)...)
 		if err != nil {
 			return nil, err
 		}
@@ -376,5 +388,113 @@ func scheduleDepthwiseCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.T
 	vs.ComputeAt(o, ohO)
 	vs.SetScope(tir.ScopeLocal)
 	vs.Tensorize(vs.Axis()[0], p.depthwiseTile(xp, w, (p.rows-1)*p.wq+p.g.ow))
+	return s.Err()
+}
+
+// Grouped convolutions (and groups-1 convolutions with an unpacked OIHW
+// weight) use the packed convolution's layout and micro-kernel with the
+// weight read in place: a tile of MR output channels lies in one group
+// (MR divides the group's output channels), reads that group's input
+// channels, and broadcasts each row's weight from W[oc, ic, kh, kw]
+// (rows ICg*KH*KW apart).
+
+func computeGroupedCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	if err := nnCheckNonEmpty(c); err != nil {
+		return nil, err
+	}
+	x, w := in[0], in[1]
+	ot := c.OutTensor()
+	groups := c.Attrs["groups"].(int64)
+	ocg, icg := w.Shape[0]/groups, w.Shape[1]
+	p, err := newConvPlan(c, x.Shape, w.Shape[2], w.Shape[3], ocg)
+	if err != nil {
+		return nil, err
+	}
+	xp := p.phased(x, nnZero(x.DType))
+	rc := te.ReduceAxis(icg, "ic")
+	rh := te.ReduceAxis(p.g.kh, "kh")
+	rw := te.ReduceAxis(p.g.kw, "kw")
+	v := te.ComputeReduce(nnName(c)+"_block", ir.Shape{x.Shape[0], ot.Shape[1], p.jtot}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rc, rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
+		ic := tir.Add(tir.Mul(tir.FloorDiv(i[1], tir.Idx(ocg)), tir.Idx(icg)), rc.Var)
+		xv := xp.At(p.xIndex(xp, i[0], ic, tir.Add(i[2], p.tapOffset(rh.Var, rw.Var)))...)
+		return tir.Mul(xv, w.At(i[1], rc.Var, rh.Var, rw.Var))
+	}, te.WithTag(tagPackedBlock), te.WithAxisNames("n", "oc", "j"))
+	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
+		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], tir.Idx(p.wq)), i[3]))
+	}, te.WithTag(tagPackedOut), te.WithAxisNames("n", "oc", "oh", "ow"))
+	return []*te.Tensor{out}, nil
+}
+
+// groupedTile is the TensorIntrin of the grouped V stage.
+func (p *convPlan) groupedTile(xp, w *te.Tensor, ocg int64, cols int64) te.TensorIntrin {
+	icg := w.Shape[1]
+	kk := int64(len(p.koff))
+	return func(ctx *te.TensorizeContext) (tir.Stmt, error) {
+		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != int64(p.mr) || ctx.Extent[2] != cols {
+			return nil, fmt.Errorf("grouped conv tile: extents %v, want [1 %d %d]", ctx.Extent, p.mr, cols)
+		}
+		k, err := newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: icg, koff: p.koff, ics: p.g.sh * p.g.sw * p.hq * p.wq,
+			ws: 1, wm: icg * kk, ldv: ctx.Out.Shape[len(ctx.Out.Shape)-1], j: cols})
+		if err != nil {
+			return nil, err
+		}
+		n0, oc0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
+		ic0 := tir.Mul(tir.FloorDiv(oc0, tir.Idx(ocg)), tir.Idx(icg))
+		xl, err := ctx.Load(xp, p.xIndex(xp, n0, ic0, j0)...)
+		if err != nil {
+			return nil, err
+		}
+		wl, err := ctx.Load(w, oc0, tir.Idx(0), tir.Idx(0), tir.Idx(0))
+		if err != nil {
+			return nil, err
+		}
+		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
+		return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(xl), tir.AddressOf(wl))), nil
+	}
+}
+
+func scheduleGroupedCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {
+	if len(anchor) != 1 {
+		return fmt.Errorf("%s: want one anchor output", c.Op.Name)
+	}
+	vT := anchor[0].Op.InputTensors()[0]
+	wShape := c.ArgTensor(1).Shape
+	// V's body reads the (phased) input, then the weight.
+	ins := vT.Op.InputTensors()
+	if len(ins) != 2 || !ins[1].Shape.Equal(wShape) {
+		return fmt.Errorf("%s: unexpected convolution structure", c.Op.Name)
+	}
+	xp, w := ins[0], ins[1]
+	groups := c.Attrs["groups"].(int64)
+	ocg := wShape[0] / groups
+	p, err := newConvPlan(c, c.ArgTensor(0).Shape, wShape[2], wShape[3], ocg)
+	if err != nil {
+		return err
+	}
+	s.AutoInlineInjective()
+	vs := s.Stage(vT)
+	o := epilogueStage(s, outs, anchor[0], vs)
+	if o == nil {
+		ax := vs.Axis()
+		ocO, ocI := vs.Split(ax[1], int64(p.mr))
+		vs.Reorder(ax[0], ocO, ocI, ax[2])
+		vs.Parallel(vs.Fuse(ax[0], ocO))
+		vs.Tensorize(ocI, p.groupedTile(xp, w, ocg, p.jtot))
+		for _, t := range outs {
+			if _, ok := t.Op.(*te.ComputeOp); ok && t != vT {
+				flattenParallel(s.Stage(t))
+			}
+		}
+		return s.Err()
+	}
+	ax := o.Axis()
+	ocO, ocI := o.Split(ax[1], int64(p.mr))
+	ohO, ohI := o.Split(ax[2], p.rows)
+	o.Reorder(ax[0], ocO, ohO, ocI, ohI, ax[3])
+	o.Parallel(o.Fuse(ax[0], ocO))
+	o.Vectorize(ax[3])
+	vs.ComputeAt(o, ohO)
+	vs.SetScope(tir.ScopeLocal)
+	vs.Tensorize(vs.Axis()[0], p.groupedTile(xp, w, ocg, (p.rows-1)*p.wq+p.g.ow))
 	return s.Err()
 }

@@ -98,6 +98,9 @@ func TestNNConv(t *testing.T) {
 		{"conv2d_asym_pad", op.Conv2D, ir.Attrs{"padding": nnInts(1, 0, 2, 1), "strides": nnInts(2, 1)}, []nnArg{nnA(nnTF32, 1, 1, 7, 5), nnA(nnTF32, 2, 1, 3, 2)}},
 		{"conv2d_dilation", op.Conv2D, ir.Attrs{"dilation": nnInts(2, 1), "padding": nnInts(1, 1)}, []nnArg{nnA(nnTF32, 1, 2, 7, 6), nnA(nnTF32, 2, 2, 3, 3)}},
 		{"conv2d_groups", op.Conv2D, ir.Attrs{"groups": int64(2), "padding": nnInts(1, 1)}, []nnArg{nnA(nnTF32, 1, 4, 5, 4), nnA(nnTF32, 6, 2, 3, 3)}},
+		{"conv2d_groups4_stride_dil", op.Conv2D, ir.Attrs{"groups": int64(4), "padding": nnInts(2, 1, 1, 2), "strides": nnInts(2, 2), "dilation": nnInts(1, 2)}, []nnArg{nnA(nnTF32, 2, 8, 11, 9), nnA(nnTF32, 12, 2, 3, 3)}},
+		{"conv2d_groups_wide", op.Conv2D, ir.Attrs{"groups": int64(2), "padding": nnInts(1, 1, 1, 1)}, []nnArg{nnA(nnTF32, 1, 16, 9, 37), nnA(nnTF32, 32, 8, 3, 3)}},
+		{"conv2d_oc6_1x1", op.Conv2D, nil, []nnArg{nnA(nnTF32, 1, 5, 6, 7), nnA(nnTF32, 6, 5, 1, 1)}},
 		{"conv2d_depthwise", op.Conv2D, ir.Attrs{"groups": int64(3)}, []nnArg{nnA(nnTF32, 2, 3, 4, 4), nnA(nnTF32, 3, 1, 2, 2)}},
 		{"conv2d_f64", op.Conv2D, ir.Attrs{"padding": nnInts(1, 1)}, []nnArg{nnA(nnTF64, 1, 2, 4, 4), nnA(nnTF64, 2, 2, 3, 3)}},
 		{"conv2d_f16", op.Conv2D, ir.Attrs{"padding": nnInts(1, 1)}, []nnArg{nnA(nnTF16, 1, 2, 4, 4), nnA(nnTF16, 2, 2, 3, 3)}},
@@ -129,6 +132,8 @@ func TestNNPool(t *testing.T) {
 	runNNCases(t, []nnCase{
 		{"max2d", op.MaxPool2D, ir.Attrs{"pool_size": nnInts(2, 2), "strides": nnInts(2, 2)}, []nnArg{nnA(nnTF32, 1, 2, 4, 5)}},
 		{"max2d_pad_ceil", op.MaxPool2D, ir.Attrs{"pool_size": nnInts(3, 3), "strides": nnInts(2, 2), "padding": nnInts(1, 1), "ceil_mode": true}, []nnArg{nnA(nnTF32, 1, 2, 6, 5)}},
+		{"max2d_f32_dilation_asym", op.MaxPool2D, ir.Attrs{"pool_size": nnInts(3, 2), "strides": nnInts(2, 3), "dilation": nnInts(2, 1), "padding": nnInts(1, 0, 2, 1)}, []nnArg{nnA(nnTF32, 2, 3, 9, 11)}},
+		{"max2d_f32_s1_pad", op.MaxPool2D, ir.Attrs{"pool_size": nnInts(3, 3), "padding": nnInts(1, 1, 1, 1)}, []nnArg{nnA(nnTF32, 1, 2, 5, 7)}},
 		{"max2d_dilation", op.MaxPool2D, ir.Attrs{"pool_size": nnInts(2, 2), "dilation": nnInts(2, 1), "padding": nnInts(1, 0, 0, 1)}, []nnArg{nnA(nnTF64, 2, 1, 5, 5)}},
 		{"max2d_f16", op.MaxPool2D, ir.Attrs{"pool_size": nnInts(2, 3), "padding": nnInts(1, 1)}, []nnArg{nnA(nnTF16, 1, 2, 3, 4)}},
 		{"max2d_i8", op.MaxPool2D, ir.Attrs{"pool_size": nnInts(2, 2), "padding": nnInts(1, 1)}, []nnArg{nnA(nnTI8, 1, 2, 3, 3)}},

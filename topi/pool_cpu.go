@@ -1,6 +1,8 @@
 package topi
 
 import (
+	"fmt"
+
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
@@ -17,17 +19,95 @@ import (
 // fused; the first loop with two or more iterations runs in parallel.
 
 func init() {
-	for _, p := range []struct {
-		o   *op.Op
-		avg bool
-	}{{op.MaxPool2D, false}, {op.AvgPool2D, true}} {
-		if err := strategy.Default.Add(p.o, strategy.ForKey("cpu"), strategy.Implementation{
-			Name: p.o.Name + ".cpu", PLevel: strategy.PLevelTuned,
-			Compute: computePool(p.avg), Schedule: schedulePoolCPU, Valid: poolCPUValid,
-		}); err != nil {
-			panic(err)
-		}
+	if err := strategy.Default.Add(op.AvgPool2D, strategy.ForKey("cpu"), strategy.Implementation{
+		Name: op.AvgPool2D.Name + ".cpu", PLevel: strategy.PLevelTuned,
+		Compute: computePool(true), Schedule: schedulePoolCPU, Valid: poolCPUValid,
+	}); err != nil {
+		panic(err)
 	}
+	if err := strategy.Default.Add(op.MaxPool2D, strategy.ForKey("cpu"), strategy.Implementation{
+		Name: op.MaxPool2D.Name + ".cpu", PLevel: strategy.PLevelTuned,
+		Compute: computeMaxPoolCPU, Schedule: scheduleMaxPoolCPU, Valid: poolCPUValid,
+	}); err != nil {
+		panic(err)
+	}
+}
+
+// Max pooling uses the convolutions' layout (conv2d_mk.go): the input
+// padded with -inf and split into stride phases once, V[n, c, j] = max
+// over the window's taps of X'[n, c, j + KOFF], and the output reading
+// V[n, c, oh*Wq + ow]. V is computed a tile of rows at a time at the
+// output's row-tile loop, the taps outside and the contiguous columns
+// vectorised inside: no bounds tests and no strided loads.
+
+func computeMaxPoolCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	if err := nnCheckNonEmpty(c); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	ot := c.OutTensor()
+	k := c.Attrs.Ints("pool_size")
+	if len(k) != 2 {
+		return nil, fmt.Errorf("%s: pool_size %v, want 2 values", c.Op.Name, k)
+	}
+	p, err := newConvPlan(c, x.Shape, k[0], k[1], 1)
+	if err != nil {
+		return nil, err
+	}
+	xp := p.phased(x, te.MinValue(x.DType))
+	rh := te.ReduceAxis(k[0], "kh")
+	rw := te.ReduceAxis(k[1], "kw")
+	v := te.ComputeReduce(nnName(c)+"_v", ir.Shape{x.Shape[0], x.Shape[1], p.jtot}, te.Max, []*te.IterVar{rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
+		return xp.At(p.xIndex(xp, i[0], i[1], tir.Add(i[2], p.tapOffset(rh.Var, rw.Var)))...)
+	}, te.WithTag("pool_max"), te.WithAxisNames("n", "c", "j"))
+	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
+		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], tir.Idx(p.wq)), i[3]))
+	}, te.WithTag("pool_max_out"), te.WithAxisNames("n", "c", "oh", "ow"))
+	return []*te.Tensor{out}, nil
+}
+
+func scheduleMaxPoolCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {
+	if len(anchor) != 1 {
+		return fmt.Errorf("%s: want one anchor output", c.Op.Name)
+	}
+	vT := anchor[0].Op.InputTensors()[0]
+	k := c.Attrs.Ints("pool_size")
+	p, err := newConvPlan(c, c.ArgTensor(0).Shape, k[0], k[1], 1)
+	if err != nil {
+		return err
+	}
+	s.AutoInlineInjective()
+	vs := s.Stage(vT)
+	red := vs.ReduceAxes()
+	o := epilogueStage(s, outs, anchor[0], vs)
+	if o == nil {
+		ax := vs.Axis()
+		vs.Reorder(ax[0], ax[1], red[0], red[1], ax[2])
+		vs.Parallel(vs.Fuse(ax[0], ax[1]))
+		vs.Vectorize(ax[2])
+		for _, t := range outs {
+			if _, ok := t.Op.(*te.ComputeOp); ok && t != vT {
+				flattenParallel(s.Stage(t))
+			}
+		}
+		return s.Err()
+	}
+	ax := o.Axis()
+	ohO, ohI := o.Split(ax[2], p.rows)
+	o.Reorder(ax[0], ax[1], ohO, ohI, ax[3])
+	o.Parallel(o.Fuse(ax[0], ax[1]))
+	o.Vectorize(ax[3])
+	vs.ComputeAt(o, ohO)
+	vs.SetScope(tir.ScopeLocal)
+	vax := vs.Axis()
+	vs.Reorder(vax[0], vax[1], red[0], red[1], vax[2])
+	if k[0]*k[1] <= 25 {
+		// Constant tap offsets: each tap is one contiguous vector loop.
+		vs.Unroll(red[0])
+		vs.Unroll(red[1])
+	}
+	vs.Vectorize(vax[2])
+	return s.Err()
 }
 
 // poolCPUValid accepts float32 pooling of 4-D (NCHW) tensors.

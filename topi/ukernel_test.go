@@ -83,7 +83,7 @@ func TestConvKernelCMatchesEval(t *testing.T) {
 	}
 }
 
-func checkKernelC(t *testing.T, cc string, k *convKernel, flags []string, seed int64) {
+func checkKernelC(t *testing.T, cc string, k *convKernel, flags []string, seed int64, runner ...string) {
 	rng := rand.New(rand.NewSource(seed))
 	x := make(floatMem, k.xSpan)
 	w := make(floatMem, k.wSpan)
@@ -134,6 +134,9 @@ int main(void) {
 		t.Fatalf("%s %v: %v\n%s", cc, args, err, out)
 	}
 	run := exec.Command("./k")
+	if len(runner) > 0 {
+		run = exec.Command(runner[0], append(runner[1:], "./k")...)
+	}
 	run.Dir = dir
 	if out, err := run.CombinedOutput(); err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
@@ -152,6 +155,37 @@ int main(void) {
 			if math.Float32bits(got) != math.Float32bits(want[i]) {
 				t.Fatalf("v[%d][%d] = %g, Eval %g (%s)", m, j, got, want[i], k.Symbol())
 			}
+		}
+	}
+}
+
+// TestConvKernelNEON cross-compiles the micro-kernel for 64-bit Arm
+// processors (NEON intrinsics) and runs it under qemu-user: the same
+// bits as Eval.
+func TestConvKernelNEON(t *testing.T) {
+	cc := testenv.Tool(t, "aarch64-linux-gnu-gcc")
+	qemu := testenv.Tool(t, "qemu-aarch64")
+	specs := []kernelSpec{
+		{mr: 8, ic: 5, koff: []int64{0, 1, 2, 9, 10, 11}, ics: 60, ws: 16, wm: 1, ldv: 41, j: 41},
+		{mr: 8, ic: 3, koff: []int64{0}, ics: 70, ws: 8, wm: 1, ldv: 70, j: 70},
+		{mr: 1, nr: 6, ic: 1, koff: []int64{0, 1, 2, 7, 8, 9}, xm: 130, ws: 1, wm: 6, ldv: 113, j: 113},
+	}
+	for _, mcpu := range []string{"cortex-a53", "cortex-a72", "neoverse-n1"} {
+		p, err := targets.ResolveCPU(mcpu, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		isa := isaFor(p)
+		if isa.name != "neon" {
+			t.Fatalf("%s: isa %s", mcpu, isa.name)
+		}
+		for i, sp := range specs {
+			k, err := newConvKernel(isa, sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			flags := append(p.CFlags(), "-static")
+			t.Run(fmt.Sprintf("%s_%d", mcpu, i), func(t *testing.T) { checkKernelC(t, cc, k, flags, int64(i), qemu) })
 		}
 	}
 }
