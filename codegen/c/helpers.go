@@ -236,34 +236,34 @@ static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e
 	{name: "kiln_max_u64", code: `static inline uint64_t kiln_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }`},
 	// Float min/max follow Go's math.Min/Max (the interpreter's
 	// semantics): an infinity of the winning sign wins, then NaN
-	// propagates, and -0 < +0.
+	// propagates, and -0 < +0. They are written as selects, without
+	// branches, so that loops over them (ReLU epilogues, max pooling)
+	// vectorise: each rule overrides the ones before it, the strongest
+	// last. Two zeros give a + b for max (+0 unless both are -0) and
+	// -(-a + -b) for min (-0 unless both are +0).
 	{name: "kiln_min_f32", code: `static inline float kiln_min_f32(float a, float b) {
-  if (isinf(a) && a < 0) return a;
-  if (isinf(b) && b < 0) return b;
-  if (isnan(a) || isnan(b)) return NAN;
-  if (a == 0 && a == b) return signbit(a) ? a : b;
-  return a < b ? a : b;
+  float m = a < b ? a : b;
+  m = ((a == 0) & (b == 0)) ? -(-a + -b) : m;
+  m = ((a != a) | (b != b)) ? NAN : m;
+  return ((a == -INFINITY) | (b == -INFINITY)) ? -INFINITY : m;
 }`},
 	{name: "kiln_max_f32", code: `static inline float kiln_max_f32(float a, float b) {
-  if (isinf(a) && a > 0) return a;
-  if (isinf(b) && b > 0) return b;
-  if (isnan(a) || isnan(b)) return NAN;
-  if (a == 0 && a == b) return signbit(a) ? b : a;
-  return a > b ? a : b;
+  float m = a > b ? a : b;
+  m = ((a == 0) & (b == 0)) ? a + b : m;
+  m = ((a != a) | (b != b)) ? NAN : m;
+  return ((a == INFINITY) | (b == INFINITY)) ? INFINITY : m;
 }`},
 	{name: "kiln_min_f64", code: `static inline double kiln_min_f64(double a, double b) {
-  if (isinf(a) && a < 0) return a;
-  if (isinf(b) && b < 0) return b;
-  if (isnan(a) || isnan(b)) return (double)NAN;
-  if (a == 0 && a == b) return signbit(a) ? a : b;
-  return a < b ? a : b;
+  double m = a < b ? a : b;
+  m = ((a == 0) & (b == 0)) ? -(-a + -b) : m;
+  m = ((a != a) | (b != b)) ? (double)NAN : m;
+  return ((a == -INFINITY) | (b == -INFINITY)) ? -INFINITY : m;
 }`},
 	{name: "kiln_max_f64", code: `static inline double kiln_max_f64(double a, double b) {
-  if (isinf(a) && a > 0) return a;
-  if (isinf(b) && b > 0) return b;
-  if (isnan(a) || isnan(b)) return (double)NAN;
-  if (a == 0 && a == b) return signbit(a) ? b : a;
-  return a > b ? a : b;
+  double m = a > b ? a : b;
+  m = ((a == 0) & (b == 0)) ? a + b : m;
+  m = ((a != a) | (b != b)) ? (double)NAN : m;
+  return ((a == INFINITY) | (b == INFINITY)) ? INFINITY : m;
 }`},
 	// Float floor division and modulo are computed in double (exact for
 	// float32 and narrower operands) and rounded once, as the interpreter

@@ -88,11 +88,10 @@ void kiln_set_num_threads(int32_t n) {
 }
 
 static inline float kiln_max_f32(float a, float b) {
-  if (isinf(a) && a > 0) return a;
-  if (isinf(b) && b > 0) return b;
-  if (isnan(a) || isnan(b)) return NAN;
-  if (a == 0 && a == b) return signbit(a) ? b : a;
-  return a > b ? a : b;
+  float m = a > b ? a : b;
+  m = ((a == 0) & (b == 0)) ? a + b : m;
+  m = ((a != a) | (b != b)) ? NAN : m;
+  return ((a == INFINITY) | (b == INFINITY)) ? INFINITY : m;
 }
 
 
