@@ -471,10 +471,13 @@ type funcGen struct {
 	// float32 exp is emitted as kiln_expf, which GCC can vectorise.
 	vector int
 	heap   bool
+	// nonNeg holds the loop variables in scope whose values are never
+	// negative (a constant minimum of at least 0).
+	nonNeg map[*tir.Var]bool
 }
 
 func newFuncGen(g *gen, f *tir.PrimFunc, info FuncInfo) *funcGen {
-	return &funcGen{g: g, f: f, info: info, names: newNameTable(g.reserved), env: map[*tir.Var]string{}}
+	return &funcGen{g: g, f: f, info: info, names: newNameTable(g.reserved), env: map[*tir.Var]string{}, nonNeg: map[*tir.Var]bool{}}
 }
 
 func (fg *funcGen) line(format string, args ...any) {
@@ -771,6 +774,10 @@ func (fg *funcGen) forStmt(x *tir.For) {
 		fg.line("KILN_UNROLL(%d)", n)
 	}
 	name, restore := fg.bind(x.Var)
+	if minConst && minC >= 0 {
+		fg.nonNeg[x.Var] = true
+		defer delete(fg.nonNeg, x.Var)
+	}
 	fg.line("for (%s %s = %s; %s < %s; ++%s) {", ct, name, lo, name, end, name)
 	fg.block(x.Body)
 	fg.line("}")

@@ -227,7 +227,40 @@ func (fg *funcGen) binary(x *tir.Binary) string {
 	if d.IsFloat() {
 		return fg.floatBinary(x.Op, d, a, b)
 	}
+	if (x.Op == tir.OpFloorDiv || x.Op == tir.OpFloorMod) && d.IsInt() && d.Size() >= 4 && fg.nonNegative(x.A) {
+		if c, ok := tir.ConstInt(x.B); ok && c > 0 {
+			// Floor and truncating division agree on a non-negative
+			// dividend and a positive divisor: plain C division, which
+			// compilers vectorise (the helpers' sign branches they do
+			// not).
+			return fg.intBinary(map[tir.BinaryOp]tir.BinaryOp{tir.OpFloorDiv: tir.OpDiv, tir.OpFloorMod: tir.OpMod}[x.Op], d, a, b)
+		}
+	}
 	return fg.intBinary(x.Op, d, a, b)
+}
+
+// nonNegative reports whether integer expression e is never negative:
+// non-negative constants, loop variables starting at a non-negative
+// constant, and sums, products, minima, maxima, quotients and remainders
+// (by positive constants) of such. (Wrapping could make a sum negative,
+// but signed overflow is undefined behaviour in the generated C, so the C
+// compiler assumes it away already.)
+func (fg *funcGen) nonNegative(e tir.PrimExpr) bool {
+	switch x := e.(type) {
+	case *tir.IntImm:
+		return x.Value >= 0
+	case *tir.Var:
+		return fg.nonNeg[x]
+	case *tir.Binary:
+		switch x.Op {
+		case tir.OpAdd, tir.OpMul, tir.OpMin, tir.OpMax:
+			return fg.nonNegative(x.A) && fg.nonNegative(x.B)
+		case tir.OpFloorDiv, tir.OpFloorMod, tir.OpDiv, tir.OpMod:
+			c, ok := tir.ConstInt(x.B)
+			return ok && c > 0 && fg.nonNegative(x.A)
+		}
+	}
+	return false
 }
 
 // trivialCompare folds comparisons against the limits of the operand

@@ -8,8 +8,11 @@ import "github.com/kiln-dev/kiln/tir"
 // negations, Selects and if_then_else with constant conditions, replaces
 // loops of extent 1 by their body, keeps only the taken branch of an if
 // with a constant condition, rewrites pow(x, 2) as x*x, and inlines let
-// bindings of constants and variables. It does no range analysis and
-// moves no code.
+// bindings of constants and variables, and recombines a split index:
+// floordiv(y, c)*(c*k) + floormod(y, c)*k is y*k (exact for every integer
+// y, by the definition of floor division), which turns the index of a
+// fused loop nest back into the fused variable. It does no range
+// analysis and moves no code.
 func Simplify() Pass {
 	return Pass{Name: "Simplify", Run: func(f *tir.PrimFunc) (*tir.PrimFunc, error) {
 		return f.WithBody(SimplifyStmt(f.Body)), nil
@@ -26,6 +29,14 @@ func SimplifyStmt(s tir.Stmt) tir.Stmt { return tir.MutateStmt(s, simplifyStmtNo
 func simplifyExprNode(e tir.PrimExpr) tir.PrimExpr {
 	switch x := e.(type) {
 	case *tir.Binary:
+		if x.Op == tir.OpAdd {
+			if y, ok := recombineDivMod(x.A, x.B); ok {
+				return y
+			}
+			if y, ok := recombineDivMod(x.B, x.A); ok {
+				return y
+			}
+		}
 		return tir.Fold(x.Op, x.A, x.B)
 	case *tir.Not:
 		return tir.NewNot(x.A)
@@ -90,4 +101,43 @@ func simplifyStmtNode(s tir.Stmt) tir.Stmt {
 		}
 	}
 	return s
+}
+
+// scaled splits e into (base, k) for e = base*k with a constant integer
+// k (k = 1 when e is not such a product).
+func scaled(e tir.PrimExpr) (tir.PrimExpr, int64) {
+	if m, ok := e.(*tir.Binary); ok && m.Op == tir.OpMul {
+		if k, ok := tir.ConstInt(m.B); ok {
+			return m.A, k
+		}
+		if k, ok := tir.ConstInt(m.A); ok {
+			return m.B, k
+		}
+	}
+	return e, 1
+}
+
+// recombineDivMod returns y*k when a is floordiv(y, c)*(c*k) and b is
+// floormod(y, c)*k (integers, c != 0, k != 0; the side-effect-free y
+// appears in both).
+func recombineDivMod(a, b tir.PrimExpr) (tir.PrimExpr, bool) {
+	da, ka := scaled(a)
+	mb, kb := scaled(b)
+	d, ok1 := da.(*tir.Binary)
+	m, ok2 := mb.(*tir.Binary)
+	if !ok1 || !ok2 || d.Op != tir.OpFloorDiv || m.Op != tir.OpFloorMod || !d.Type().IsInteger() {
+		return nil, false
+	}
+	c1, ok1 := tir.ConstInt(d.B)
+	c2, ok2 := tir.ConstInt(m.B)
+	if !ok1 || !ok2 || c1 != c2 || c1 == 0 || kb == 0 || ka != c1*kb || ka/c1 != kb {
+		return nil, false
+	}
+	if !tir.ExprEqual(d.A, m.A) || tir.HasSideEffect(d.A) || d.A.Type() != a.Type() {
+		return nil, false
+	}
+	if kb == 1 {
+		return d.A, true
+	}
+	return tir.Fold(tir.OpMul, d.A, tir.IntConst(d.A.Type().DType, kb)), true
 }

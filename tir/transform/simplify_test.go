@@ -93,3 +93,32 @@ func TestSimplifyPowSquare(t *testing.T) {
 		t.Errorf("pow(call_extern, 2) -> %v: the call would run twice", got)
 	}
 }
+
+// TestSimplifyRecombinesSplitIndex: the flattened index of a fused
+// [960, 7, 7] loop, floordiv(floordiv(f, 7), 7)*49 +
+// floormod(floordiv(f, 7), 7)*7 + floormod(f, 7), is f again; pieces that
+// do not match (another divisor, another variable, a wrong scale) stay.
+func TestSimplifyRecombinesSplitIndex(t *testing.T) {
+	f := tir.NewVar("f", tir.Int32T)
+	g := tir.NewVar("g", tir.Int32T)
+	fd := func(a tir.PrimExpr, c int64) tir.PrimExpr { return tir.Bin(tir.OpFloorDiv, a, tir.Idx(c)) }
+	fm := func(a tir.PrimExpr, c int64) tir.PrimExpr { return tir.Bin(tir.OpFloorMod, a, tir.Idx(c)) }
+	mul := func(a tir.PrimExpr, c int64) tir.PrimExpr { return tir.Bin(tir.OpMul, a, tir.Idx(c)) }
+	add := func(a, b tir.PrimExpr) tir.PrimExpr { return tir.Bin(tir.OpAdd, a, b) }
+	cases := []struct {
+		in   tir.PrimExpr
+		want string
+	}{
+		{add(add(mul(fd(fd(f, 7), 7), 49), mul(fm(fd(f, 7), 7), 7)), fm(f, 7)), "f"},
+		{add(fm(f, 5), mul(fd(f, 5), 5)), "f"},
+		{add(mul(fd(f, 4), 12), mul(fm(f, 4), 3)), "f * 3"},
+		{add(mul(fd(f, 4), 8), fm(f, 4)), "f // 4 * 8 + f % 4"},
+		{add(mul(fd(f, 4), 4), fm(g, 4)), "f // 4 * 4 + g % 4"},
+		{add(mul(fd(f, 4), 4), fm(f, 3)), "f // 4 * 4 + f % 3"},
+	}
+	for _, c := range cases {
+		if got := tir.ExprString(SimplifyExpr(c.in)); got != c.want {
+			t.Errorf("%s: got %s, want %s", tir.ExprString(c.in), got, c.want)
+		}
+	}
+}

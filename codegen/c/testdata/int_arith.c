@@ -187,7 +187,7 @@ static int32_t kiln_check_num_args(const kiln_tensor* args, int32_t num_args, co
 
 int32_t int_arith_unpacked(int32_t* restrict A, int32_t* restrict Out, float* restrict F) {
   for (int32_t i = 0; i < 12; ++i) {
-    Out[((kiln_floordiv_i32(i, 6) * 12) + (kiln_floormod_i32(kiln_floordiv_i32(i, 2), 3) * 4)) + kiln_floormod_i32(i, 2)] = ((A[i] - 7) < 0) ? kiln_min_i32(((A[i] - 7) / 3) + ((A[i] - 7) % 3), kiln_floordiv_i32(A[i] - 7, 3) + kiln_floormod_i32(A[i] - 7, 3)) : (((A[i] - 7) / 3) + ((A[i] - 7) % 3));
+    Out[(((i / 6) * 12) + (((i / 2) % 3) * 4)) + (i % 2)] = ((A[i] - 7) < 0) ? kiln_min_i32(((A[i] - 7) / 3) + ((A[i] - 7) % 3), kiln_floordiv_i32(A[i] - 7, 3) + kiln_floormod_i32(A[i] - 7, 3)) : (((A[i] - 7) / 3) + ((A[i] - 7) % 3));
     F[i] = (float)((int8_t)((A[i] - 7) * 37));
   }
   return 0;
