@@ -386,7 +386,7 @@ int main(int argc, char** argv) {
 // CFlags are the compiler flags of the generated Makefile (and of kiln's
 // own build of the project, which adds -Werror): C11, warnings on, and no
 // contraction of a*b+c so results equal the other executors' bit for bit.
-var CFlags = []string{"-O2", "-std=c11", "-Wall", "-Wextra", "-ffp-contract=off"}
+var CFlags = []string{"-O2", "-std=c11", "-Wall", "-Wextra", "-ffp-contract=off", "-fno-trapping-math"}
 
 // makefile builds the program with a plain cc (every .c file of the
 // directory, no OpenMP), and for a Cortex-M4: `make m4` links an image

@@ -16,6 +16,11 @@ need_backends
 # from one process to the next. Spin like ORT unless told otherwise
 # (OMP_WAIT_POLICY=passive measures libgomp's default).
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-active}
+# Spinning workers must not share a core: without binding, some kiln
+# processes at 2 threads ran resnet18 at 45 ms instead of 21 ms (an OpenMP
+# worker time-sliced with one of the Go runtime's threads); with
+# OMP_PROC_BIND=true every process ran at 20-22 ms (docs/performance.md).
+export OMP_PROC_BIND=${OMP_PROC_BIND:-true}
 
 MODELS=${MODELS:-"resnet18 mobilenet_v2 squeezenet1_1 tiny_bert"}
 RUNS=${RUNS:-30}
@@ -29,7 +34,7 @@ if [ ! -d out/peer/node_modules/onnxruntime-node ]; then
 	(cd out/peer && npm init -y >/dev/null && npm install --ignore-scripts --silent onnxruntime-node@1.30.0 onnx-proto >/dev/null)
 fi
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(date -u +%Y-%m-%d); OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(date -u +%Y-%m-%d); OMP_WAIT_POLICY=$OMP_WAIT_POLICY OMP_PROC_BIND=$OMP_PROC_BIND; targets: $TARGETS"
 echo
 echo "| model | threads | kiln median ms | kiln min ms | ORT median ms | ORT min ms | kiln / ORT | kiln compile s |"
 echo "|---|---|---|---|---|---|---|---|"

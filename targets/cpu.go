@@ -91,6 +91,11 @@ func (c *Processor) ISA() string {
 // changed; on AArch64 -mcpu=NAME+feat+nofeat.
 func (c *Processor) CFlags() []string {
 	base, ok := lookupCPU(c.Name)
+	march := c.Name
+	if ok && base.march != "" {
+		march = base.march
+		base, _ = lookupCPU(base.march)
+	}
 	var added, removed []string
 	if c.Name != "native" && ok {
 		for _, f := range c.Features {
@@ -121,9 +126,9 @@ func (c *Processor) CFlags() []string {
 	sort.Strings(added)
 	sort.Strings(removed)
 	if c.Arch == AArch64 {
-		s := "-mcpu=" + c.Name
-		if strings.HasPrefix(c.Name, "armv") {
-			s = "-march=" + c.Name
+		s := "-mcpu=" + march
+		if strings.HasPrefix(march, "armv") {
+			s = "-march=" + march
 		}
 		for _, f := range added {
 			s += "+" + gccArmFeature(f)
@@ -133,7 +138,7 @@ func (c *Processor) CFlags() []string {
 		}
 		return []string{s}
 	}
-	flags := []string{"-march=" + c.Name}
+	flags := []string{"-march=" + march}
 	for _, f := range added {
 		flags = append(flags, "-m"+f)
 	}
@@ -185,6 +190,10 @@ type knownCPU struct {
 	arch        Arch
 	features    []string
 	l1d, l2, l3 int64
+	// march is the C compiler's name for the CPU when it is not name
+	// (a CPU newer than Debian's gcc: the closest older one, the
+	// missing features given as -m flags).
+	march string
 }
 
 const kib, mib = 1 << 10, 1 << 20
@@ -207,38 +216,38 @@ func with(base []string, more ...string) []string { return append(slices.Clone(b
 // features gcc's -march/-mcpu of the same name enables and typical
 // per-core cache sizes.
 var cpuTable = []knownCPU{
-	{"x86-64", "portable x86-64 (SSE2)", X86_64, x86v1, 32 * kib, 256 * kib, 8 * mib},
-	{"x86-64-v2", "x86-64 with SSE4.2", X86_64, x86v2, 32 * kib, 256 * kib, 8 * mib},
-	{"x86-64-v3", "x86-64 with AVX2 and FMA", X86_64, x86v3, 32 * kib, 256 * kib, 8 * mib},
-	{"x86-64-v4", "x86-64 with AVX-512", X86_64, x86v4, 32 * kib, 1 * mib, 16 * mib},
-	{"sandybridge", "Intel Sandy Bridge", X86_64, x86av, 32 * kib, 256 * kib, 8 * mib},
-	{"ivybridge", "Intel Ivy Bridge", X86_64, with(x86av, "f16c"), 32 * kib, 256 * kib, 8 * mib},
-	{"haswell", "Intel Haswell", X86_64, x86v3, 32 * kib, 256 * kib, 8 * mib},
-	{"broadwell", "Intel Broadwell", X86_64, x86v3, 32 * kib, 256 * kib, 8 * mib},
-	{"skylake", "Intel Skylake (client)", X86_64, x86v3, 32 * kib, 256 * kib, 8 * mib},
-	{"alderlake", "Intel Alder Lake", X86_64, with(x86v3, "avxvnni"), 48 * kib, 1280 * kib, 30 * mib},
-	{"skylake-avx512", "Intel Skylake-SP", X86_64, x86v4, 32 * kib, 1 * mib, 32 * mib},
-	{"cascadelake", "Intel Cascade Lake", X86_64, x86vn, 32 * kib, 1 * mib, 32 * mib},
-	{"cooperlake", "Intel Cooper Lake", X86_64, with(x86vn, "avx512bf16"), 32 * kib, 1 * mib, 32 * mib},
-	{"icelake-client", "Intel Ice Lake (client)", X86_64, x86vn, 48 * kib, 512 * kib, 8 * mib},
-	{"icelake-server", "Intel Ice Lake-SP", X86_64, x86vn, 48 * kib, 1280 * kib, 48 * mib},
-	{"tigerlake", "Intel Tiger Lake", X86_64, x86vn, 48 * kib, 1280 * kib, 12 * mib},
-	{"sapphirerapids", "Intel Sapphire Rapids", X86_64, with(x86vn, "avx512bf16", "avx512fp16", "avxvnni"), 48 * kib, 2 * mib, 105 * mib},
-	{"znver1", "AMD Zen", X86_64, x86v3, 32 * kib, 512 * kib, 8 * mib},
-	{"znver2", "AMD Zen 2", X86_64, x86v3, 32 * kib, 512 * kib, 16 * mib},
-	{"znver3", "AMD Zen 3", X86_64, x86v3, 32 * kib, 512 * kib, 32 * mib},
-	{"znver4", "AMD Zen 4", X86_64, with(x86vn, "avx512bf16"), 32 * kib, 1 * mib, 32 * mib},
-	{"armv8-a", "portable 64-bit Arm (NEON)", AArch64, armv8, 32 * kib, 512 * kib, 0},
-	{"cortex-a53", "Arm Cortex-A53", AArch64, armv8, 32 * kib, 512 * kib, 0},
-	{"cortex-a55", "Arm Cortex-A55", AArch64, armdp, 32 * kib, 256 * kib, 2 * mib},
-	{"cortex-a57", "Arm Cortex-A57", AArch64, armv8, 32 * kib, 2 * mib, 0},
-	{"cortex-a72", "Arm Cortex-A72", AArch64, armv8, 32 * kib, 1 * mib, 0},
-	{"cortex-a73", "Arm Cortex-A73", AArch64, armv8, 64 * kib, 1 * mib, 0},
-	{"cortex-a76", "Arm Cortex-A76", AArch64, armdp, 64 * kib, 512 * kib, 4 * mib},
-	{"cortex-a78", "Arm Cortex-A78", AArch64, armdp, 64 * kib, 512 * kib, 4 * mib},
-	{"neoverse-n1", "Arm Neoverse N1", AArch64, armdp, 64 * kib, 1 * mib, 32 * mib},
-	{"neoverse-v1", "Arm Neoverse V1", AArch64, with(armdp, "sve", "i8mm", "bf16"), 64 * kib, 1 * mib, 32 * mib},
-	{"neoverse-n2", "Arm Neoverse N2", AArch64, with(armdp, "sve", "i8mm", "bf16"), 64 * kib, 1 * mib, 32 * mib},
+	{"x86-64", "portable x86-64 (SSE2)", X86_64, x86v1, 32 * kib, 256 * kib, 8 * mib, ""},
+	{"x86-64-v2", "x86-64 with SSE4.2", X86_64, x86v2, 32 * kib, 256 * kib, 8 * mib, ""},
+	{"x86-64-v3", "x86-64 with AVX2 and FMA", X86_64, x86v3, 32 * kib, 256 * kib, 8 * mib, ""},
+	{"x86-64-v4", "x86-64 with AVX-512", X86_64, x86v4, 32 * kib, 1 * mib, 16 * mib, ""},
+	{"sandybridge", "Intel Sandy Bridge", X86_64, x86av, 32 * kib, 256 * kib, 8 * mib, ""},
+	{"ivybridge", "Intel Ivy Bridge", X86_64, with(x86av, "f16c"), 32 * kib, 256 * kib, 8 * mib, ""},
+	{"haswell", "Intel Haswell", X86_64, x86v3, 32 * kib, 256 * kib, 8 * mib, ""},
+	{"broadwell", "Intel Broadwell", X86_64, x86v3, 32 * kib, 256 * kib, 8 * mib, ""},
+	{"skylake", "Intel Skylake (client)", X86_64, x86v3, 32 * kib, 256 * kib, 8 * mib, ""},
+	{"alderlake", "Intel Alder Lake", X86_64, with(x86v3, "avxvnni"), 48 * kib, 1280 * kib, 30 * mib, ""},
+	{"skylake-avx512", "Intel Skylake-SP", X86_64, x86v4, 32 * kib, 1 * mib, 32 * mib, ""},
+	{"cascadelake", "Intel Cascade Lake", X86_64, x86vn, 32 * kib, 1 * mib, 32 * mib, ""},
+	{"cooperlake", "Intel Cooper Lake", X86_64, with(x86vn, "avx512bf16"), 32 * kib, 1 * mib, 32 * mib, ""},
+	{"icelake-client", "Intel Ice Lake (client)", X86_64, x86vn, 48 * kib, 512 * kib, 8 * mib, ""},
+	{"icelake-server", "Intel Ice Lake-SP", X86_64, x86vn, 48 * kib, 1280 * kib, 48 * mib, ""},
+	{"tigerlake", "Intel Tiger Lake", X86_64, x86vn, 48 * kib, 1280 * kib, 12 * mib, ""},
+	{"sapphirerapids", "Intel Sapphire Rapids", X86_64, with(x86vn, "avx512bf16", "avx512fp16", "avxvnni"), 48 * kib, 2 * mib, 105 * mib, ""},
+	{"znver1", "AMD Zen", X86_64, x86v3, 32 * kib, 512 * kib, 8 * mib, ""},
+	{"znver2", "AMD Zen 2", X86_64, x86v3, 32 * kib, 512 * kib, 16 * mib, ""},
+	{"znver3", "AMD Zen 3", X86_64, x86v3, 32 * kib, 512 * kib, 32 * mib, ""},
+	{"znver4", "AMD Zen 4", X86_64, with(x86vn, "avx512bf16"), 32 * kib, 1 * mib, 32 * mib, "znver3"},
+	{"armv8-a", "portable 64-bit Arm (NEON)", AArch64, armv8, 32 * kib, 512 * kib, 0, ""},
+	{"cortex-a53", "Arm Cortex-A53", AArch64, armv8, 32 * kib, 512 * kib, 0, ""},
+	{"cortex-a55", "Arm Cortex-A55", AArch64, armdp, 32 * kib, 256 * kib, 2 * mib, ""},
+	{"cortex-a57", "Arm Cortex-A57", AArch64, armv8, 32 * kib, 2 * mib, 0, ""},
+	{"cortex-a72", "Arm Cortex-A72", AArch64, armv8, 32 * kib, 1 * mib, 0, ""},
+	{"cortex-a73", "Arm Cortex-A73", AArch64, armv8, 64 * kib, 1 * mib, 0, ""},
+	{"cortex-a76", "Arm Cortex-A76", AArch64, armdp, 64 * kib, 512 * kib, 4 * mib, ""},
+	{"cortex-a78", "Arm Cortex-A78", AArch64, armdp, 64 * kib, 512 * kib, 4 * mib, ""},
+	{"neoverse-n1", "Arm Neoverse N1", AArch64, armdp, 64 * kib, 1 * mib, 32 * mib, ""},
+	{"neoverse-v1", "Arm Neoverse V1", AArch64, with(armdp, "sve", "i8mm", "bf16"), 64 * kib, 1 * mib, 32 * mib, ""},
+	{"neoverse-n2", "Arm Neoverse N2", AArch64, with(armdp, "sve", "i8mm", "bf16"), 64 * kib, 1 * mib, 32 * mib, ""},
 }
 
 // featureDeps says which features each feature needs: adding a feature

@@ -326,7 +326,7 @@ func (p *convPlan) depthwiseTile(xp, w *te.Tensor, cols int64) te.TensorIntrin {
 			return nil, fmt.Errorf("depthwise tile: extents %v, want [1 1 %d]", ctx.Extent, cols)
 		}
 		plane := p.g.sh * p.g.sw * p.hq * p.wq
-		k, err := newConvKernel(p.isa, kernelSpec{mr: 1, nr: 2 * p.isa.nr, ic: 1, koff: p.koff, xm: plane,
+		k, err := newConvKernel(p.isa, kernelSpec{mr: 1, nr: p.isa.dwnr, ic: 1, koff: p.koff, xm: plane,
 			ws: 1, wm: int64(len(p.koff)), ldv: ctx.Out.Shape[len(ctx.Out.Shape)-1], j: cols})
 		if err != nil {
 			return nil, err

@@ -199,9 +199,9 @@ func TestIsaForProcessors(t *testing.T) {
 	}{
 		{"skylake-avx512", "avx512", 16, 8, 3},
 		{"znver4", "avx512", 16, 8, 3},
-		{"haswell", "avx2fma", 8, 4, 3},
-		{"sandybridge", "avx", 8, 4, 3},
-		{"x86-64", "sse2", 4, 4, 3},
+		{"haswell", "avx2fma", 8, 8, 1},
+		{"sandybridge", "avx", 8, 8, 1},
+		{"x86-64", "sse2", 4, 8, 1},
 		{"cortex-a72", "neon", 4, 8, 3},
 	} {
 		p, err := targets.ResolveCPU(c.mcpu, nil)

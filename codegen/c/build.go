@@ -136,7 +136,7 @@ const SourceName = "kiln_lib.c"
 // library dir/kiln_lib.so with
 //
 //	CC -O3 -std=c99 -fPIC -shared -Wall -Wextra -Werror -ffp-contract=off
-//	   [-fopenmp] [CPU_FLAGS] -I dir/include -I dir EXTRA_FLAGS SOURCES -o LIB -lm
+//	   -fno-trapping-math [-fopenmp] [CPU_FLAGS] -I dir/include -I dir EXTRA_FLAGS SOURCES -o LIB -lm
 //
 // -ffp-contract=off keeps a*b+c from being fused so that results equal
 // the TIR interpreter's bit for bit. A compiler failure returns an error
@@ -306,7 +306,12 @@ func CompileFlags(src *Source, opts BuildOptions) []string {
 	if !opts.NoWerror {
 		flags = append(flags, "-Werror")
 	}
-	flags = append(flags, "-ffp-contract=off")
+	// -fno-trapping-math: kiln never reads the floating-point exception
+	// flags, and without it gcc does not if-convert selects whose
+	// operands could raise them (clip, ReLU, min/max), so those loops do
+	// not vectorise on AVX2 (AVX-512's masked operations need no
+	// if-conversion). It changes no value.
+	flags = append(flags, "-ffp-contract=off", "-fno-trapping-math")
 	if src != nil && src.OpenMP {
 		flags = append(flags, "-fopenmp")
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tir"
@@ -269,7 +270,7 @@ func TestBuildOptionsForTarget(t *testing.T) {
 		t.Errorf("BuildOptionsForTarget = %+v", o)
 	}
 	flags := CompileFlags(&Source{OpenMP: true}, o)
-	want := []string{"-O2", "-std=c99", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fopenmp", "-march=native"}
+	want := []string{"-O2", "-std=c99", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-trapping-math", "-fopenmp", "-march=native"}
 	if !slices.Equal(flags, want) {
 		t.Errorf("CompileFlags = %q, want %q", flags, want)
 	}
@@ -372,3 +373,32 @@ void vadd_f32(float* dst, float* a, float* b, int32_t n) {
   for (i = 0; i < n; ++i) dst[i] = a[i] + b[i];
 }
 `)}
+
+// TestProcessorFlagsCompile: the C compiler accepts the flags of every
+// CPU of the table (x86-64 ones with cc, 64-bit Arm ones with the
+// aarch64 cross compiler), with and without -mattr changes.
+func TestProcessorFlagsCompile(t *testing.T) {
+	cc := testenv.CC(t)
+	arm := testenv.Tool(t, "aarch64-linux-gnu-gcc")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "x.c")
+	if err := os.WriteFile(src, []byte("int kiln_probe(int x) { return x + 1; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range targets.KnownCPUs() {
+		for _, mattr := range [][]string{nil, {"-fma"}, {"+dotprod"}} {
+			p, err := targets.ResolveCPU(k[0], mattr)
+			if err != nil {
+				continue // a feature of the other architecture
+			}
+			compiler := cc
+			if p.Arch == targets.AArch64 {
+				compiler = arm
+			}
+			args := append(p.CFlags(), "-O2", "-c", src, "-o", filepath.Join(dir, "x.o"))
+			if out, err := exec.Command(compiler, args...).CombinedOutput(); err != nil {
+				t.Errorf("%s %v: %s %v: %v\n%s", k[0], mattr, compiler, args, err, out)
+			}
+		}
+	}
+}
