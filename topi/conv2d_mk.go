@@ -257,18 +257,39 @@ func scheduleConvPackedCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.
 	if err != nil {
 		return err
 	}
+	ic := w.Shape[1]
+	return p.scheduleTiles(s, outs, anchor[0], vT, int64(p.mr), func(cols int64) te.TensorIntrin { return p.convTile(xp, w, ic, cols) })
+}
+
+// scheduleTiles schedules a group whose anchor reads V (see above): the
+// output stage tiled mr output channels by p.rows rows ((batch, channel
+// tiles) parallel, the rows vectorised), V computed at the row-tile loop
+// into a local buffer by the TensorIntrin tile(cols) builds — or, when
+// tile is nil, by V's own loops with its taps unrolled outside the
+// vectorised columns. A group with another structure computes V at root,
+// whole rows per call, and gives its other outputs the injective
+// schedule.
+func (p *convPlan) scheduleTiles(s *te.Schedule, outs []*te.Tensor, anchor, vT *te.Tensor, mr int64, tile func(cols int64) te.TensorIntrin) error {
 	s.AutoInlineInjective()
 	vs := s.Stage(vT)
-	ic := w.Shape[1]
-	o := epilogueStage(s, outs, anchor[0], vs)
+	o := epilogueStage(s, outs, anchor, vs)
 	if o == nil {
-		// Unusual group: V at root, whole channel tiles per call; the
-		// other outputs get the injective treatment.
 		ax := vs.Axis()
-		ocO, ocI := vs.Split(ax[1], int64(p.mr))
-		vs.Reorder(ax[0], ocO, ocI, ax[2])
-		vs.Parallel(vs.Fuse(ax[0], ocO))
-		vs.Tensorize(ocI, p.convTile(xp, w, ic, p.jtot))
+		outer := ax[0]
+		inner := ax[2]
+		if mr > 1 {
+			ocO, ocI := vs.Split(ax[1], mr)
+			vs.Reorder(ax[0], ocO, ocI, ax[2])
+			outer, inner = vs.Fuse(ax[0], ocO), ocI
+		} else {
+			outer = vs.Fuse(ax[0], ax[1])
+		}
+		vs.Parallel(outer)
+		if tile != nil {
+			vs.Tensorize(inner, tile(p.jtot))
+		} else {
+			p.tapsOutside(vs)
+		}
 		for _, t := range outs {
 			if _, ok := t.Op.(*te.ComputeOp); ok && t != vT {
 				flattenParallel(s.Stage(t))
@@ -277,15 +298,46 @@ func scheduleConvPackedCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.
 		return s.Err()
 	}
 	ax := o.Axis()
-	ocO, ocI := o.Split(ax[1], int64(p.mr))
+	ocO, ocI := ax[1], ax[1]
+	if mr > 1 {
+		ocO, ocI = o.Split(ax[1], mr)
+	}
 	ohO, ohI := o.Split(ax[2], p.rows)
-	o.Reorder(ax[0], ocO, ohO, ocI, ohI, ax[3])
+	if mr > 1 {
+		o.Reorder(ax[0], ocO, ohO, ocI, ohI, ax[3])
+	} else {
+		o.Reorder(ax[0], ocO, ohO, ohI, ax[3])
+	}
 	o.Parallel(o.Fuse(ax[0], ocO))
 	o.Vectorize(ax[3])
 	vs.ComputeAt(o, ohO)
 	vs.SetScope(tir.ScopeLocal)
-	vs.Tensorize(vs.Axis()[0], p.convTile(xp, w, ic, (p.rows-1)*p.wq+p.g.ow))
+	if tile != nil {
+		vs.Tensorize(vs.Axis()[0], tile((p.rows-1)*p.wq+p.g.ow))
+	} else {
+		p.tapsOutside(vs)
+	}
 	return s.Err()
+}
+
+// tapsOutside orders V's loops for a schedule without a micro-kernel:
+// the taps (unrolled when there are at most 25, so that each is one
+// contiguous loop) outside the vectorised columns.
+func (p *convPlan) tapsOutside(vs *te.Stage) {
+	j, red := vs.Axis()[2], vs.ReduceAxes()
+	var order []*te.IterVar
+	for _, l := range vs.Leaves() {
+		if l != j && l.Kind != te.Reduce {
+			order = append(order, l)
+		}
+	}
+	vs.Reorder(append(append(order, red...), j)...)
+	if int64(len(p.koff)) <= 25 {
+		for _, r := range red {
+			vs.Unroll(r)
+		}
+	}
+	vs.Vectorize(j)
 }
 
 // The depthwise convolution (groups = input channels = output channels)
@@ -366,29 +418,7 @@ func scheduleDepthwiseCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.T
 	if err != nil {
 		return err
 	}
-	s.AutoInlineInjective()
-	vs := s.Stage(vT)
-	o := epilogueStage(s, outs, anchor[0], vs)
-	if o == nil {
-		ax := vs.Axis()
-		vs.Parallel(vs.Fuse(ax[0], ax[1]))
-		vs.Tensorize(ax[2], p.depthwiseTile(xp, w, p.jtot))
-		for _, t := range outs {
-			if _, ok := t.Op.(*te.ComputeOp); ok && t != vT {
-				flattenParallel(s.Stage(t))
-			}
-		}
-		return s.Err()
-	}
-	ax := o.Axis()
-	ohO, ohI := o.Split(ax[2], p.rows)
-	o.Reorder(ax[0], ax[1], ohO, ohI, ax[3])
-	o.Parallel(o.Fuse(ax[0], ax[1]))
-	o.Vectorize(ax[3])
-	vs.ComputeAt(o, ohO)
-	vs.SetScope(tir.ScopeLocal)
-	vs.Tensorize(vs.Axis()[0], p.depthwiseTile(xp, w, (p.rows-1)*p.wq+p.g.ow))
-	return s.Err()
+	return p.scheduleTiles(s, outs, anchor[0], vT, 1, func(cols int64) te.TensorIntrin { return p.depthwiseTile(xp, w, cols) })
 }
 
 // Grouped convolutions (and groups-1 convolutions with an unpacked OIHW
@@ -471,30 +501,5 @@ func scheduleGroupedCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Ten
 	if err != nil {
 		return err
 	}
-	s.AutoInlineInjective()
-	vs := s.Stage(vT)
-	o := epilogueStage(s, outs, anchor[0], vs)
-	if o == nil {
-		ax := vs.Axis()
-		ocO, ocI := vs.Split(ax[1], int64(p.mr))
-		vs.Reorder(ax[0], ocO, ocI, ax[2])
-		vs.Parallel(vs.Fuse(ax[0], ocO))
-		vs.Tensorize(ocI, p.groupedTile(xp, w, ocg, p.jtot))
-		for _, t := range outs {
-			if _, ok := t.Op.(*te.ComputeOp); ok && t != vT {
-				flattenParallel(s.Stage(t))
-			}
-		}
-		return s.Err()
-	}
-	ax := o.Axis()
-	ocO, ocI := o.Split(ax[1], int64(p.mr))
-	ohO, ohI := o.Split(ax[2], p.rows)
-	o.Reorder(ax[0], ocO, ohO, ocI, ohI, ax[3])
-	o.Parallel(o.Fuse(ax[0], ocO))
-	o.Vectorize(ax[3])
-	vs.ComputeAt(o, ohO)
-	vs.SetScope(tir.ScopeLocal)
-	vs.Tensorize(vs.Axis()[0], p.groupedTile(xp, w, ocg, (p.rows-1)*p.wq+p.g.ow))
-	return s.Err()
+	return p.scheduleTiles(s, outs, anchor[0], vT, int64(p.mr), func(cols int64) te.TensorIntrin { return p.groupedTile(xp, w, ocg, cols) })
 }

@@ -76,38 +76,7 @@ func scheduleMaxPoolCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Ten
 	if err != nil {
 		return err
 	}
-	s.AutoInlineInjective()
-	vs := s.Stage(vT)
-	red := vs.ReduceAxes()
-	o := epilogueStage(s, outs, anchor[0], vs)
-	if o == nil {
-		ax := vs.Axis()
-		vs.Reorder(ax[0], ax[1], red[0], red[1], ax[2])
-		vs.Parallel(vs.Fuse(ax[0], ax[1]))
-		vs.Vectorize(ax[2])
-		for _, t := range outs {
-			if _, ok := t.Op.(*te.ComputeOp); ok && t != vT {
-				flattenParallel(s.Stage(t))
-			}
-		}
-		return s.Err()
-	}
-	ax := o.Axis()
-	ohO, ohI := o.Split(ax[2], p.rows)
-	o.Reorder(ax[0], ax[1], ohO, ohI, ax[3])
-	o.Parallel(o.Fuse(ax[0], ax[1]))
-	o.Vectorize(ax[3])
-	vs.ComputeAt(o, ohO)
-	vs.SetScope(tir.ScopeLocal)
-	vax := vs.Axis()
-	vs.Reorder(vax[0], vax[1], red[0], red[1], vax[2])
-	if k[0]*k[1] <= 25 {
-		// Constant tap offsets: each tap is one contiguous vector loop.
-		vs.Unroll(red[0])
-		vs.Unroll(red[1])
-	}
-	vs.Vectorize(vax[2])
-	return s.Err()
+	return p.scheduleTiles(s, outs, anchor[0], vT, 1, nil)
 }
 
 // poolCPUValid accepts float32 pooling of 4-D (NCHW) tensors.
