@@ -60,6 +60,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "seed of the random inputs")
 	var passes passFlags
 	passes.register(fs)
+	var cache cacheFlags
+	cache.register(fs)
 	var inputs listFlag
 	fs.Var(&inputs, "input", "an input: NAME=FILE or FILE (default: random values; repeatable)")
 	var imp importOptions
@@ -140,7 +142,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if progress != nil {
 			fmt.Fprintf(progress, "  %-22s %v\n", "import", time.Since(t0).Round(time.Microsecond))
 		}
-		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, Passes: pc, Progress: progress, ModuleName: moduleName(pos[0])}); err != nil {
+		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, Passes: pc, Progress: progress, ModuleName: moduleName(pos[0]), Cache: cache.open(stderr)}); err != nil {
 			return fail(stderr, "bench", err)
 		}
 		rep.CompileS = time.Since(t0).Seconds()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
@@ -49,6 +50,8 @@ type compileOptions struct {
 	// Verify, DumpDir and DumpAfter are driver.Config's.
 	Verify             bool
 	DumpDir, DumpAfter string
+	// Cache keeps compiled objects across compiles (nil: none).
+	Cache *cgen.Cache
 }
 
 // moduleName is the module name of the model given as arg on the command
@@ -98,6 +101,7 @@ func compileModel(m *onnx.Model, opts compileOptions) (*driver.Result, time.Dura
 		Verify:         opts.Verify,
 		DumpDir:        opts.DumpDir,
 		DumpAfter:      opts.DumpAfter,
+		Cache:          opts.Cache,
 	})
 	return res, time.Since(t0), err
 }
@@ -165,6 +169,8 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("o", "", "output artifact directory (default: MODEL's name + .kiln)")
 	var passes passFlags
 	passes.register(fs)
+	var cache cacheFlags
+	cache.register(fs)
 	linkParams := fs.Bool("link-params", false, "link the weights into kiln_lib.so as read-only data instead of writing params.bin")
 	dump := fs.String("dump-graph", "", "write the graph IR after every pass to this file")
 	verbose := fs.Bool("v", false, "print per-stage timings, graph pass statistics and the full partition report")
@@ -242,7 +248,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	tImport := time.Since(t0)
 	var rep partition.Report
 	opts := compileOptions{Place: place, Out: *out, Passes: pc, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts,
-		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter}
+		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter, Cache: cache.open(stderr)}
 	if *verbose {
 		fmt.Fprintf(stdout, "  %-22s %v\n", "import", tImport.Round(time.Microsecond))
 		opts.Progress = stdout
@@ -345,6 +351,10 @@ func writeStageStats(w io.Writer, res *driver.Result) error {
 	fmt.Fprintln(w, "stages (time, graph calls, PrimFuncs, bytes of C after each):")
 	for _, st := range res.Stages {
 		fmt.Fprintf(w, "  %-16s %10v %6d %6d %9d\n", st.Name, st.Time.Round(time.Microsecond), st.GraphCalls, st.PrimFuncs, st.CBytes)
+	}
+	if b := res.Build; b.Objects > 0 {
+		fmt.Fprintf(w, "C build: %s, %s (%d from the cache), compile %v, link %v\n",
+			plural(b.Units, "translation unit"), plural(b.Objects, "object"), b.Cached, b.Compile.Round(time.Millisecond), b.Link.Round(time.Millisecond))
 	}
 	fmt.Fprintln(w, "memory pools (tensors, bytes, liveness lower bound, placement):")
 	for _, m := range res.Memory {

@@ -1,8 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
-	"github.com/kiln-dev/kiln/internal/testenv"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/frontend/onnx"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -292,5 +294,40 @@ func TestCompilerFailure(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Errorf("left behind in %s: %v", dir, entries)
+	}
+}
+
+// TestCompileCache compiles one model three times: the second compile
+// takes every object from kiln's cache (the test run's own, see
+// TestMain) and --no-cache takes none.
+func TestCompileCache(t *testing.T) {
+	testenv.Cgo(t)
+	dir := t.TempDir()
+	var libs [][]byte
+	for i, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, ""},
+		{nil, "objects (2 from the cache)"},
+		{[]string{"--no-cache"}, "(0 from the cache)"},
+	} {
+		out := filepath.Join(dir, fmt.Sprintf("m%d.kiln", i))
+		args := append([]string{"compile", filepath.Join(mlpDir, "model.onnx"), "-t", "c", "-o", out, "-v"}, c.flags...)
+		code, stdout, stderr := kiln(args...)
+		if code != 0 {
+			t.Fatalf("compile %v: exit %d: %s", c.flags, code, stderr)
+		}
+		if !strings.Contains(stdout, "C build: ") || !strings.Contains(stdout, c.want) {
+			t.Errorf("compile %d %v: output lacks %q:\n%s", i, c.flags, c.want, stdout)
+		}
+		lib, err := os.ReadFile(filepath.Join(out, "kiln_lib.so"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		libs = append(libs, lib)
+	}
+	if !bytes.Equal(libs[0], libs[1]) {
+		t.Error("the library built from cached objects differs from the first one")
 	}
 }

@@ -3,8 +3,6 @@ package cli
 import (
 	"flag"
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/escape"
-	"github.com/kiln-dev/kiln/passconfig"
 	"io"
 	"math"
 	"os"
@@ -13,9 +11,12 @@ import (
 	"strings"
 	"time"
 
+	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/internal/escape"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -111,6 +112,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	devs.register(fs)
 	var passes passFlags
 	passes.register(fs)
+	var cache cacheFlags
+	cache.register(fs)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -171,7 +174,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		if ts == "" {
 			ts = defaultTargets
 		}
-		return compileAndRun(path, ts, &devs, pc, vals, outs, stdout, stderr)
+		return compileAndRun(path, ts, &devs, pc, cache.open(stderr), vals, outs, stdout, stderr)
 	}
 	t0 := time.Now()
 	model, err := loadWithInputs(path, vals, nil)
@@ -203,7 +206,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 // compileAndRun imports the model with the input values (as the reference
 // engine does), compiles it for targets into a temporary directory, runs
 // the artifact and prints the outputs.
-func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Config, vals map[string]*tensor.Tensor, o outputOptions, stdout, stderr io.Writer) int {
+func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Config, cache *cgen.Cache, vals map[string]*tensor.Tensor, o outputOptions, stdout, stderr io.Writer) int {
 	place, err := devs.resolve(targets)
 	if err != nil {
 		return fail(stderr, "run", err)
@@ -219,7 +222,7 @@ func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Confi
 		return fail(stderr, "run", err)
 	}
 	defer driver.RemoveTemp(tmp)
-	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact"), ModuleName: moduleName(path), Passes: pc})
+	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact"), ModuleName: moduleName(path), Passes: pc, Cache: cache})
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

@@ -95,6 +95,10 @@ type Config struct {
 	DumpDir string
 	// DumpAfter names the one stage to dump (empty: all).
 	DumpAfter string
+	// Cache, when set, keeps the objects of the host library's C across
+	// compiles (codegen/c.Cache): a recompile of an unchanged model does
+	// not run the C compiler on it again.
+	Cache *cgen.Cache
 }
 
 // TensorMeta names and types one model input or output.
@@ -143,6 +147,9 @@ type Result struct {
 	// Memory describes the planned memory pools: per device for the
 	// graph executor, the workspace for AOT.
 	Memory []MemoryPool
+	// Build is what the link stage's C build did: translation units,
+	// objects from the cache, compile and link times.
+	Build cgen.BuildStats
 }
 
 // Compile builds mod (whose main is the model) into an artifact directory
@@ -200,12 +207,19 @@ func CompileContext(ctx context.Context, mod *graph.Module, outputNames []string
 // and (with LinkParams) the weights.
 func stageLink(ctx context.Context, s *state) error {
 	var pbuf bytes.Buffer
+	size := 64
+	for n, t := range s.prog.params {
+		size += len(n) + len(t.Data) + 64 + 8*len(t.Shape)
+	}
+	pbuf.Grow(size)
 	if err := runtime.SaveParams(&pbuf, s.prog.params); err != nil {
 		return err
 	}
 	s.paramsBin = pbuf.Bytes()
 	bopts := cgen.BuildOptionsForTarget(s.low.cfg.Host)
 	applyCCodegen(s.low.cfg, nil, &bopts)
+	bopts.Cache = s.cfg.Cache
+	bopts.Stats = &s.res.Build
 	mods, err := composeModules(s.tmp, append(s.low.external, s.hookMods...), &bopts)
 	if err != nil {
 		return err

@@ -9,10 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/kiln-dev/kiln/internal/escape"
 	"github.com/kiln-dev/kiln/runtime/include"
@@ -58,6 +63,19 @@ type BuildOptions struct {
 	// runtime may call (C source modules' functions): they join the
 	// generated functions in the library's function table.
 	Exports []string
+	// Jobs is how many compiler processes may run at once (and how many
+	// translation units a large source is split into); 0 means the
+	// number of CPUs.
+	Jobs int
+	// Cache, when set, holds compiled objects across builds: unchanged
+	// translation units are not compiled again.
+	Cache *Cache
+	// Stats, when set, receives what the build did.
+	Stats *BuildStats
+
+	// unitBytes overrides the least C per translation unit (tests split
+	// small sources with 1).
+	unitBytes int
 }
 
 // RegistryName is the generated source holding the library's function
@@ -148,6 +166,11 @@ func Build(src *Source, dir string, opts BuildOptions) (string, error) {
 
 // BuildContext is Build under ctx: a cancelled context stops the C
 // compiler (see RunCompilerContext).
+//
+// With opts.Cache or a source large enough to split (Source.Units), the
+// translation units are compiled to objects by up to opts.Jobs compiler
+// processes at once — objects held by the cache are taken from it — and
+// then linked; otherwise one compiler command builds the library.
 func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOptions) (string, error) {
 	if src == nil {
 		return "", fmt.Errorf("codegen/c: Build: nil source")
@@ -158,49 +181,188 @@ func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOption
 	if err := writeHeaders(filepath.Join(dir, "include")); err != nil {
 		return "", err
 	}
-	srcPath := filepath.Join(dir, SourceName)
-	if err := os.WriteFile(srcPath, []byte(src.Code), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, SourceName), []byte(src.Code), 0o644); err != nil {
 		return "", fmt.Errorf("codegen/c: %w", err)
 	}
 	reg, err := registrySource(src, opts.Exports)
 	if err != nil {
 		return "", err
 	}
-	regPath := filepath.Join(dir, RegistryName)
-	if err := os.WriteFile(regPath, []byte(reg), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, RegistryName), []byte(reg), 0o644); err != nil {
 		return "", fmt.Errorf("codegen/c: %w", err)
 	}
-	sources := []string{srcPath, regPath}
-	for _, f := range opts.ExtraSources {
-		if f.Name == "" || filepath.Base(f.Name) != f.Name || f.Name == SourceName || f.Name == RegistryName {
-			return "", fmt.Errorf("codegen/c: invalid extra source name %q (want a plain file name other than %s and %s)", f.Name, SourceName, RegistryName)
+	jobs := opts.Jobs
+	if jobs <= 0 {
+		jobs = runtime.NumCPU()
+	}
+	units := src.Units(jobs)
+	if opts.unitBytes > 0 {
+		units = src.units(jobs, opts.unitBytes)
+	}
+	// Sources are named relative to dir (the compiler runs there), so
+	// that objects do not depend on where the build happens.
+	sources := []string{SourceName}
+	if len(units) > 1 {
+		sources = sources[:0]
+		for i, u := range units {
+			name := fmt.Sprintf("kiln_lib_%d.c", i)
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(u), 0o644); err != nil {
+				return "", fmt.Errorf("codegen/c: %w", err)
+			}
+			sources = append(sources, name)
 		}
-		p := filepath.Join(dir, f.Name)
-		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+	}
+	sources = append(sources, RegistryName)
+	var context hasher // the inputs every object depends on besides its source
+	for _, f := range opts.ExtraSources {
+		if f.Name == "" || filepath.Base(f.Name) != f.Name || f.Name == SourceName || f.Name == RegistryName || unitFile.MatchString(f.Name) {
+			return "", fmt.Errorf("codegen/c: invalid extra source name %q (want a plain file name other than %s, %s and kiln_lib_N.c)", f.Name, SourceName, RegistryName)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
 			return "", fmt.Errorf("codegen/c: %w", err)
 		}
 		if strings.HasSuffix(f.Name, ".c") {
-			sources = append(sources, p)
+			sources = append(sources, f.Name)
+		} else {
+			context.add(f.Name, string(f.Data))
 		}
 	}
 	out := opts.Output
 	if out == "" {
 		out = "kiln_lib.so"
 	}
-	libPath := filepath.Join(dir, out)
-	args := CompileFlags(src, opts)
-	args = append(args, "-I", filepath.Join(dir, "include"), "-I", dir)
-	args = append(args, opts.ExtraFlags...)
-	args = append(args, sources...)
-	args = append(args, opts.LDFlags...)
-	args = append(args, "-o", libPath, "-lm")
-	if err := RunCompilerContext(ctx, dir, opts.CC, args, srcPath); err != nil {
-		return "", err
+	flags := CompileFlags(src, opts)
+	flags = append(flags, "-I", "include", "-I", ".")
+	flags = append(flags, opts.ExtraFlags...)
+	link := func(inputs []string) error {
+		args := append(append([]string(nil), flags...), inputs...)
+		args = append(args, opts.LDFlags...)
+		args = append(args, "-o", out, "-lm")
+		return RunCompilerContext(ctx, dir, opts.CC, args, filepath.Join(dir, SourceName))
 	}
+	stats := opts.Stats
+	if stats == nil {
+		stats = new(BuildStats)
+	}
+	*stats = BuildStats{Units: len(units), Objects: len(sources)}
+	t0 := time.Now()
+	if len(units) == 1 && opts.Cache == nil {
+		if err := link(sources); err != nil {
+			return "", err
+		}
+		stats.Compile = time.Since(t0)
+	} else {
+		objs, err := compileObjects(ctx, dir, sources, flags, &context, jobs, opts, stats)
+		if err != nil {
+			return "", err
+		}
+		stats.Compile = time.Since(t0)
+		t1 := time.Now()
+		if err := link(objs); err != nil {
+			return "", err
+		}
+		stats.Link = time.Since(t1)
+		// The objects and the split units were only the link's inputs
+		// (kiln_lib.c holds the whole source).
+		for i, o := range objs {
+			os.Remove(filepath.Join(dir, o))
+			if unitFile.MatchString(sources[i]) {
+				os.Remove(filepath.Join(dir, sources[i]))
+			}
+		}
+	}
+	libPath := filepath.Join(dir, out)
 	if err := CheckELF(libPath, opts.CC); err != nil {
 		return "", err
 	}
 	return libPath, nil
+}
+
+// unitFile matches the names Build gives the translation units of a
+// split source.
+var unitFile = regexp.MustCompile(`^kiln_lib_[0-9]+\.c$`)
+
+// BuildStats is what one Build did.
+type BuildStats struct {
+	// Units is the number of translation units of the generated source.
+	Units int
+	// Objects counts the C sources compiled or found in the cache (units,
+	// the function table and the extra C sources).
+	Objects int
+	// Cached counts the objects taken from the cache.
+	Cached int
+	// Compile is the wall time compiling (with one command, compile and
+	// link); Link the wall time of a separate link.
+	Compile, Link time.Duration
+}
+
+// compileObjects compiles each source (a file in dir) to an object in
+// dir with up to jobs compiler processes at once, taking objects from
+// opts.Cache when it holds them and adding the ones it compiled. It
+// returns the object names in source order.
+func compileObjects(ctx context.Context, dir string, sources, flags []string, context *hasher, jobs int, opts BuildOptions, stats *BuildStats) ([]string, error) {
+	cache := opts.Cache
+	if cache != nil {
+		id, err := compilerID(opts.CC)
+		if err != nil {
+			cache = nil // an unidentifiable compiler is not cached, still used
+		} else {
+			context.add("kiln-object-v1", id, headersDigest())
+			context.add(flags...)
+		}
+	}
+	objs := make([]string, len(sources))
+	errs := make([]error, len(sources))
+	var cached atomic.Int64
+	sem := make(chan struct{}, jobs)
+	var wg sync.WaitGroup
+	for i, name := range sources {
+		objs[i] = strings.TrimSuffix(name, ".c") + ".o"
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var key string
+			if cache != nil {
+				text, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					errs[i] = fmt.Errorf("codegen/c: %w", err)
+					return
+				}
+				h := hasher{h: slices.Clip(context.h)}
+				h.add(name, string(text))
+				key = h.sum()
+				if cache.get(key, filepath.Join(dir, objs[i])) {
+					cached.Add(1)
+					return
+				}
+			}
+			args := append(append([]string(nil), flags...), "-c", name, "-o", objs[i])
+			if err := RunCompilerContext(ctx, dir, opts.CC, args, filepath.Join(dir, name)); err != nil {
+				errs[i] = err
+				return
+			}
+			if err := CheckELF(filepath.Join(dir, objs[i]), opts.CC); err != nil {
+				errs[i] = err
+				return
+			}
+			if cache != nil {
+				cache.put(key, filepath.Join(dir, objs[i]))
+			}
+		}()
+	}
+	wg.Wait()
+	stats.Cached = int(cached.Load())
+	if cache != nil && stats.Cached < len(sources) {
+		cache.pruneOnce.Do(cache.prune)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first in source order: one clear message
+		}
+	}
+	return objs, nil
 }
 
 // CheckELF checks that the compiler (cc, as in BuildOptions.CC) produced

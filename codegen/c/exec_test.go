@@ -41,7 +41,14 @@ func buildTestLib(t *testing.T) (*dl.Lib, *Source) {
 			testLib.err = err
 			return
 		}
-		path, err := Build(src, dir, BuildOptions{ExtraSources: []File{externC}})
+		// The library is built split into translation units, through a
+		// cache, so that every differential test runs that path.
+		cache, err := OpenCache(dir + "/cache")
+		if err != nil {
+			testLib.err = err
+			return
+		}
+		path, err := Build(src, dir, BuildOptions{ExtraSources: []File{externC}, Jobs: 3, unitBytes: 1, Cache: cache})
 		if err != nil {
 			testLib.err = err
 			return

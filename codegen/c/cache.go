@@ -1,0 +1,263 @@
+package c
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/kiln-dev/kiln/runtime/include"
+)
+
+// Cache is a content-addressed store of compiled objects: Build looks up
+// each translation unit by the hash of everything that determines its
+// object (the C text, the headers beside it, the compiler's identity and
+// every flag) and compiles only the units it does not hold. Entries are
+// written atomically (a temporary file renamed into place), so concurrent
+// compiles share one cache safely, and a damaged entry is only a miss
+// (objects are checked to be ELF before use). The cache deletes only the
+// entries it wrote (files named by a SHA-256 and ".o" under its objects
+// directory), least recently used first, when it grows above its limit.
+type Cache struct {
+	dir      string
+	maxBytes int64
+
+	hits, misses atomic.Int64
+	pruneOnce    sync.Once
+}
+
+// DefaultCacheLimit is the size above which a cache opened by OpenCache
+// drops its least recently used objects.
+const DefaultCacheLimit = 1 << 30
+
+// DefaultCacheDir is kiln's cache directory: $XDG_CACHE_HOME/kiln, else
+// ~/.cache/kiln (os.UserCacheDir).
+func DefaultCacheDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("codegen/c: no cache directory: %w", err)
+	}
+	return filepath.Join(d, "kiln"), nil
+}
+
+// OpenCache opens (creating it when missing, mode 0700) the cache in
+// dir. A directory that other users may write, or that belongs to
+// another user, is refused: an object from it would be linked into
+// libraries this user loads.
+func OpenCache(dir string) (*Cache, error) {
+	obj := filepath.Join(dir, "obj")
+	if err := os.MkdirAll(obj, 0o700); err != nil {
+		return nil, fmt.Errorf("codegen/c: cache: %w", err)
+	}
+	for _, d := range []string{dir, obj} {
+		st, err := os.Stat(d)
+		if err != nil {
+			return nil, fmt.Errorf("codegen/c: cache: %w", err)
+		}
+		if st.Mode().Perm()&0o022 != 0 {
+			return nil, fmt.Errorf("codegen/c: cache %s: writable by other users (mode %v); refusing to use it", d, st.Mode().Perm())
+		}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Getuid() {
+			return nil, fmt.Errorf("codegen/c: cache %s: owned by another user (uid %d); refusing to use it", d, sys.Uid)
+		}
+	}
+	return &Cache{dir: dir, maxBytes: DefaultCacheLimit}, nil
+}
+
+// Dir is the cache's directory.
+func (c *Cache) Dir() string { return c.dir }
+
+// SetLimit sets the size above which the least recently used objects are
+// dropped (0 or less: never).
+func (c *Cache) SetLimit(bytes int64) { c.maxBytes = bytes }
+
+// Stats returns how many lookups found an object and how many did not.
+func (c *Cache) Stats() (hits, misses int64) { return c.hits.Load(), c.misses.Load() }
+
+var objName = regexp.MustCompile(`^[0-9a-f]{64}\.o$`)
+
+func (c *Cache) path(key string) string {
+	return filepath.Join(c.dir, "obj", key[:2], key+".o")
+}
+
+// get copies the object stored under key to dst and reports whether it
+// was there.
+func (c *Cache) get(key, dst string) bool {
+	p := c.path(key)
+	if err := copyFile(p, dst); err != nil || CheckELF(dst, "") != nil {
+		c.misses.Add(1)
+		return false
+	}
+	now := time.Now()
+	_ = os.Chtimes(p, now, now) // recency for pruning; a read-only cache still works
+	c.hits.Add(1)
+	return true
+}
+
+// put stores the object src under key (atomically); failures are
+// ignored: the cache is an optimisation.
+func (c *Cache) put(key, src string) {
+	p := c.path(key)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	if err != nil {
+		return
+	}
+	name := tmp.Name()
+	in, err := os.Open(src)
+	if err == nil {
+		_, err = io.Copy(tmp, in)
+		in.Close()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(name, p)
+	}
+	if err != nil {
+		os.Remove(name)
+	}
+}
+
+// prune drops least recently used objects while the cache is above its
+// limit. Only files named like the objects put writes are considered.
+func (c *Cache) prune() {
+	if c.maxBytes <= 0 {
+		return
+	}
+	type entry struct {
+		path string
+		size int64
+		used time.Time
+	}
+	var all []entry
+	var total int64
+	root := filepath.Join(c.dir, "obj")
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !objName.MatchString(d.Name()) {
+			return nil
+		}
+		if st, err := d.Info(); err == nil && st.Mode().IsRegular() {
+			all = append(all, entry{p, st.Size(), st.ModTime()})
+			total += st.Size()
+		}
+		return nil
+	})
+	if total <= c.maxBytes {
+		return
+	}
+	slices.SortFunc(all, func(a, b entry) int { return a.used.Compare(b.used) })
+	for _, e := range all {
+		if total <= c.maxBytes*3/4 {
+			break
+		}
+		if os.Remove(e.path) == nil {
+			total -= e.size
+		}
+	}
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// hasher accumulates the inputs of a cache key; fields are
+// length-prefixed so that no two different inputs hash alike.
+type hasher struct{ h []byte }
+
+func (h *hasher) add(parts ...string) {
+	for _, p := range parts {
+		h.h = fmt.Appendf(h.h, "%d:", len(p))
+		h.h = append(h.h, p...)
+	}
+}
+
+func (h *hasher) sum() string {
+	s := sha256.Sum256(h.h)
+	return hex.EncodeToString(s[:])
+}
+
+var (
+	compilerIDs   sync.Map // compiler command -> identity string or error
+	headersDigest = sync.OnceValue(func() string {
+		var h hasher
+		_ = fs.WalkDir(include.FS, ".", func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				b, _ := fs.ReadFile(include.FS, p)
+				h.add(p, string(b))
+			}
+			return nil
+		})
+		return h.sum()
+	})
+)
+
+// compilerID identifies the compiler cc runs: its resolved path, the
+// size and modification time of that file, and its version and target
+// as it prints them. Two compilers that differ in any of these never
+// share cache entries.
+func compilerID(cc string) (string, error) {
+	cmd := compilerCommand(cc)
+	key := strings.Join(cmd, "\x00")
+	if v, ok := compilerIDs.Load(key); ok {
+		if err, isErr := v.(error); isErr {
+			return "", err
+		}
+		return v.(string), nil
+	}
+	id, err := probeCompiler(cmd)
+	if err != nil {
+		compilerIDs.Store(key, err)
+		return "", err
+	}
+	compilerIDs.Store(key, id)
+	return id, nil
+}
+
+func probeCompiler(cmd []string) (string, error) {
+	var h hasher
+	h.add(cmd...)
+	for _, w := range cmd {
+		if p, err := exec.LookPath(w); err == nil {
+			if st, err := os.Stat(p); err == nil {
+				h.add(p, fmt.Sprint(st.Size(), st.ModTime().UnixNano()))
+			}
+		}
+	}
+	for _, arg := range []string{"--version", "-dumpmachine"} {
+		out, err := exec.Command(cmd[0], append(cmd[1:], arg)...).Output()
+		if err != nil {
+			return "", errors.New("codegen/c: cache: cannot identify the C compiler " + strings.Join(cmd, " ") + ": " + err.Error())
+		}
+		h.add(string(out))
+	}
+	return h.sum(), nil
+}
