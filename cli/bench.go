@@ -51,7 +51,7 @@ type KernelTime struct {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("bench", "MODEL.onnx|OUT [-t \"TARGETS\"] [--threads N] [--runs N] [--profile N] [--json]", stderr)
+	fs := newFlags("bench", "MODEL.onnx|OUT [-t \"TARGETS\"] [--threads N] [--runs N] [--profile N] [--json] | --ops [--save DIR] [--filter S]", stderr)
 	targets := fs.String("t", "", "comma-separated target strings, host last (default \"c\"; for a model file)")
 	threads := fs.Int("threads", 1, "threads the compiled operators use")
 	runs := fs.Int("runs", 20, "timed runs (after 3 warm-up runs)")
@@ -68,16 +68,34 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	imp.register(fs)
 	var devs deviceFlags
 	devs.register(fs)
+	ops := fs.Bool("ops", false, "run the operator micro-benchmark suite (single conv, depthwise, grouped, 1x1, dense, batched matmul, transpose, shuffle, split/concat, softmax, layernorm, GELU workloads) instead of a model, with GFLOP/s and the fraction of the measured peak")
+	save := fs.String("save", "", "with --ops: keep each workload's model in `DIR`/NAME (model.onnx, test_data_set_0/input_0.pb) for other engines")
+	filter := fs.String("filter", "", "with --ops: only workloads whose name contains this string or whose kind equals it")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitUsage
-	}
 	if *runs < 1 || *threads < 1 {
 		fmt.Fprintln(stderr, "kiln bench: --runs and --threads must be at least 1")
+		return exitUsage
+	}
+	if *ops {
+		if len(pos) != 0 || len(inputs) > 0 {
+			fmt.Fprintln(stderr, "kiln bench: --ops takes no model and no --input (it runs its own workloads)")
+			return exitUsage
+		}
+		ts := *targets
+		if ts == "" {
+			ts = defaultTargets
+		}
+		return benchOps(benchOpsOptions{targets: ts, save: *save, filter: *filter, threads: *threads, runs: *runs, asJSON: *asJSON, devs: &devs, cache: &cache}, stdout, stderr)
+	}
+	if *save != "" || *filter != "" {
+		fmt.Fprintln(stderr, "kiln bench: --save and --filter are for --ops")
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		fs.Usage()
 		return exitUsage
 	}
 	pc, err := passes.resolve()

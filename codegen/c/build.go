@@ -139,7 +139,7 @@ func BuildOptionsForTarget(t *targets.Target) BuildOptions {
 	}
 	o.ExtraFlags = append(o.ExtraFlags, t.Strings("cflags")...)
 	o.CC = t.Str("cc")
-	if o.CC == "" && p.Arch != hostArch() {
+	if o.CC == "" && p.Arch != HostArch() {
 		o.CC = crossCompilers[p.Arch]
 	}
 	return o
@@ -512,8 +512,9 @@ var crossCompilers = map[targets.Arch]string{
 	targets.X86_64:  "x86_64-linux-gnu-gcc",
 }
 
-// hostArch is the architecture this process runs on.
-func hostArch() targets.Arch {
+// HostArch is the architecture this process runs on (and the C compiler
+// builds for by default).
+func HostArch() targets.Arch {
 	if runtime.GOARCH == "arm64" {
 		return targets.AArch64
 	}

@@ -287,8 +287,8 @@ func TestBuildOptionsForTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := BuildOptionsForTarget(tg); hostArch() != targets.AArch64 && o.CC != "aarch64-linux-gnu-gcc" {
-		t.Errorf("cortex-a72 on %s: cc %q", hostArch(), o.CC)
+	if o := BuildOptionsForTarget(tg); HostArch() != targets.AArch64 && o.CC != "aarch64-linux-gnu-gcc" {
+		t.Errorf("cortex-a72 on %s: cc %q", HostArch(), o.CC)
 	}
 	if f := CompileFlags(&Source{}, BuildOptions{NoWerror: true}); slices.Contains(f, "-Werror") || slices.Contains(f, "-fopenmp") || f[0] != "-O3" {
 		t.Errorf("CompileFlags without OpenMP/Werror = %q", f)
