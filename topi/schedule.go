@@ -98,6 +98,13 @@ func ScheduleReduce(_ *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor)
 	s.AutoInlineInjective()
 	for _, a := range anchor {
 		st := s.Stage(a)
+		if co, ok := a.Op.(*te.ComputeOp); ok && co.Tag == laneTag {
+			continue // scheduled with its consumer below
+		}
+		if co, ok := a.Op.(*te.ComputeOp); ok && co.Tag == outerReduceTag {
+			scheduleOuterReduce(st)
+			continue
+		}
 		axes := st.Axis()
 		if len(axes) == 0 {
 			continue
@@ -118,6 +125,7 @@ func ScheduleReduce(_ *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor)
 			flattenParallel(s.Stage(o))
 		}
 	}
+	scheduleLaneParts(s)
 	return s.Err()
 }
 

@@ -45,11 +45,21 @@ func computeSoftmaxCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) 
 	x := in[0]
 	ot := c.OutTensor()
 	ax := len(x.Shape) - 1
-	m := nnAxisReduce("softmax_max", x, ax, te.Max, func(idx []tir.PrimExpr) tir.PrimExpr { return x.At(idx...) })
+	rows := x.Shape.Clone()
+	rows[ax] = 1
+	n, lanes := x.Shape[ax], reduceLanes(c.Target.Processor())
+	at := func(t *te.Tensor) func(row []tir.PrimExpr, k tir.PrimExpr) tir.PrimExpr {
+		return func(row []tir.PrimExpr, k tir.PrimExpr) tir.PrimExpr {
+			idx := append([]tir.PrimExpr(nil), row...)
+			idx[ax] = k
+			return t.At(idx...)
+		}
+	}
+	m := laneReduce("softmax_max", rows, x.DType, n, lanes, te.Max, "reduce", at(x))
 	e := te.Compute("softmax_exp", x.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
 		return tir.NewCall(tir.IntrinExp, tir.Sub(x.At(i...), m.At(nnKeepIndex(i, ax)...)))
 	}, te.WithTag(softmaxExpTag))
-	sum := nnAxisReduce("softmax_sum", e, ax, te.Sum, func(idx []tir.PrimExpr) tir.PrimExpr { return e.At(idx...) })
+	sum := laneReduce("softmax_sum", rows, x.DType, n, lanes, te.Sum, "reduce", at(e))
 	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
 		return tir.Div(e.At(i...), sum.At(nnKeepIndex(i, ax)...))
 	}, te.WithTag("injective"))
@@ -71,7 +81,7 @@ func scheduleSoftmaxCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Ten
 	var rows []*te.Stage
 	for _, st := range s.Stages() {
 		cop, ok := st.Op().(*te.ComputeOp)
-		if !ok || cop.Output == out {
+		if !ok || cop.Output == out || cop.Tag == laneTag {
 			continue
 		}
 		if cop.IsReduce() || cop.Tag == softmaxExpTag {
@@ -107,5 +117,6 @@ func scheduleSoftmaxCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Ten
 			rs.Vectorize(ra[r-1])
 		}
 	}
+	scheduleLaneParts(s)
 	return s.Err()
 }

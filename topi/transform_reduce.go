@@ -2,6 +2,7 @@ package topi
 
 import (
 	"math"
+	"slices"
 
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
@@ -141,15 +142,31 @@ func computeTrReduce(kind string) strategy.ComputeFunc {
 		case "min":
 			r = te.Min
 		}
-		rax := make([]*te.IterVar, len(axes))
-		rv := make([]tir.PrimExpr, len(axes))
-		for k, a := range axes {
-			rax[k] = te.ReduceAxis(x.Shape[a], "r"+string(rune('0'+k)))
-			rv[k] = rax[k].Var
+		var red *te.Tensor
+		if last := len(x.Shape) - 1; len(axes) == 1 && axes[0] == last && acc.IsFloat() && kind != "prod" && c.Target != nil {
+			// Along the contiguous axis: lane-split (reduce_lanes.go).
+			red = laneReduce(name+"_red", shape, acc, x.Shape[last], reduceLanes(c.Target.Processor()), r, "comm_reduce",
+				func(row []tir.PrimExpr, k tir.PrimExpr) tir.PrimExpr {
+					return tir.NewCast(tir.Scalar(acc), x.At(trReduceIndex(len(x.Shape), axes, keep, row, []tir.PrimExpr{k})...))
+				})
+		} else {
+			tag := "comm_reduce"
+			if !slices.Contains(axes, len(x.Shape)-1) && shape[len(shape)-1] >= 4 {
+				// The output's last axis walks the input's contiguous
+				// axis: ScheduleReduce runs the reduction outside it and
+				// vectorises it.
+				tag = outerReduceTag
+			}
+			rax := make([]*te.IterVar, len(axes))
+			rv := make([]tir.PrimExpr, len(axes))
+			for k, a := range axes {
+				rax[k] = te.ReduceAxis(x.Shape[a], "r"+string(rune('0'+k)))
+				rv[k] = rax[k].Var
+			}
+			red = te.ComputeReduce(name+"_red", shape, r, rax, func(i []tir.PrimExpr) tir.PrimExpr {
+				return tir.NewCast(tir.Scalar(acc), x.At(trReduceIndex(len(x.Shape), axes, keep, i, rv)...))
+			}, te.WithTag(tag))
 		}
-		red := te.ComputeReduce(name+"_red", shape, r, rax, func(i []tir.PrimExpr) tir.PrimExpr {
-			return tir.NewCast(tir.Scalar(acc), x.At(trReduceIndex(len(x.Shape), axes, keep, i, rv)...))
-		}, te.WithTag("comm_reduce"))
 		if kind != "mean" && acc == dt {
 			return trOne(red)
 		}

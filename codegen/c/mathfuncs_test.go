@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/tir/interp"
 )
@@ -47,10 +48,10 @@ func mathInputs(edges []float32, lo, hi float64) []float32 {
 // uses instead of libm so that loops vectorise — kiln_erff for every
 // float32 erf, kiln_expf for exp inside vectorized loops, kiln_sigmoidf
 // for every float32 sigmoid — against the interpreter: at most 1 ulp
-// apart, with NaN, ±inf and ±0 exact. (The same
-// check of kiln_erff and kiln_expf on every float32, run once outside
-// the test suite, found no input more than 1 ulp from the correctly
-// rounded result.)
+// apart, with NaN, ±inf and ±0 exact, with and without fused
+// multiply-add. (The same check of kiln_erff and kiln_expf on every
+// float32, run once outside the test suite in both forms, found no input
+// more than 1 ulp from the correctly rounded result.)
 func TestMathHelpersF32(t *testing.T) {
 	cases := []struct {
 		op     tir.Intrinsic
@@ -63,17 +64,29 @@ func TestMathHelpersF32(t *testing.T) {
 		{tir.IntrinExp, tir.Vectorized, "kiln_expf", 1, mathInputs([]float32{128, 88.72284, 87.33655, 103.97208, 0.34657359, 1}, -110, 100)},
 		{tir.IntrinSigmoid, tir.Serial, "kiln_sigmoidf", 1, mathInputs([]float32{128, 88.72284, 87.33655, 103.97208, 17}, -110, 100)},
 	}
-	for _, c := range cases {
-		t.Run(c.op.Info().Name, func(t *testing.T) {
-			checkMathHelper(t, c.op, c.kind, c.helper, c.ulp, c.inputs)
-		})
+	// The helpers use fused multiply-add where the processor has it:
+	// both forms are checked when this machine can run the fused one.
+	variants := map[string][]string{"portable": nil}
+	if native, err := targets.ResolveCPU("native", nil); err == nil && native.Arch == HostArch() && native.FMA() {
+		if fma, err := targets.ResolveCPU("haswell", nil); err == nil && HostArch() == targets.X86_64 {
+			variants["fma"] = fma.CFlags()
+		} else if HostArch() == targets.AArch64 {
+			variants["fma"] = native.CFlags()
+		}
+	}
+	for name, flags := range variants {
+		for _, c := range cases {
+			t.Run(name+"/"+c.op.Info().Name, func(t *testing.T) {
+				checkMathHelper(t, c.op, c.kind, c.helper, c.ulp, c.inputs, flags)
+			})
+		}
 	}
 }
 
 // checkMathHelper compiles Out[i] = op(X[i]) as a loop of the given kind,
 // checks that the source calls helper, runs it on xs and compares with
 // the interpreter.
-func checkMathHelper(t *testing.T, op tir.Intrinsic, kind tir.ForKind, helper string, ulp int64, xs []float32) {
+func checkMathHelper(t *testing.T, op tir.Intrinsic, kind tir.ForKind, helper string, ulp int64, xs []float32, cpuFlags []string) {
 	n := int64(len(xs))
 	f := tir.NewPrimFunc("math_f32")
 	x := f.AddBuffer(tir.NewBuffer("X", ir.Float32, ir.Shape{n}, ""))
@@ -84,7 +97,7 @@ func checkMathHelper(t *testing.T, op tir.Intrinsic, kind tir.ForKind, helper st
 	if !strings.Contains(src.Code, helper+"(") {
 		t.Fatalf("%s is not emitted as %s", op.Info().Name, helper)
 	}
-	lib := openLib(t, src, BuildOptions{})
+	lib := openLib(t, src, BuildOptions{CPUFlags: cpuFlags})
 
 	in := interp.NewArray(ir.Float32, n)
 	for k, v := range xs {
