@@ -62,3 +62,65 @@ func conv2DPackedKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*
 	a["groups"] = int64(1)
 	return convKernel([]*tensor.Tensor{args[0], w}, a, out)
 }
+
+func init() {
+	register(op.MatMulPacked, matmulPackedKernel)
+}
+
+// PackMatMulWeight packs a [K, N] matrix into the [N/b, K, b] column
+// panels of nn.contrib_matmul_packed. b must divide N.
+func PackMatMulWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, error) {
+	if len(w.Shape) != 2 || b <= 0 || w.Shape[1]%b != 0 {
+		return nil, fmt.Errorf("cannot pack matrix %s in panels of %d columns", w.Shape, b)
+	}
+	k, n, bb := int(w.Shape[0]), int(w.Shape[1]), int(b)
+	out := tensor.New(w.DType, ir.Shape{w.Shape[1] / b, w.Shape[0], b})
+	for r := 0; r < k; r++ {
+		for c := 0; c < n; c++ {
+			out.CopyElem(((c/bb)*k+r)*bb+c%bb, w, r*n+c)
+		}
+	}
+	return out, nil
+}
+
+// PackTransposedMatMulWeight packs the transpose of an [N, K] matrix (a
+// dense weight) into the [N/b, K, b] panels directly.
+func PackTransposedMatMulWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, error) {
+	if len(w.Shape) != 2 || b <= 0 || w.Shape[0]%b != 0 {
+		return nil, fmt.Errorf("cannot pack matrix %s (transposed) in panels of %d columns", w.Shape, b)
+	}
+	n, k, bb := int(w.Shape[0]), int(w.Shape[1]), int(b)
+	out := tensor.New(w.DType, ir.Shape{w.Shape[0] / b, w.Shape[1], b})
+	for c := 0; c < n; c++ {
+		for r := 0; r < k; r++ {
+			out.CopyElem(((c/bb)*k+r)*bb+c%bb, w, c*k+r)
+		}
+	}
+	return out, nil
+}
+
+// UnpackMatMulWeight turns [N/b, K, b] panels back into the [K, N] matrix.
+func UnpackMatMulWeight(p *tensor.Tensor) (*tensor.Tensor, error) {
+	if len(p.Shape) != 3 {
+		return nil, fmt.Errorf("packed matrix %s must have rank 3", p.Shape)
+	}
+	k, bb := int(p.Shape[1]), int(p.Shape[2])
+	n := int(p.Shape[0]) * bb
+	out := tensor.New(p.DType, ir.Shape{p.Shape[1], int64(n)})
+	for r := 0; r < k; r++ {
+		for c := 0; c < n; c++ {
+			out.CopyElem(r*n+c, p, ((c/bb)*k+r)*bb+c%bb)
+		}
+	}
+	return out, nil
+}
+
+// matmulPackedKernel unpacks the weight and runs nn.matmul's kernel: the
+// same sums in the same order as the product it replaces.
+func matmulPackedKernel(args []*tensor.Tensor, _ ir.Attrs, out ir.Type) ([]*tensor.Tensor, error) {
+	w, err := UnpackMatMulWeight(args[1])
+	if err != nil {
+		return nil, err
+	}
+	return matmulKernel([]*tensor.Tensor{args[0], w}, ir.Attrs{"transpose_a": false, "transpose_b": false}, out)
+}

@@ -43,9 +43,10 @@ func TestResolveCPUAttrs(t *testing.T) {
 		{"haswell", []string{"+avx512f"}, "avx512", 512, 32, true, "-march=haswell -mavx512f"},
 		{"x86-64", nil, "sse2", 128, 16, false, "-march=x86-64"},
 		{"x86-64", []string{"+fma"}, "avx", 256, 16, true, "-march=x86-64 -mavx -mfma -msse3 -msse4.1 -msse4.2 -mssse3"},
-		// gcc 12 has no -march=znver4: Zen 3 plus the AVX-512 features.
-		{"znver4", nil, "avx512", 512, 32, true, "-march=znver3 -mavx512bf16 -mavx512bw -mavx512cd -mavx512dq -mavx512f -mavx512vl -mavx512vnni"},
-		{"znver4", []string{"-avx2"}, "avx", 256, 16, true, "-march=znver3 -mno-avx2"},
+		// gcc 12 has no -march=znver4: Zen 3 plus the AVX-512 features,
+		// tuned generically (gccTune).
+		{"znver4", nil, "avx512", 512, 32, true, "-march=znver3 -mtune=generic -mavx512bf16 -mavx512bw -mavx512cd -mavx512dq -mavx512f -mavx512vl -mavx512vnni"},
+		{"znver4", []string{"-avx2"}, "avx", 256, 16, true, "-march=znver3 -mtune=generic -mno-avx2"},
 		{"cortex-a72", nil, "neon", 128, 32, true, "-mcpu=cortex-a72"},
 		{"cortex-a53", []string{"+dotprod"}, "neon", 128, 32, true, "-mcpu=cortex-a53+dotprod"},
 		{"cortex-a76", []string{"-dotprod"}, "neon", 128, 32, true, "-mcpu=cortex-a76+nodotprod"},

@@ -29,6 +29,43 @@ func init() {
 	}); err != nil {
 		panic(err)
 	}
+	mustAddNN(op.MatMulPacked, strategy.Implementation{Name: "nn.contrib_matmul_packed.generic", PLevel: strategy.PLevelGeneric,
+		Compute: func(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+			return matmulPackedCompute(c, in, te.Sum)
+		},
+		Schedule: scheduleConv})
+	if err := strategy.Default.Add(op.MatMulPacked, strategy.ForKey("cpu"), strategy.Implementation{
+		Name: "nn.contrib_matmul_packed.cpu", PLevel: strategy.PLevelTuned,
+		Compute: func(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+			return matmulPackedCompute(c, in, convSum(targetHasFMA(c.Target)))
+		},
+		Schedule: scheduleMatMulCPU, Valid: func(c *strategy.Call) bool {
+			ot, ok := c.OutType.(*ir.TensorType)
+			return ok && ot.DType == ir.Float32 && ot.Shape.NumElements() > 0
+		},
+	}); err != nil {
+		panic(err)
+	}
+}
+
+// matmulPackedCompute is nn.contrib_matmul_packed: out[..., m, n] = sum
+// over k of a[..., m, k] * w[n / B, k, n % B], accumulated with sum.
+func matmulPackedCompute(c *strategy.Call, in []*te.Tensor, sum te.Reducer) ([]*te.Tensor, error) {
+	if err := nnCheckNonEmpty(c); err != nil {
+		return nil, err
+	}
+	a, w := in[0], in[1]
+	ot := c.OutTensor()
+	r := len(ot.Shape)
+	blk := tir.Idx(w.Shape[2])
+	acc := nnAcc(ot.DType)
+	k := te.ReduceAxis(w.Shape[1], "k")
+	out := te.ComputeReduce("nn_matmul_acc", ot.Shape, sum, []*te.IterVar{k}, func(i []tir.PrimExpr) tir.PrimExpr {
+		ai := append(append([]tir.PrimExpr(nil), i[:r-1]...), k.Var)
+		n := i[r-1]
+		return tir.Mul(nnCast(acc, a.At(ai...)), nnCast(acc, w.At(tir.FloorDiv(n, blk), k.Var, tir.FloorMod(n, blk))))
+	}, te.WithTag("matmul"))
+	return []*te.Tensor{nnCastStage(out, ot.DType, "nn_matmul")}, nil
 }
 
 // computeMatMulCPU is nn.matmul's compute whose multiply-accumulate steps
@@ -142,6 +179,11 @@ func scheduleMatMulCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tens
 	row := matmulRowAxis(mm.Shape)
 	wide := matmulWideVectors(c.Target)
 	mr, nr := matmulTileRows(mm.Shape[row], wide), matmulTileCols(mm.Shape[r-1], wide)
+	if c.Op == op.MatMulPacked {
+		// One register tile's columns are one panel of the packed weight:
+		// contiguous along k.
+		nr = c.ArgTypes[1].(*ir.TensorType).Shape[2]
+	}
 	axes := st.Axis()
 	mo, mi := st.Split(axes[row], mr)
 	no, ni := st.Split(axes[r-1], nr)

@@ -60,6 +60,9 @@ func TestNNDenseMatMul(t *testing.T) {
 		{"matmul_bf16", op.MatMul, nil, []nnArg{nnA(ir.BFloat16, 3, 4), nnA(ir.BFloat16, 4)}},
 		{"matmul_i32", op.MatMul, nil, []nnArg{nnA(nnTI32, 2, 2, 3), nnA(nnTI32, 3, 2)}},
 		{"matmul_u8_wrap", op.MatMul, nil, []nnArg{nnA(nnTU8, 2, 9), nnA(nnTU8, 9, 2)}},
+		{"matmul_packed16", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 5, 7), nnA(nnTF32, 2, 7, 16)}},
+		{"matmul_packed8_batched", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 2, 12, 9), nnA(nnTF32, 3, 9, 8)}},
+		{"matmul_packed_f64", op.MatMulPacked, nil, []nnArg{nnA(nnTF64, 3, 4), nnA(nnTF64, 1, 4, 8)}},
 	})
 }
 
@@ -74,6 +77,8 @@ func TestNNSoftmax(t *testing.T) {
 		{"softmax_f16", op.Softmax, nil, []nnArg{nnA(nnTF16, 2, 6)}},
 		{"softmax_bf16", op.Softmax, nil, []nnArg{nnA(ir.BFloat16, 2, 5)}},
 		{"softmax_large", op.Softmax, nil, []nnArg{nnFixed(big)}},
+		{"softmax_long_rows", op.Softmax, nil, []nnArg{nnA(nnTF32, 3, 2, 101)}},
+		{"softmax_long_rows_even", op.Softmax, nil, []nnArg{nnA(nnTF32, 4, 128)}},
 		{"log_softmax_last", op.LogSoftmax, nil, []nnArg{nnA(nnTF32, 3, 5)}},
 		{"log_softmax_axis1", op.LogSoftmax, ir.Attrs{"axis": int64(1)}, []nnArg{nnA(nnTF64, 2, 3, 2)}},
 		{"log_softmax_f16", op.LogSoftmax, ir.Attrs{"axis": int64(0)}, []nnArg{nnA(nnTF16, 4, 2)}},

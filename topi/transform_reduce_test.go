@@ -28,6 +28,13 @@ func TestTransformReduce(t *testing.T) {
 			trCase{"none_reduced_bool", o, ir.Attrs{"axis": trI(), "keepdims": true}, []*tensor.Tensor{trR(ir.Bool, 3)}},
 			trCase{"rank1_keep", o, ir.Attrs{"axis": trI(-1), "keepdims": true}, []*tensor.Tensor{trR(ir.Float32, 7)}},
 			trCase{"long_f32", o, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{trR(ir.Float32, 2, 64)}},
+			// Lane-split rows (reduce_lanes.go) with a ragged last chunk for
+			// every lane count, and column reductions run outside a
+			// vectorised row.
+			trCase{"lanes_ragged_f32", o, ir.Attrs{"axis": trI(-1), "keepdims": true}, []*tensor.Tensor{trR(ir.Float32, 3, 2, 101)}},
+			trCase{"lanes_f64", o, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{trR(ir.Float64, 2, 130)}},
+			trCase{"columns_f32", o, ir.Attrs{"axis": trI(0)}, []*tensor.Tensor{trR(ir.Float32, 9, 130)}},
+			trCase{"columns_mid_f32", o, ir.Attrs{"axis": trI(1), "keepdims": true}, []*tensor.Tensor{trR(ir.Float32, 3, 5, 20)}},
 			trCase{"unordered_axes", o, ir.Attrs{"axis": trI(2, 0)}, []*tensor.Tensor{trR(ir.Int32, 2, 3, 4)}},
 			trCase{"rank4_hw", o, ir.Attrs{"axis": trI(2, 3), "keepdims": true}, []*tensor.Tensor{trR(ir.Float32, 1, 2, 3, 3)}},
 			trCase{"empty_axis_f32", o, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{trR(ir.Float32, 2, 0)}},
@@ -45,7 +52,11 @@ func TestTransformReduce(t *testing.T) {
 	}
 	// NaN propagates through max and min.
 	nan := trT(ir.Float32, trS(2, 3), 1, math.NaN(), 3, -1, -2, -3)
+	long := trR(ir.Float32, 2, 77)
+	long.Float32s()[40] = float32(math.NaN())
 	cases = append(cases,
+		trCase{"nan_lanes", op.Max, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{long}},
+		trCase{"nan_lanes", op.Min, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{long}},
 		trCase{"nan", op.Max, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{nan}},
 		trCase{"nan", op.Min, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{nan}},
 		trCase{"nan", op.Sum, ir.Attrs{"axis": trI(0)}, []*tensor.Tensor{nan}},

@@ -73,3 +73,46 @@ func conv2DPackedRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 func PackConv2DWeightShape(w ir.Shape, b int64) ir.Shape {
 	return ir.Shape{w[0] / b, w[1], w[2], w[3], b}
 }
+
+// MatMulPacked is the matrix product a[..., M, K] x b[K, N] with b, a
+// constant, packed in column panels: weight[nb, k, v] holds b[k, nb*B + v],
+// where B = weight.shape[2] is the panel width. A CPU schedule then reads
+// each panel of B columns contiguously along k (unpacked, the columns of
+// one register tile lie a whole row of b apart, and every row maps to the
+// same few cache sets when the row is a multiple of 4 KiB). The output is
+// [..., M, nb*B]. The alter_dense_layout pass introduces it for nn.matmul
+// and nn.dense with constant weights.
+var MatMulPacked = declare(&Op{
+	Name:    "nn.contrib_matmul_packed",
+	NumArgs: 2,
+	Pattern: OutEWiseFusable,
+	Rel:     matmulPackedRel,
+	Doc:     "matrix product a[..., M, K] x b with b packed as [N/B, K, B]",
+})
+
+func matmulPackedRel(args []ir.Type, _ ir.Attrs) (ir.Type, error) {
+	ts, err := Tensors(args)
+	if err != nil {
+		return nil, err
+	}
+	a, w := ts[0], ts[1]
+	dt, err := SameDType(a, w)
+	if err != nil {
+		return nil, err
+	}
+	if !dt.IsFloat() {
+		return nil, fmt.Errorf("data type %s is not a float type", dt)
+	}
+	if len(a.Shape) < 2 {
+		return nil, fmt.Errorf("data must have rank >= 2, got %s", a)
+	}
+	if len(w.Shape) != 3 {
+		return nil, fmt.Errorf("packed weight must have rank 3 (column panels, K, panel width), got %s", w)
+	}
+	if k := a.Shape[len(a.Shape)-1]; w.Shape[1] != k {
+		return nil, fmt.Errorf("packed weight %s has %d rows, data %s has %d columns", w, w.Shape[1], a, k)
+	}
+	out := a.Shape.Clone()
+	out[len(out)-1] = w.Shape[0] * w.Shape[2]
+	return ir.NewTensorType(dt, out), nil
+}

@@ -4,18 +4,23 @@ import (
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
-// AlterDenseLayout rewrites every float32 nn.dense whose weight w[N, K] is
-// a constant and whose data has rank >= 2 into nn.matmul with the weight
-// transposed, at compile time, to [K, N]: the layout in which the CPU
-// matmul schedule (topi/dense_cpu.go) vectorises over output columns, as
-// TVM's AlterOpLayout pre-packs dense weights. The product is the same
+// AlterDenseLayout prepares constant matrix-product weights at compile
+// time, as TVM's AlterOpLayout pre-packs dense weights. A float32
+// nn.dense whose weight w[N, K] is a constant, and a float32 nn.matmul
+// whose second operand b[K, N] is a constant matrix (no transposes), with
+// data of rank >= 2, become nn.contrib_matmul_packed with the weight
+// packed in column panels of 16 (8 when 16 does not divide N): the layout
+// in which the CPU schedule (topi/dense_cpu.go) reads a register tile's
+// columns contiguously. A dense whose N is not a multiple of 8 becomes
+// nn.matmul with the weight transposed to [K, N]. The product is the same
 // sum over k in the same order, so results do not change. A weight shared
-// by several dense calls is transposed once.
+// by several calls is packed once.
 func AlterDenseLayout(m *graph.Module) (*graph.Module, error) {
-	done := map[*tensor.Tensor]*graph.Constant{}
+	done := map[denseKey]*graph.Constant{}
 	r := newBodyRewriter(func(e graph.Expr) (graph.Expr, error) {
 		if _, err := graph.InferExpr(m, e); err != nil {
 			return nil, err
@@ -30,9 +35,28 @@ func AlterDenseLayout(m *graph.Module) (*graph.Module, error) {
 	return mapModule(m, r.function)
 }
 
-func alterDense(e graph.Expr, done map[*tensor.Tensor]*graph.Constant) graph.Expr {
+// denseKey identifies a prepared weight: the constant, and whether it was
+// a dense weight (transposed) or a matmul operand.
+type denseKey struct {
+	w     *tensor.Tensor
+	dense bool
+}
+
+// matmulPanel is the panel width of a packed weight with n columns, or 0
+// when n is not a multiple of 8.
+func matmulPanel(n int64) int64 {
+	switch {
+	case n%16 == 0:
+		return 16
+	case n%8 == 0:
+		return 8
+	}
+	return 0
+}
+
+func alterDense(e graph.Expr, done map[denseKey]*graph.Constant) graph.Expr {
 	c, ok := e.(*graph.Call)
-	if !ok || c.Op != op.Dense || len(c.Args) != 2 {
+	if !ok || (c.Op != op.Dense && c.Op != op.MatMul) || len(c.Args) != 2 {
 		return e
 	}
 	w, ok := c.Args[1].(*graph.Constant)
@@ -40,15 +64,47 @@ func alterDense(e graph.Expr, done map[*tensor.Tensor]*graph.Constant) graph.Exp
 		return e
 	}
 	xt, ok := c.Args[0].Type().(*ir.TensorType)
-	if !ok || xt.DType != ir.Float32 || len(xt.Shape) < 2 || xt.Shape[len(xt.Shape)-1] != w.Value.Shape[1] {
+	if !ok || xt.DType != ir.Float32 || len(xt.Shape) < 2 {
 		return e
 	}
-	wt := done[w.Value]
-	if wt == nil {
-		wt = graph.NewConstant(transpose2D(w.Value))
-		done[w.Value] = wt
+	dense := c.Op == op.Dense
+	k, n := w.Value.Shape[0], w.Value.Shape[1]
+	if dense {
+		k, n = n, k
+	} else if c.Attrs.Bool("transpose_a") || c.Attrs.Bool("transpose_b") {
+		return e
 	}
-	nc, err := graph.NewCall(op.MatMul, []graph.Expr{c.Args[0], wt}, ir.Attrs{})
+	if xt.Shape[len(xt.Shape)-1] != k {
+		return e
+	}
+	b := matmulPanel(n)
+	if b == 0 && !dense {
+		return e
+	}
+	key := denseKey{w.Value, dense}
+	pw := done[key]
+	if pw == nil {
+		var t *tensor.Tensor
+		var err error
+		switch {
+		case b == 0:
+			t = transpose2D(w.Value)
+		case dense:
+			t, err = ref.PackTransposedMatMulWeight(w.Value, b)
+		default:
+			t, err = ref.PackMatMulWeight(w.Value, b)
+		}
+		if err != nil {
+			return e
+		}
+		pw = graph.NewConstant(t)
+		done[key] = pw
+	}
+	o := op.MatMulPacked
+	if b == 0 {
+		o = op.MatMul
+	}
+	nc, err := graph.NewCall(o, []graph.Expr{c.Args[0], pw}, ir.Attrs{})
 	if err != nil {
 		return e
 	}
