@@ -28,11 +28,7 @@ TARGETS=${TARGETS:-c}
 SHARED=../shared
 build_kiln
 
-# The ONNX Runtime harness, installed once into out/peer.
-if [ ! -d out/peer/node_modules/onnxruntime-node ]; then
-	rm -rf out/peer && cp -r "$SHARED/peer" out/peer
-	(cd out/peer && npm init -y >/dev/null && npm install --ignore-scripts --silent onnxruntime-node@1.30.0 onnx-proto >/dev/null)
-fi
+need_ort_harness
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(date -u +%Y-%m-%d); OMP_WAIT_POLICY=$OMP_WAIT_POLICY OMP_PROC_BIND=$OMP_PROC_BIND; targets: $TARGETS"
 echo

@@ -77,3 +77,13 @@ build_kiln() {
 	mkdir -p out
 	go build -o out/kiln ./cmd/kiln
 }
+
+# need_ort_harness installs ONNX Runtime's benchmark harness from
+# ../shared/peer into out/peer once (the same-run comparisons of bench.sh
+# and bench_ops.sh).
+need_ort_harness() {
+	if [ ! -d out/peer/node_modules/onnxruntime-node ]; then
+		rm -rf out/peer && cp -r "${SHARED:-../shared}/peer" out/peer
+		(cd out/peer && npm init -y >/dev/null && npm install --ignore-scripts --silent onnxruntime-node@1.30.0 onnx-proto >/dev/null)
+	fi
+}

@@ -39,7 +39,9 @@ type packKey struct {
 }
 
 // convPackBlock is the output-channel block of a packed weight for oc
-// output channels, or 0 when the convolution is left alone.
+// output channels (and the panel width of a packed matrix-product weight
+// with oc columns): 16, or 8 when 16 does not divide oc, or 0 when the
+// operator is left alone.
 func convPackBlock(oc int64) int64 {
 	switch {
 	case oc%16 == 0:

@@ -42,18 +42,6 @@ type denseKey struct {
 	dense bool
 }
 
-// matmulPanel is the panel width of a packed weight with n columns, or 0
-// when n is not a multiple of 8.
-func matmulPanel(n int64) int64 {
-	switch {
-	case n%16 == 0:
-		return 16
-	case n%8 == 0:
-		return 8
-	}
-	return 0
-}
-
 func alterDense(e graph.Expr, done map[denseKey]*graph.Constant) graph.Expr {
 	c, ok := e.(*graph.Call)
 	if !ok || (c.Op != op.Dense && c.Op != op.MatMul) || len(c.Args) != 2 {
@@ -77,7 +65,7 @@ func alterDense(e graph.Expr, done map[denseKey]*graph.Constant) graph.Expr {
 	if xt.Shape[len(xt.Shape)-1] != k {
 		return e
 	}
-	b := matmulPanel(n)
+	b := convPackBlock(n) // panels of 16 columns, or 8
 	if b == 0 && !dense {
 		return e
 	}
