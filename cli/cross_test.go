@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/internal/shared"
-	"github.com/kiln-dev/kiln/tensor"
 )
 
 // TestCrossCompiledArmModel compiles mobilenet_v2 (packed, depthwise and
@@ -49,19 +48,5 @@ func TestCrossCompiledArmModel(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("qemu-aarch64: %v\n%s", err, out)
 	}
-	raw, err := os.ReadFile(filepath.Join(art, "out.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _, err := ReadTensor(filepath.Join(model, "test_data_set_0", "output_0.pb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := tensor.FromBytes(want.DType, want.Shape, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
-		t.Errorf("Cortex-A72 build under qemu: %v", err)
-	}
+	checkProgramOutput(t, model, filepath.Join(art, "out.bin"), "Cortex-A72 build under qemu")
 }

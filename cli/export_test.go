@@ -79,21 +79,7 @@ func TestExportCProject(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("./kiln_lenet", "in.bin", "out.bin")
-	raw, err := os.ReadFile(filepath.Join(proj, "out.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _, err := ReadTensor(filepath.Join(model, "test_data_set_0", "output_0.pb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := tensor.FromBytes(want.DType, want.Shape, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
-		t.Errorf("exported project's output: %v", err)
-	}
+	raw := checkProgramOutput(t, model, filepath.Join(proj, "out.bin"), "exported project's output")
 
 	// The same project under AddressSanitizer and UndefinedBehaviorSanitizer.
 	run(make, "clean")
@@ -124,17 +110,7 @@ func TestExportCProject(t *testing.T) {
 	// Run the image on an emulated Cortex-M4 and compare with PyTorch.
 	tool(t, "qemu-system-arm")
 	run(make, "qemu", "ARGS=in.bin out_m4.bin")
-	rawM4, err := os.ReadFile(filepath.Join(proj, "out_m4.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotM4, err := tensor.FromBytes(want.DType, want.Shape, rawM4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tensor.AllClose(gotM4, want, 1e-3, 1e-4); err != nil {
-		t.Errorf("Cortex-M4 (QEMU) output: %v", err)
-	}
+	checkProgramOutput(t, model, filepath.Join(proj, "out_m4.bin"), "Cortex-M4 (QEMU) output")
 }
 
 // TestExportErrors: a graph artifact, an existing directory and a bad
@@ -162,4 +138,27 @@ func TestExportErrors(t *testing.T) {
 	if code, _, stderr := kiln("compile", filepath.Join(mlpDir, "model.onnx"), "-t", "c", "--unpacked-api", "-o", filepath.Join(dir, "x.kiln")); code != 2 || !strings.Contains(stderr, "--executor aot") {
 		t.Errorf("--unpacked-api without aot: exit %d, %q", code, stderr)
 	}
+}
+
+// checkProgramOutput compares the raw float output an AOT program wrote to
+// outBin with the model's reference output (test_data_set_0/output_0.pb)
+// and returns the raw bytes.
+func checkProgramOutput(t *testing.T, model, outBin, what string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(outBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := ReadTensor(filepath.Join(model, "test_data_set_0", "output_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tensor.FromBytes(want.DType, want.Shape, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
+		t.Errorf("%s: %v", what, err)
+	}
+	return raw
 }

@@ -73,14 +73,8 @@ func PackMatMulWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, error) {
 	if len(w.Shape) != 2 || b <= 0 || w.Shape[1]%b != 0 {
 		return nil, fmt.Errorf("cannot pack matrix %s in panels of %d columns", w.Shape, b)
 	}
-	k, n, bb := int(w.Shape[0]), int(w.Shape[1]), int(b)
-	out := tensor.New(w.DType, ir.Shape{w.Shape[1] / b, w.Shape[0], b})
-	for r := 0; r < k; r++ {
-		for c := 0; c < n; c++ {
-			out.CopyElem(((c/bb)*k+r)*bb+c%bb, w, r*n+c)
-		}
-	}
-	return out, nil
+	n := int(w.Shape[1])
+	return packPanels(w, w.Shape[0], w.Shape[1], b, func(r, c int) int { return r*n + c }), nil
 }
 
 // PackTransposedMatMulWeight packs the transpose of an [N, K] matrix (a
@@ -89,14 +83,21 @@ func PackTransposedMatMulWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, erro
 	if len(w.Shape) != 2 || b <= 0 || w.Shape[0]%b != 0 {
 		return nil, fmt.Errorf("cannot pack matrix %s (transposed) in panels of %d columns", w.Shape, b)
 	}
-	n, k, bb := int(w.Shape[0]), int(w.Shape[1]), int(b)
-	out := tensor.New(w.DType, ir.Shape{w.Shape[0] / b, w.Shape[1], b})
-	for c := 0; c < n; c++ {
-		for r := 0; r < k; r++ {
-			out.CopyElem(((c/bb)*k+r)*bb+c%bb, w, c*k+r)
+	k := int(w.Shape[1])
+	return packPanels(w, w.Shape[1], w.Shape[0], b, func(r, c int) int { return c*k + r }), nil
+}
+
+// packPanels builds the [n/b, k, b] panels of the k x n matrix whose
+// element (r, c) is w's element at(r, c).
+func packPanels(w *tensor.Tensor, k, n, b int64, at func(r, c int) int) *tensor.Tensor {
+	out := tensor.New(w.DType, ir.Shape{n / b, k, b})
+	kk, bb := int(k), int(b)
+	for r := 0; r < kk; r++ {
+		for c := 0; c < int(n); c++ {
+			out.CopyElem(((c/bb)*kk+r)*bb+c%bb, w, at(r, c))
 		}
 	}
-	return out, nil
+	return out
 }
 
 // UnpackMatMulWeight turns [N/b, K, b] panels back into the [K, N] matrix.

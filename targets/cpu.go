@@ -96,28 +96,24 @@ func (c *Processor) CFlags() []string {
 		march = base.march
 		base, _ = lookupCPU(base.march)
 	}
+	// Flags state what -mattr added to or removed from the features the
+	// compiler assumes for -march: the table's, or for native the
+	// machine's own (the compiler probes it too).
+	var ref []string
+	switch {
+	case c.Name == "native":
+		ref = probeHost().Features
+	case ok:
+		ref = base.features
+	}
 	var added, removed []string
-	if c.Name != "native" && ok {
+	if c.Name == "native" || ok {
 		for _, f := range c.Features {
-			if !slices.Contains(base.features, f) {
+			if !slices.Contains(ref, f) {
 				added = append(added, f)
 			}
 		}
-		for _, f := range base.features {
-			if !c.Has(f) {
-				removed = append(removed, f)
-			}
-		}
-	} else if c.Name == "native" {
-		// The compiler probes the machine itself; state what -mattr
-		// removed or added relative to the probe.
-		p := probeHost()
-		for _, f := range c.Features {
-			if !slices.Contains(p.Features, f) {
-				added = append(added, f)
-			}
-		}
-		for _, f := range p.Features {
+		for _, f := range ref {
 			if !c.Has(f) {
 				removed = append(removed, f)
 			}

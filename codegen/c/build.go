@@ -200,19 +200,20 @@ func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOption
 		units = src.units(jobs, opts.unitBytes)
 	}
 	// Sources are named relative to dir (the compiler runs there), so
-	// that objects do not depend on where the build happens.
-	sources := []string{SourceName}
+	// that objects do not depend on where the build happens; texts keeps
+	// each one's C for the cache keys.
+	sources, texts := []string{SourceName}, []string{src.Code}
 	if len(units) > 1 {
-		sources = sources[:0]
+		sources, texts = sources[:0], texts[:0]
 		for i, u := range units {
 			name := fmt.Sprintf("kiln_lib_%d.c", i)
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(u), 0o644); err != nil {
 				return "", fmt.Errorf("codegen/c: %w", err)
 			}
-			sources = append(sources, name)
+			sources, texts = append(sources, name), append(texts, u)
 		}
 	}
-	sources = append(sources, RegistryName)
+	sources, texts = append(sources, RegistryName), append(texts, reg)
 	var context hasher // the inputs every object depends on besides its source
 	for _, f := range opts.ExtraSources {
 		if f.Name == "" || filepath.Base(f.Name) != f.Name || f.Name == SourceName || f.Name == RegistryName || unitFile.MatchString(f.Name) {
@@ -222,7 +223,7 @@ func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOption
 			return "", fmt.Errorf("codegen/c: %w", err)
 		}
 		if strings.HasSuffix(f.Name, ".c") {
-			sources = append(sources, f.Name)
+			sources, texts = append(sources, f.Name), append(texts, string(f.Data))
 		} else {
 			context.add(f.Name, string(f.Data))
 		}
@@ -252,7 +253,7 @@ func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOption
 		}
 		stats.Compile = time.Since(t0)
 	} else {
-		objs, err := compileObjects(ctx, dir, sources, flags, &context, jobs, opts, stats)
+		objs, err := compileObjects(ctx, dir, sources, texts, flags, &context, jobs, opts, stats)
 		if err != nil {
 			return "", err
 		}
@@ -296,11 +297,12 @@ type BuildStats struct {
 	Compile, Link time.Duration
 }
 
-// compileObjects compiles each source (a file in dir) to an object in
-// dir with up to jobs compiler processes at once, taking objects from
-// opts.Cache when it holds them and adding the ones it compiled. It
-// returns the object names in source order.
-func compileObjects(ctx context.Context, dir string, sources, flags []string, context *hasher, jobs int, opts BuildOptions, stats *BuildStats) ([]string, error) {
+// compileObjects compiles each source (a file in dir, whose C is the
+// matching entry of texts) to an object in dir with up to jobs compiler
+// processes at once, taking objects from opts.Cache when it holds them
+// and adding the ones it compiled. It returns the object names in source
+// order.
+func compileObjects(ctx context.Context, dir string, sources, texts, flags []string, context *hasher, jobs int, opts BuildOptions, stats *BuildStats) ([]string, error) {
 	cache := opts.Cache
 	if cache != nil {
 		id, err := compilerID(opts.CC)
@@ -325,13 +327,8 @@ func compileObjects(ctx context.Context, dir string, sources, flags []string, co
 			defer func() { <-sem }()
 			var key string
 			if cache != nil {
-				text, err := os.ReadFile(filepath.Join(dir, name))
-				if err != nil {
-					errs[i] = fmt.Errorf("codegen/c: %w", err)
-					return
-				}
 				h := hasher{h: slices.Clip(context.h)}
-				h.add(name, string(text))
+				h.add(name, texts[i])
 				key = h.sum()
 				if cache.get(key, filepath.Join(dir, objs[i])) {
 					cached.Add(1)

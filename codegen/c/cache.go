@@ -118,13 +118,9 @@ func (c *Cache) put(key, src string) {
 		return
 	}
 	name := tmp.Name()
-	in, err := os.Open(src)
+	err = tmp.Close()
 	if err == nil {
-		_, err = io.Copy(tmp, in)
-		in.Close()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+		err = copyFile(src, name)
 	}
 	if err == nil {
 		err = os.Rename(name, p)

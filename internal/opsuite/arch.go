@@ -2,16 +2,14 @@ package opsuite
 
 import "runtime"
 
-func isX86() bool { return runtime.GOARCH == "amd64" || runtime.GOARCH == "386" }
-
-// barrierConstraint is the asm operand constraint that keeps a vector
-// (or scalar float) in a register on this machine.
+// barrierConstraint is a C macro body: the asm operand that keeps the
+// vector (or scalar float) v in a register on this machine.
 func barrierConstraint() string {
 	switch runtime.GOARCH {
 	case "arm64":
-		return `"+w"`
+		return `"+w"(v)`
 	case "amd64", "386":
-		return `"+x"`
+		return `"+x"(v)`
 	}
-	return `"+r"`
+	return `"+r"(v)`
 }
