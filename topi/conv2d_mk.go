@@ -45,6 +45,7 @@ type convPlan struct {
 	rows           int64 // output rows per tile (divides oh)
 	isa            vecISA
 	mr             int
+	bmv            int // channel vectors of the broadcast kernel; 0: the columns-in-lanes kernel
 }
 
 // newConvPlan plans a convolution of an input of xShape with a kh x kw
@@ -86,6 +87,33 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 	}
 	return p, nil
 }
+
+// chooseBroadcast decides between the two micro-kernels of a packed
+// convolution with oc output and ic input channels (weight blocks of
+// block): the broadcast kernel (ukernel_bcast.go) computes no padding
+// columns and loads no input vectors, but writes its accumulators one
+// lane at a time, which pays off once every output takes enough
+// multiply-adds (ic x taps).
+func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
+	lanes := int64(p.isa.lanes)
+	if p.isa.bmv == 0 || block%lanes != 0 {
+		return
+	}
+	if ic*int64(len(p.koff)) < bcastMinSteps {
+		return
+	}
+	for mv := p.isa.bmv; mv >= 1; mv-- {
+		mr := int64(mv) * lanes
+		if (mr <= block && block%mr == 0) || (mr%block == 0 && oc%mr == 0) {
+			p.bmv, p.mr = mv, int(mr)
+			return
+		}
+	}
+}
+
+// bcastMinSteps is the fewest multiply-adds per output (input channels x
+// taps) for which the broadcast kernel is chosen.
+const bcastMinSteps = 64
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
@@ -216,8 +244,15 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 			return nil, fmt.Errorf("conv tile: extents %v, want [1 %d %d]", ctx.Extent, p.mr, cols)
 		}
 		ldv := ctx.Out.Shape[len(ctx.Out.Shape)-1]
-		k, err := newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: p.koff, ics: p.g.sh * p.g.sw * p.hq * p.wq,
-			ws: w.Shape[4], wm: 1, ldv: ldv, j: cols})
+		ics := p.g.sh * p.g.sw * p.hq * p.wq
+		var k tir.Kernel
+		var err error
+		if p.bmv > 0 {
+			k, err = newBcastKernel(p.isa, bcastSpec{mv: p.bmv, nc: p.isa.bnc, ic: ic, koff: p.koff, ics: ics,
+				b: w.Shape[4], bs: ic * int64(len(p.koff)) * w.Shape[4], ldv: ldv, rows: (cols-p.g.ow)/p.wq + 1, ow: p.g.ow, wq: p.wq})
+		} else {
+			k, err = newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: p.koff, ics: ics, ws: w.Shape[4], wm: 1, ldv: ldv, j: cols})
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -258,6 +293,7 @@ func scheduleConvPackedCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.
 		return err
 	}
 	ic := w.Shape[1]
+	p.chooseBroadcast(w.Shape[0]*w.Shape[4], ic, w.Shape[4])
 	return p.scheduleTiles(s, outs, anchor[0], vT, int64(p.mr), func(cols int64) te.TensorIntrin { return p.convTile(xp, w, ic, cols) })
 }
 

@@ -35,19 +35,22 @@ import (
 
 // vecISA is how the kernel's C spells vectors for one instruction set.
 type vecISA struct {
-	name     string
-	guard    string // preprocessor condition under which the vector code compiles
-	include  string
-	typ      string
-	lanes    int
-	zero     string // expression
-	load     string // format with the pointer
-	store    string // format with pointer, value
-	set1     string // format with the scalar
-	fma      string // format with a, b, c: a*b + c
-	fused    bool
-	mr, nr   int
-	dwnr     int    // column vectors per register tile of the depthwise kernel (one row)
+	name    string
+	guard   string // preprocessor condition under which the vector code compiles
+	include string
+	typ     string
+	lanes   int
+	zero    string // expression
+	load    string // format with the pointer
+	store   string // format with pointer, value
+	set1    string // format with the scalar
+	fma     string // format with a, b, c: a*b + c
+	fused   bool
+	mr, nr  int
+	dwnr    int // column vectors per register tile of the depthwise kernel (one row)
+	// bmv x bnc is the broadcast kernel's register tile (ukernel_bcast.go):
+	// channel vectors by columns; 0 where it is not used.
+	bmv, bnc int
 	scalarFn string // scalar multiply-add for the column tail, format a, b, c
 	// maskDecl declares mask variable km for the first %d lanes; mload and
 	// mstore load and store under it (pointer; pointer, value). Empty
@@ -58,10 +61,12 @@ type vecISA struct {
 
 // isaFor chooses the kernel's instruction set and register tile from the
 // target's processor: MR x NR accumulators, NR input vectors and one
-// broadcast weight fit in its vector registers — with room to spare: on
-// 16 registers a 4 x 3 tile uses all of them and gcc then reads the
-// inputs from memory in every multiply-add (resnet18 with AVX2 on Zen 4:
-// 66 ms with 4 x 3, 71 ms with 4 x 2, 51 ms with 8 x 1).
+// broadcast weight fit in its vector registers. On 16 registers with FMA
+// that is 4 x 3 (AVX2 on Zen 4 with -mtune=generic, 3x3 convolutions:
+// 82–89 % of peak against 62–70 % for 8 x 1; without FMA the product
+// needs a register of its own, so 8 x 1). bmv x bnc is the broadcast
+// kernel's tile: channel vectors x columns, with the weight vectors and
+// one broadcast beside the accumulators.
 func isaFor(p *targets.Processor) vecISA {
 	scalarFMA := "((%[1]s) * (%[2]s) + (%[3]s))"
 	if p.FMA() {
@@ -71,29 +76,30 @@ func isaFor(p *targets.Processor) vecISA {
 	case "avx512":
 		return vecISA{name: "avx512", guard: "defined(__AVX512F__)", include: "<immintrin.h>", typ: "__m512", lanes: 16, zero: "_mm512_setzero_ps()",
 			load: "_mm512_loadu_ps(%s)", store: "_mm512_storeu_ps(%s, %s)", set1: "_mm512_set1_ps(%s)",
-			fma: "_mm512_fmadd_ps(%s, %s, %s)", fused: true, mr: 8, nr: 3, dwnr: 6, scalarFn: scalarFMA,
+			fma: "_mm512_fmadd_ps(%s, %s, %s)", fused: true, mr: 8, nr: 3, dwnr: 6, bmv: 2, bnc: 12, scalarFn: scalarFMA,
 			maskDecl: "const __mmask16 km = (__mmask16)((1u << %d) - 1u);", mload: "_mm512_maskz_loadu_ps(km, %s)", mstore: "_mm512_mask_storeu_ps(%s, km, %s)"}
 	case "avx2", "avx":
 		v := vecISA{name: "avx", guard: "defined(__AVX__)", include: "<immintrin.h>", typ: "__m256", lanes: 8, zero: "_mm256_setzero_ps()",
 			load: "_mm256_loadu_ps(%s)", store: "_mm256_storeu_ps(%s, %s)", set1: "_mm256_set1_ps(%s)",
-			fma: "_mm256_add_ps(_mm256_mul_ps(%s, %s), %s)", mr: 8, nr: 1, dwnr: 4, scalarFn: scalarFMA,
+			fma: "_mm256_add_ps(_mm256_mul_ps(%s, %s), %s)", mr: 8, nr: 1, dwnr: 4, bmv: 2, bnc: 5, scalarFn: scalarFMA,
 			maskDecl: "const __m256i km = _mm256_loadu_si256((const __m256i*)(kiln_mk_mask8 + 8 - %d));",
 			mload:    "_mm256_maskload_ps(%s, km)", mstore: "_mm256_maskstore_ps(%s, km, %s)",
 			maskTable: "static const int32_t kiln_mk_mask8[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};"}
 		if p.FMA() {
 			v.name, v.fma, v.fused = "avx2fma", "_mm256_fmadd_ps(%s, %s, %s)", true
+			v.mr, v.nr, v.bnc = 4, 3, 6
 			v.guard = "defined(__AVX__) && defined(__FMA__)"
 		}
 		return v
 	case "sse2":
 		return vecISA{name: "sse2", guard: "defined(__SSE2__)", include: "<immintrin.h>", typ: "__m128", lanes: 4, zero: "_mm_setzero_ps()",
 			load: "_mm_loadu_ps(%s)", store: "_mm_storeu_ps(%s, %s)", set1: "_mm_set1_ps(%s)",
-			fma: "_mm_add_ps(_mm_mul_ps(%s, %s), %s)", mr: 8, nr: 1, dwnr: 4, scalarFn: scalarFMA}
+			fma: "_mm_add_ps(_mm_mul_ps(%s, %s), %s)", mr: 8, nr: 1, dwnr: 4, bmv: 2, bnc: 5, scalarFn: scalarFMA}
 	case "neon":
 		// vfmaq_f32(c, a, b) is c + a*b, fused.
 		return vecISA{name: "neon", guard: "defined(__ARM_NEON) && defined(__aarch64__)", include: "<arm_neon.h>", typ: "float32x4_t", lanes: 4, zero: "vdupq_n_f32(0.0f)",
 			load: "vld1q_f32(%s)", store: "vst1q_f32(%s, %s)", set1: "vdupq_n_f32(%s)",
-			fma: "vfmaq_f32(%[3]s, %[1]s, %[2]s)", fused: true, mr: 8, nr: 3, dwnr: 6, scalarFn: scalarFMA}
+			fma: "vfmaq_f32(%[3]s, %[1]s, %[2]s)", fused: true, mr: 8, nr: 3, dwnr: 6, bmv: 4, bnc: 6, scalarFn: scalarFMA}
 	}
 	return vecISA{name: "scalar", typ: "float", lanes: 1, zero: "0.0f", load: "(*(%s))", store: "*(%s) = (%s)",
 		set1: "(%s)", fma: scalarFMA, fused: p.FMA(), mr: 4, nr: 4, dwnr: 4, scalarFn: scalarFMA}

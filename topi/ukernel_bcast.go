@@ -1,0 +1,272 @@
+package topi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/tir"
+)
+
+// This file holds the second convolution micro-kernel, the "broadcast"
+// kernel: output channels in vector lanes and input values broadcast, as
+// in the NCHWc kernels of oneDNN and MLAS, but reading kiln's NCHW (phase
+// split) planes and the packed weight [OC/B, IC, KH, KW, B] directly.
+//
+// It computes MV vectors of output channels (MR = MV x lanes rows of V)
+// for the valid columns of R output rows only — virtual columns
+// r*WQ + c with c < OW — NC columns at a time:
+//
+//	v[m*LDV + r*WQ + c] = sum over ic < IC, t < len(KOFF) of
+//	    w[blk(m) + (ic*len(KOFF) + t)*B + m%B] * x[ic*ICS + KOFF[t] + r*WQ + c]
+//
+// accumulated in the same order as the TE reduction (ic outer, tap
+// inner, from 0), one fused multiply-add per step on FMA targets. Each
+// step loads MV weight vectors and broadcasts NC input values for
+// MV x NC multiply-adds, so the register tile needs no input vectors and
+// no column is computed that the epilogue does not read (the columns-
+// in-lanes kernel computes the KW-1 padding columns of every row: 2 of
+// 9 on a 7x7 map). The accumulators are written to V's rows (one column
+// per lane) after the whole reduction, which is cheap when IC x taps is
+// large; plan.useBcast decides.
+
+// bcastSpec sizes one instance of the broadcast kernel.
+type bcastSpec struct {
+	mv, nc   int // channel vectors, columns per register tile
+	ic       int64
+	koff     []int64
+	ics      int64
+	b, bs    int64 // the weight's block (channels) and block stride (elements)
+	ldv      int64
+	rows, ow int64
+	wq       int64
+}
+
+// bcastKernel is one instance of the broadcast kernel.
+type bcastKernel struct {
+	bcastSpec
+	isa                 vecISA
+	kk                  int64
+	symbol, src         string
+	xSpan, wSpan, vSpan int64
+}
+
+func newBcastKernel(isa vecISA, sp bcastSpec) (*bcastKernel, error) {
+	lanes := int64(isa.lanes)
+	if isa.lanes < 2 || sp.mv <= 0 || sp.nc <= 0 || sp.ic <= 0 || len(sp.koff) == 0 || sp.rows <= 0 || sp.ow <= 0 || sp.wq < sp.ow ||
+		sp.b <= 0 || sp.b%lanes != 0 || sp.ics < 0 || sp.ldv < (sp.rows-1)*sp.wq+sp.ow {
+		return nil, fmt.Errorf("broadcast conv micro-kernel: bad sizes %+v (%s)", sp, isa.name)
+	}
+	mr := int64(sp.mv) * lanes
+	if mr > sp.b && (mr%sp.b != 0 || sp.bs < sp.ic*int64(len(sp.koff))*sp.b) {
+		return nil, fmt.Errorf("broadcast conv micro-kernel: %d channels do not tile blocks of %d", mr, sp.b)
+	}
+	k := &bcastKernel{bcastSpec: sp, isa: isa, kk: int64(len(sp.koff))}
+	maxOff := int64(0)
+	for _, o := range sp.koff {
+		if o < 0 {
+			return nil, fmt.Errorf("broadcast conv micro-kernel: negative tap offset %d", o)
+		}
+		maxOff = max(maxOff, o)
+	}
+	last := (sp.rows-1)*sp.wq + sp.ow
+	k.xSpan = (sp.ic-1)*sp.ics + maxOff + last
+	k.wSpan = k.wOff(sp.mv-1) + (sp.ic*k.kk-1)*sp.b + lanes
+	k.vSpan = (mr-1)*sp.ldv + last
+	if k.xSpan > math.MaxInt32 || k.wSpan > math.MaxInt32 || k.vSpan > math.MaxInt32 {
+		return nil, fmt.Errorf("broadcast conv micro-kernel: operands exceed 2^31 elements")
+	}
+	k.src = k.source("KILN_SYMBOL")
+	h := sha256.Sum256([]byte(k.src))
+	k.symbol = "kiln_conv_bk_" + isa.name + "_" + hex.EncodeToString(h[:6])
+	k.src = strings.ReplaceAll(k.src, "KILN_SYMBOL", k.symbol)
+	return k, nil
+}
+
+// wOff is where channel vector i's weights start: its block, then its
+// place in the block.
+func (k *bcastKernel) wOff(i int) int64 {
+	m := int64(i * k.isa.lanes)
+	return (m/k.b)*k.bs + m%k.b
+}
+
+// wIndex is the weight element of row m at reduction step s (ic*KK + t).
+func (k *bcastKernel) wIndex(m, s int64) int64 { return (m/k.b)*k.bs + s*k.b + m%k.b }
+
+// columns lists the valid virtual columns of the tile.
+func (k *bcastKernel) columns() []int64 {
+	cols := make([]int64, 0, k.rows*k.ow)
+	for r := int64(0); r < k.rows; r++ {
+		for c := int64(0); c < k.ow; c++ {
+			cols = append(cols, r*k.wq+c)
+		}
+	}
+	return cols
+}
+
+// Symbol implements tir.Kernel.
+func (k *bcastKernel) Symbol() string { return k.symbol }
+
+// Includes implements tir.Kernel.
+func (k *bcastKernel) Includes() []string {
+	return []string{"#if " + k.isa.guard + "\n#include " + k.isa.include + "\n#endif"}
+}
+
+// Source implements tir.Kernel.
+func (k *bcastKernel) Source() string { return k.src }
+
+// source writes the C definition (named sym): the groups of NC columns
+// in a table, each group's column offsets (relative to its first) one of
+// a few patterns, one register-tiled loop nest per pattern.
+func (k *bcastKernel) source(sym string) string {
+	isa := k.isa
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	cols := k.columns()
+	var starts []int64
+	var pat []int
+	var patterns [][]int64
+	index := map[string]int{}
+	for q := 0; q < len(cols); q += k.nc {
+		g := cols[q:min(q+k.nc, len(cols))]
+		offs := make([]int64, len(g))
+		for i, c := range g {
+			offs[i] = c - g[0]
+		}
+		key := fmt.Sprint(offs)
+		id, ok := index[key]
+		if !ok {
+			id = len(patterns)
+			index[key] = id
+			patterns = append(patterns, offs)
+		}
+		starts = append(starts, g[0])
+		pat = append(pat, id)
+	}
+	p("/* broadcast conv micro-kernel: %d rows x %d columns (%d rows of %d), %d input channels x %d taps, %s */\n",
+		k.mv*isa.lanes, len(cols), k.rows, k.ow, k.ic, k.kk, isa.name)
+	p("static void %s(float* restrict v, const float* restrict x, const float* restrict w) {\n", sym)
+	p("  static const int32_t koff[%d] = {%s};\n", k.kk, joinInts(k.koff))
+	p("#if %s\n", isa.guard)
+	p("  static const int32_t gstart[%d] = {%s};\n", len(starts), joinInts(starts))
+	p("  static const int32_t gpat[%d] = {%s};\n", len(pat), joinInts(pat))
+	p("  for (int32_t g = 0; g < %d; ++g) {\n", len(starts))
+	p("    const float* xg = x + gstart[g];\n")
+	p("    float* vg = v + gstart[g];\n")
+	p("    switch (gpat[g]) {\n")
+	for id, offs := range patterns {
+		p("    case %d: {\n", id)
+		k.group(p, offs)
+		p("      break;\n    }\n")
+	}
+	p("    default:\n      break;\n    }\n  }\n")
+	p("#else\n")
+	p("  static const int32_t col[%d] = {%s};\n", len(cols), joinInts(cols))
+	fma := fmt.Sprintf(isa.scalarFn, fmt.Sprintf("w[(m / %d) * %d + (c * %d + t) * %d + m %% %d]", k.b, k.bs, k.kk, k.b, k.b),
+		fmt.Sprintf("x[c * %d + koff[t] + col[q]]", k.ics), "a")
+	p("  for (int32_t m = 0; m < %d; ++m) {\n", k.mv*isa.lanes)
+	p("    for (int32_t q = 0; q < %d; ++q) {\n", len(cols))
+	p("      float a = 0.0f;\n")
+	p("      for (int32_t c = 0; c < %d; ++c) {\n", k.ic)
+	p("        for (int32_t t = 0; t < %d; ++t) {\n", k.kk)
+	p("          a = %s;\n", fma)
+	p("        }\n      }\n")
+	p("      v[m * %d + col[q]] = a;\n", k.ldv)
+	p("    }\n  }\n")
+	p("#endif\n}\n")
+	return b.String()
+}
+
+// group writes one register tile: len(offs) columns x MV channel vectors.
+func (k *bcastKernel) group(p func(string, ...any), offs []int64) {
+	isa := k.isa
+	for i := 0; i < k.mv; i++ {
+		for n := range offs {
+			p("      %s a%d_%d = %s;\n", isa.typ, i, n, isa.zero)
+		}
+	}
+	p("      for (int32_t c = 0; c < %d; ++c) {\n", k.ic)
+	p("        const float* xc = xg + (ptrdiff_t)c * %d;\n", k.ics)
+	p("        const float* wc = w + (ptrdiff_t)c * %d;\n", k.kk*k.b)
+	// Unrolled twice, not fully: with every tap unrolled, gcc interleaves
+	// the channel loop and spills accumulators (AVX2 3x3: 54 % of peak
+	// instead of 87 %).
+	p("#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC unroll 2\n#endif\n")
+	p("        for (int32_t t = 0; t < %d; ++t) {\n", k.kk)
+	p("          const float* xp = xc + koff[t];\n")
+	p("          const float* wp = wc + t * %d;\n", k.b)
+	for i := 0; i < k.mv; i++ {
+		p("          const %s w%d = %s;\n", isa.typ, i, fmt.Sprintf(isa.load, fmt.Sprintf("wp + %d", k.wOff(i))))
+	}
+	for n, o := range offs {
+		p("          { const %s b = %s;\n", isa.typ, fmt.Sprintf(isa.set1, fmt.Sprintf("xp[%d]", o)))
+		for i := 0; i < k.mv; i++ {
+			acc := fmt.Sprintf("a%d_%d", i, n)
+			p("            %s = %s;\n", acc, fmt.Sprintf(isa.fma, fmt.Sprintf("w%d", i), "b", acc))
+		}
+		p("          }\n")
+	}
+	p("        }\n      }\n")
+	// Lanes to rows: each accumulator is one column of MV x lanes rows.
+	p("      float lane[%d];\n", isa.lanes)
+	for i := 0; i < k.mv; i++ {
+		for n, o := range offs {
+			p("      %s;\n", fmt.Sprintf(isa.store, "lane", fmt.Sprintf("a%d_%d", i, n)))
+			p("      for (int32_t l = 0; l < %d; ++l) vg[(ptrdiff_t)(%d + l) * %d + %d] = lane[l];\n", isa.lanes, i*isa.lanes, k.ldv, o)
+		}
+	}
+}
+
+// Eval implements tir.Kernel: the same sums in the same order, rounded
+// to float32 after every operation.
+func (k *bcastKernel) Eval(args []tir.KernelArg) error {
+	if len(args) != 3 {
+		return fmt.Errorf("want 3 pointers, got %d arguments", len(args))
+	}
+	vm, vo, err := args[0].Ptr(k.vSpan)
+	if err != nil {
+		return fmt.Errorf("output: %v", err)
+	}
+	xm, xo, err := args[1].Ptr(k.xSpan)
+	if err != nil {
+		return fmt.Errorf("input: %v", err)
+	}
+	wm, wo, err := args[2].Ptr(k.wSpan)
+	if err != nil {
+		return fmt.Errorf("weight: %v", err)
+	}
+	cols := k.columns()
+	for m := int64(0); m < int64(k.mv*k.isa.lanes); m++ {
+		for _, j := range cols {
+			acc := 0.0
+			for c := int64(0); c < k.ic; c++ {
+				for t := int64(0); t < k.kk; t++ {
+					xv := xm.Float(xo + c*k.ics + k.koff[t] + j)
+					wv := wm.Float(wo + k.wIndex(m, c*k.kk+t))
+					if k.isa.fused {
+						acc = tir.RoundFloat(math.FMA(wv, xv, acc), ir.Float32)
+					} else {
+						acc = tir.RoundFloat(acc+tir.RoundFloat(wv*xv, ir.Float32), ir.Float32)
+					}
+				}
+			}
+			vm.SetFloat(vo+m*k.ldv+j, acc)
+		}
+	}
+	return nil
+}
+
+// joinInts writes integers as a C initializer list.
+func joinInts[T int | int64](v []T) string {
+	var b strings.Builder
+	for i, x := range v {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, x)
+	}
+	return b.String()
+}

@@ -1,0 +1,151 @@
+package topi
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/targets"
+)
+
+// bcastSpecs exercise full register tiles, groups that span rows, rows
+// narrower than a tile, a short last group, channel vectors in two
+// weight blocks, and a 1x1 kernel.
+func bcastSpecs(isa vecISA) []bcastSpec {
+	b := int64(16)
+	return []bcastSpec{
+		{mv: isa.bmv, nc: isa.bnc, ic: 5, koff: []int64{0, 1, 2, 9, 10, 11, 18, 19, 20}, ics: 81, b: b, bs: 5 * 9 * b, ldv: 61, rows: 7, ow: 7, wq: 9},
+		{mv: isa.bmv, nc: isa.bnc, ic: 3, koff: []int64{0}, ics: 50, b: b, bs: 3 * b, ldv: 50, rows: 5, ow: 10, wq: 10},
+		{mv: isa.bmv, nc: isa.bnc, ic: 2, koff: []int64{0, 4}, ics: 40, b: b, bs: 2 * 2 * b, ldv: 23, rows: 3, ow: 3, wq: 10},
+		{mv: 32 / isa.lanes, nc: 3, ic: 2, koff: []int64{0, 1}, ics: 30, b: b, bs: 2*2*b + 5, ldv: 26, rows: 2, ow: 11, wq: 15},
+	}
+}
+
+// TestBcastKernelCMatchesEval compiles the broadcast micro-kernel for
+// every x86 instruction set this machine runs, and once without the
+// target's flags (the portable branch), and requires the valid columns
+// to be exactly what Eval computes.
+func TestBcastKernelCMatchesEval(t *testing.T) {
+	cc := testenv.CC(t)
+	host, err := targets.ResolveCPU("native", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mcpu := range []string{"x86-64", "sandybridge", "haswell", "skylake-avx512"} {
+		p, err := targets.ResolveCPU(mcpu, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runnable := host.Arch == targets.X86_64
+		for _, f := range p.Features {
+			runnable = runnable && host.Has(f)
+		}
+		isa := isaFor(p)
+		for _, portable := range []bool{false, true} {
+			if !runnable && !portable {
+				t.Logf("%s: this machine lacks its features; checking only the portable branch", mcpu)
+				continue
+			}
+			for i, sp := range bcastSpecs(isa) {
+				k, err := newBcastKernel(isa, sp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				flags := p.CFlags()
+				if portable {
+					flags = nil
+				}
+				t.Run(fmt.Sprintf("%s_%d_portable=%v", mcpu, i, portable), func(t *testing.T) {
+					checkKernelSpans(t, cc, k, [3]int64{k.vSpan, k.xSpan, k.wSpan}, bcastOuts(k), flags, int64(i))
+				})
+			}
+		}
+	}
+}
+
+// TestBcastKernelNEON cross-compiles the broadcast kernel for 64-bit Arm
+// and runs it under qemu-user.
+func TestBcastKernelNEON(t *testing.T) {
+	cc := testenv.Tool(t, "aarch64-linux-gnu-gcc")
+	qemu := testenv.Tool(t, "qemu-aarch64")
+	p, err := targets.ResolveCPU("cortex-a72", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isa := isaFor(p)
+	for i, sp := range bcastSpecs(isa) {
+		k, err := newBcastKernel(isa, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags := append(p.CFlags(), "-static")
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			checkKernelSpans(t, cc, k, [3]int64{k.vSpan, k.xSpan, k.wSpan}, bcastOuts(k), flags, int64(i), qemu)
+		})
+	}
+}
+
+// bcastOuts lists the V elements the kernel writes.
+func bcastOuts(k *bcastKernel) []int64 {
+	var outs []int64
+	for m := int64(0); m < int64(k.mv*k.isa.lanes); m++ {
+		for _, j := range k.columns() {
+			outs = append(outs, m*k.ldv+j)
+		}
+	}
+	return outs
+}
+
+// TestBcastKernelRefusesBadSizes: sizes that would read or write out of
+// place are errors, and the register tile fits each processor's
+// registers.
+func TestBcastKernelRefusesBadSizes(t *testing.T) {
+	p, err := targets.ResolveCPU("haswell", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isa := isaFor(p)
+	good := bcastSpec{mv: 2, nc: 6, ic: 2, koff: []int64{0}, ics: 16, b: 16, bs: 32, ldv: 16, rows: 2, ow: 7, wq: 8}
+	if _, err := newBcastKernel(isa, good); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*bcastSpec){
+		"negative tap":        func(s *bcastSpec) { s.koff = []int64{-1} },
+		"rows overlap":        func(s *bcastSpec) { s.ldv = 10 },
+		"row wider than wq":   func(s *bcastSpec) { s.ow = 9 },
+		"block not lanes":     func(s *bcastSpec) { s.b = 12 },
+		"blocks overlap":      func(s *bcastSpec) { s.mv, s.b, s.bs = 2, 8, 8 },
+		"no columns per tile": func(s *bcastSpec) { s.nc = 0 },
+	} {
+		sp := good
+		mut(&sp)
+		if _, err := newBcastKernel(isa, sp); err == nil {
+			t.Errorf("%s: accepted %+v", name, sp)
+		}
+	}
+	if _, err := newBcastKernel(isaFor(&targets.Processor{Arch: targets.X86_64}), good); err == nil {
+		t.Error("scalar instruction set accepted")
+	}
+	for _, mcpu := range []string{"skylake-avx512", "haswell", "sandybridge", "x86-64", "cortex-a72"} {
+		p, err := targets.ResolveCPU(mcpu, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := isaFor(p)
+		regs := v.bmv*v.bnc + v.bmv + 1
+		if !v.fused {
+			regs++ // the product before the add
+		}
+		if v.bmv == 0 || regs > p.VectorRegs {
+			t.Errorf("%s: broadcast tile %dx%d needs %d of %d registers", mcpu, v.bmv, v.bnc, regs, p.VectorRegs)
+		}
+		k, err := newBcastKernel(v, bcastSpecs(v)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(k.Source(), "#pragma GCC unroll 2") {
+			t.Errorf("%s: tap loop not limited to 2x unrolling", mcpu)
+		}
+	}
+}
