@@ -75,9 +75,20 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 			p.koff = append(p.koff, phase*p.hq*p.wq+(rh/g.sh)*p.wq+rw/g.sw)
 		}
 	}
-	// Tile columns: a few register tiles' worth, so that the tile stays
-	// in L1 and the epilogue runs over whole rows.
-	maxCols := int64(32 * p.isa.lanes)
+	p.chooseRows()
+	return p, nil
+}
+
+// vTileBytes bounds the V tile (MR rows x the tile's columns), which
+// lives on the stack: in L1, and within the stack budget of AOT builds.
+const vTileBytes = 16384
+
+// chooseRows sets the output rows per tile: whole rows dividing the
+// map, a few register tiles' worth of columns, so that the tile stays
+// in L1 and the epilogue runs over whole rows.
+func (p *convPlan) chooseRows() {
+	g := p.g
+	maxCols := min(int64(32*p.isa.lanes), vTileBytes/4/int64(max(p.mr, 1)))
 	p.rows = 1
 	for r := g.oh; r >= 1; r-- {
 		if g.oh%r == 0 && (r-1)*p.wq+g.ow <= maxCols {
@@ -85,7 +96,6 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 			break
 		}
 	}
-	return p, nil
 }
 
 // chooseBroadcast decides between the two micro-kernels of a packed
@@ -106,6 +116,7 @@ func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
 		mr := int64(mv) * lanes
 		if (mr <= block && block%mr == 0) || (mr%block == 0 && oc%mr == 0) {
 			p.bmv, p.mr = mv, int(mr)
+			p.chooseRows()
 			return
 		}
 	}
