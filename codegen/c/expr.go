@@ -225,6 +225,9 @@ func (fg *funcGen) binary(x *tir.Binary) string {
 		return "(" + a + " " + cOps[x.Op] + " " + b + ")"
 	}
 	if d.IsFloat() {
+		if call, ok := fg.minMaxConst(x, d, a, b); ok {
+			return call
+		}
 		return fg.floatBinary(x.Op, d, a, b)
 	}
 	if (x.Op == tir.OpFloorDiv || x.Op == tir.OpFloorMod) && d.IsInt() && d.Size() >= 4 && fg.nonNegative(x.A) {
@@ -395,6 +398,43 @@ func (fg *funcGen) floatBinary(op tir.BinaryOp, d ir.DType, a, b string) string 
 	}
 	failf("function %s: float operation %s", fg.f.Name, op)
 	return ""
+}
+
+// minMaxConst writes a float32/float64 min or max with a constant
+// operand c for which the general helper's zero and infinity rules
+// reduce to one comparison (ReLU's max(x, 0), clip bounds): c finite,
+// and not -0 for max nor +0 for min (max(+0, -0) is +0) — then the result is
+// NaN for a NaN operand and the plain comparison's pick otherwise,
+// which is what the general helper gives, in two selects that stay
+// cheap in the scalar tail of a vectorised loop.
+func (fg *funcGen) minMaxConst(x *tir.Binary, d ir.DType, a, b string) (string, bool) {
+	if (x.Op != tir.OpMin && x.Op != tir.OpMax) || (d != ir.Float32 && d != ir.Float64) {
+		return "", false
+	}
+	v, e := b, x.B
+	c, ok := tir.ConstFloat(e)
+	if !ok {
+		v, e = a, x.A
+		if c, ok = tir.ConstFloat(e); !ok {
+			return "", false
+		}
+	}
+	other := a
+	if v == a {
+		other = b
+	}
+	if math.IsInf(c, 0) || math.IsNaN(c) || (c == 0 && math.Signbit(c) != (x.Op == tir.OpMin)) {
+		return "", false
+	}
+	name := "kiln_maxc_f32"
+	if x.Op == tir.OpMin {
+		name = "kiln_minc_f32"
+	}
+	if d == ir.Float64 {
+		name = name[:len(name)-3] + "f64"
+	}
+	fg.g.use(name)
+	return name + "(" + strip(other) + ", " + strip(v) + ")", true
 }
 
 // mathSuffix is the C math library suffix for computing in dtype d

@@ -253,6 +253,12 @@ static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e
   m = ((a != a) | (b != b)) ? NAN : m;
   return ((a == INFINITY) | (b == INFINITY)) ? INFINITY : m;
 }`},
+	// With a constant c that is finite, and not -0 for max nor +0 for
+	// min, the rules above reduce to these (expr.go minMaxConst).
+	{name: "kiln_maxc_f32", code: `static inline float kiln_maxc_f32(float a, float c) { return a != a ? NAN : (a > c ? a : c); }`},
+	{name: "kiln_minc_f32", code: `static inline float kiln_minc_f32(float a, float c) { return a != a ? NAN : (a < c ? a : c); }`},
+	{name: "kiln_maxc_f64", code: `static inline double kiln_maxc_f64(double a, double c) { return a != a ? (double)NAN : (a > c ? a : c); }`},
+	{name: "kiln_minc_f64", code: `static inline double kiln_minc_f64(double a, double c) { return a != a ? (double)NAN : (a < c ? a : c); }`},
 	{name: "kiln_min_f64", code: `static inline double kiln_min_f64(double a, double b) {
   double m = a < b ? a : b;
   m = ((a == 0) & (b == 0)) ? -(-a + -b) : m;

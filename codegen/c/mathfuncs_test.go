@@ -180,3 +180,61 @@ func TestMinMaxHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestMinMaxConstHelpers: min and max with a constant operand use the
+// one-comparison helpers where they agree with the general rules (a
+// finite constant, not -0 for max nor +0 for min) and give the
+// interpreter's bits (any NaN for NaN) on every special value, with the
+// constant on either side.
+func TestMinMaxConstHelpers(t *testing.T) {
+	negZero := math.Copysign(0, -1)
+	vals := []float64{0, negZero, 1, -1, 2.5, -2.5, 6, math.Inf(1), math.Inf(-1), math.NaN(), 1e-40, -1e-40, math.MaxFloat32}
+	consts := []float64{0, negZero, 6, -1, 1e-40, math.Inf(1), math.Inf(-1)}
+	for _, dt := range []ir.DType{ir.Float32, ir.Float64} {
+		for _, op := range []string{"min", "max"} {
+			for _, c := range consts {
+				for _, constFirst := range []bool{false, true} {
+					n := int64(len(vals))
+					f := tir.NewPrimFunc("minmaxc")
+					x := f.AddBuffer(tir.NewBuffer("X", dt, ir.Shape{n}, ""))
+					out := f.AddBuffer(tir.NewBuffer("Out", dt, ir.Shape{n}, ""))
+					i := v32("i")
+					a, b := tir.PrimExpr(tir.NewLoad(x, i)), tir.PrimExpr(tir.FloatConst(dt, c))
+					if constFirst {
+						a, b = b, a
+					}
+					e := tir.Max(a, b)
+					if op == "min" {
+						e = tir.Min(a, b)
+					}
+					f.Body = tir.Loop(i, n, tir.Vectorized, tir.NewStore(out, e, i))
+					src := generate(t, HostOptions(), f)
+					fast := !math.IsInf(c, 0) && (c != 0 || math.Signbit(c) == (op == "min"))
+					if got := strings.Contains(src.Code, "kiln_"+op+"c_f"); got != fast {
+						t.Fatalf("%s %s(x, %g): one-comparison helper used %v, want %v", dt, op, c, got, fast)
+					}
+					lib := openLib(t, src, BuildOptions{})
+					xa := interp.NewArray(dt, n)
+					for k, v := range vals {
+						xa.SetFloat(int64(k), v)
+					}
+					want := interp.NewArray(dt, n)
+					if err := interp.Run(f, []any{xa, want}, nil); err != nil {
+						t.Fatal(err)
+					}
+					tensors := tensorsFor(src.Funcs[0], []any{xa, interp.NewArray(dt, n)})
+					if st, err := lib.Call(src.Funcs[0].Symbol, tensors, -1); err != nil || st != 0 {
+						t.Fatalf("status %d, %v", st, err)
+					}
+					got := &interp.Array{DType: dt, Data: tensors[1].Data}
+					for k := int64(0); k < n; k++ {
+						g, w := got.Float(k), want.Float(k)
+						if math.IsNaN(w) != math.IsNaN(g) || !math.IsNaN(w) && math.Float64bits(g) != math.Float64bits(w) {
+							t.Errorf("%s %s(%g, const %g, const first %v): C %g, interpreter %g", dt, op, xa.Float(k), c, constFirst, g, w)
+						}
+					}
+				}
+			}
+		}
+	}
+}
