@@ -76,7 +76,7 @@ func isaFor(p *targets.Processor) vecISA {
 	case "avx512":
 		return vecISA{name: "avx512", guard: "defined(__AVX512F__)", include: "<immintrin.h>", typ: "__m512", lanes: 16, zero: "_mm512_setzero_ps()",
 			load: "_mm512_loadu_ps(%s)", store: "_mm512_storeu_ps(%s, %s)", set1: "_mm512_set1_ps(%s)",
-			fma: "_mm512_fmadd_ps(%s, %s, %s)", fused: true, mr: 8, nr: 3, dwnr: 6, bmv: 1, bnc: 12, scalarFn: scalarFMA,
+			fma: "_mm512_fmadd_ps(%s, %s, %s)", fused: true, mr: 8, nr: 3, dwnr: 6, bmv: 2, bnc: 6, scalarFn: scalarFMA,
 			maskDecl: "const __mmask16 km = (__mmask16)((1u << %d) - 1u);", mload: "_mm512_maskz_loadu_ps(km, %s)", mstore: "_mm512_mask_storeu_ps(%s, km, %s)"}
 	case "avx2", "avx":
 		v := vecISA{name: "avx", guard: "defined(__AVX__)", include: "<immintrin.h>", typ: "__m256", lanes: 8, zero: "_mm256_setzero_ps()",

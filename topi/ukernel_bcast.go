@@ -118,51 +118,69 @@ func (k *bcastKernel) Includes() []string {
 // Source implements tir.Kernel.
 func (k *bcastKernel) Source() string { return k.src }
 
-// source writes the C definition (named sym): the groups of NC columns
-// in a table, each group's column offsets (relative to its first) one of
-// a few patterns, one register-tiled loop nest per pattern.
+// source writes the C definition (named sym): the columns in groups of
+// NC, listed in a table (the last group filled up with repeats of its
+// last column, computed and written twice with the same bits), and one
+// register-tiled loop nest that reads each group's column offsets.
 func (k *bcastKernel) source(sym string) string {
 	isa := k.isa
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	cols := k.columns()
-	var starts []int64
-	var pat []int
-	var patterns [][]int64
-	index := map[string]int{}
+	var table []int64
 	for q := 0; q < len(cols); q += k.nc {
-		g := cols[q:min(q+k.nc, len(cols))]
-		offs := make([]int64, len(g))
-		for i, c := range g {
-			offs[i] = c - g[0]
+		for i := 0; i < k.nc; i++ {
+			table = append(table, cols[min(q+i, len(cols)-1)])
 		}
-		key := fmt.Sprint(offs)
-		id, ok := index[key]
-		if !ok {
-			id = len(patterns)
-			index[key] = id
-			patterns = append(patterns, offs)
-		}
-		starts = append(starts, g[0])
-		pat = append(pat, id)
 	}
+	groups := len(table) / k.nc
 	p("/* broadcast conv micro-kernel: %d rows x %d columns (%d rows of %d), %d input channels x %d taps, %s */\n",
 		k.mv*isa.lanes, len(cols), k.rows, k.ow, k.ic, k.kk, isa.name)
 	p("static void %s(float* restrict v, const float* restrict x, const float* restrict w) {\n", sym)
 	p("  static const int32_t koff[%d] = {%s};\n", k.kk, joinInts(k.koff))
 	p("#if %s\n", isa.guard)
-	p("  static const int32_t gstart[%d] = {%s};\n", len(starts), joinInts(starts))
-	p("  static const int32_t gpat[%d] = {%s};\n", len(pat), joinInts(pat))
-	p("  for (int32_t g = 0; g < %d; ++g) {\n", len(starts))
-	p("    const float* xg = x + gstart[g];\n")
-	p("    float* vg = v + gstart[g];\n")
-	p("    switch (gpat[g]) {\n")
-	for id, offs := range patterns {
-		p("    case %d: {\n", id)
-		k.group(p, offs)
-		p("      break;\n    }\n")
+	p("  static const int32_t gcol[%d] = {%s};\n", len(table), joinInts(table))
+	p("  for (int32_t g = 0; g < %d; ++g) {\n", groups)
+	p("    const int32_t* co = gcol + g * %d;\n", k.nc)
+	for n := 0; n < k.nc; n++ {
+		p("    const int32_t o%d = co[%d];\n", n, n)
 	}
-	p("    default:\n      break;\n    }\n  }\n")
+	for i := 0; i < k.mv; i++ {
+		for n := 0; n < k.nc; n++ {
+			p("    %s a%d_%d = %s;\n", isa.typ, i, n, isa.zero)
+		}
+	}
+	p("    for (int32_t c = 0; c < %d; ++c) {\n", k.ic)
+	p("      const float* xc = x + (ptrdiff_t)c * %d;\n", k.ics)
+	p("      const float* wc = w + (ptrdiff_t)c * %d;\n", k.kk*k.b)
+	// Unrolled twice, not fully: with every tap unrolled, gcc interleaves
+	// the channel loop and spills accumulators (AVX2 3x3: 54 % of peak
+	// instead of 87 %).
+	p("#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC unroll 2\n#endif\n")
+	p("      for (int32_t t = 0; t < %d; ++t) {\n", k.kk)
+	p("        const float* xp = xc + koff[t];\n")
+	p("        const float* wp = wc + t * %d;\n", k.b)
+	for i := 0; i < k.mv; i++ {
+		p("        const %s w%d = %s;\n", isa.typ, i, fmt.Sprintf(isa.load, fmt.Sprintf("wp + %d", k.wOff(i))))
+	}
+	for n := 0; n < k.nc; n++ {
+		p("        { const %s b = %s;\n", isa.typ, fmt.Sprintf(isa.set1, fmt.Sprintf("xp[o%d]", n)))
+		for i := 0; i < k.mv; i++ {
+			acc := fmt.Sprintf("a%d_%d", i, n)
+			p("          %s = %s;\n", acc, fmt.Sprintf(isa.fma, fmt.Sprintf("w%d", i), "b", acc))
+		}
+		p("        }\n")
+	}
+	p("      }\n    }\n")
+	// Lanes to rows: each accumulator is one column of MV x lanes rows.
+	p("    float lane[%d];\n", isa.lanes)
+	for i := 0; i < k.mv; i++ {
+		for n := 0; n < k.nc; n++ {
+			p("    %s;\n", fmt.Sprintf(isa.store, "lane", fmt.Sprintf("a%d_%d", i, n)))
+			p("    for (int32_t l = 0; l < %d; ++l) v[(ptrdiff_t)(%d + l) * %d + o%d] = lane[l];\n", isa.lanes, i*isa.lanes, k.ldv, n)
+		}
+	}
+	p("  }\n")
 	p("#else\n")
 	p("  static const int32_t col[%d] = {%s};\n", len(cols), joinInts(cols))
 	fma := fmt.Sprintf(isa.scalarFn, fmt.Sprintf("w[(m / %d) * %d + (c * %d + t) * %d + m %% %d]", k.b, k.bs, k.kk, k.b, k.b),
@@ -178,46 +196,6 @@ func (k *bcastKernel) source(sym string) string {
 	p("    }\n  }\n")
 	p("#endif\n}\n")
 	return b.String()
-}
-
-// group writes one register tile: len(offs) columns x MV channel vectors.
-func (k *bcastKernel) group(p func(string, ...any), offs []int64) {
-	isa := k.isa
-	for i := 0; i < k.mv; i++ {
-		for n := range offs {
-			p("      %s a%d_%d = %s;\n", isa.typ, i, n, isa.zero)
-		}
-	}
-	p("      for (int32_t c = 0; c < %d; ++c) {\n", k.ic)
-	p("        const float* xc = xg + (ptrdiff_t)c * %d;\n", k.ics)
-	p("        const float* wc = w + (ptrdiff_t)c * %d;\n", k.kk*k.b)
-	// Unrolled twice, not fully: with every tap unrolled, gcc interleaves
-	// the channel loop and spills accumulators (AVX2 3x3: 54 % of peak
-	// instead of 87 %).
-	p("#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC unroll 2\n#endif\n")
-	p("        for (int32_t t = 0; t < %d; ++t) {\n", k.kk)
-	p("          const float* xp = xc + koff[t];\n")
-	p("          const float* wp = wc + t * %d;\n", k.b)
-	for i := 0; i < k.mv; i++ {
-		p("          const %s w%d = %s;\n", isa.typ, i, fmt.Sprintf(isa.load, fmt.Sprintf("wp + %d", k.wOff(i))))
-	}
-	for n, o := range offs {
-		p("          { const %s b = %s;\n", isa.typ, fmt.Sprintf(isa.set1, fmt.Sprintf("xp[%d]", o)))
-		for i := 0; i < k.mv; i++ {
-			acc := fmt.Sprintf("a%d_%d", i, n)
-			p("            %s = %s;\n", acc, fmt.Sprintf(isa.fma, fmt.Sprintf("w%d", i), "b", acc))
-		}
-		p("          }\n")
-	}
-	p("        }\n      }\n")
-	// Lanes to rows: each accumulator is one column of MV x lanes rows.
-	p("      float lane[%d];\n", isa.lanes)
-	for i := 0; i < k.mv; i++ {
-		for n, o := range offs {
-			p("      %s;\n", fmt.Sprintf(isa.store, "lane", fmt.Sprintf("a%d_%d", i, n)))
-			p("      for (int32_t l = 0; l < %d; ++l) vg[(ptrdiff_t)(%d + l) * %d + %d] = lane[l];\n", isa.lanes, i*isa.lanes, k.ldv, o)
-		}
-	}
 }
 
 // Eval implements tir.Kernel: the same sums in the same order, rounded
