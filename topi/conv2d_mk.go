@@ -126,6 +126,10 @@ func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
 // taps) for which the broadcast kernel is chosen.
 const bcastMinSteps = 64
 
+// plane is the size of one channel's plane of X': its sh x sw phase
+// planes of Hq x Wq.
+func (p *convPlan) plane() int64 { return p.g.sh * p.g.sw * p.hq * p.wq }
+
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // phased returns X' (see above): the padded, phase-split input, or x
@@ -143,7 +147,7 @@ func (p *convPlan) phased(x *te.Tensor, pad tir.PrimExpr) *te.Tensor {
 		return x
 	}
 	n, ch, h, w := x.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3]
-	shape := ir.Shape{n, ch, g.sh * g.sw * p.hq * p.wq}
+	shape := ir.Shape{n, ch, p.plane()}
 	return te.Extern("conv_pad", []ir.Shape{shape}, []ir.DType{x.DType}, []*te.Tensor{x}, func(ins, outs []*tir.Buffer) tir.Stmt {
 		xb, ob := ins[0], outs[0]
 		nv, cv := tir.NewVar("n", tir.Int32T), tir.NewVar("c", tir.Int32T)
@@ -255,7 +259,7 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 			return nil, fmt.Errorf("conv tile: extents %v, want [1 %d %d]", ctx.Extent, p.mr, cols)
 		}
 		ldv := ctx.Out.Shape[len(ctx.Out.Shape)-1]
-		ics := p.g.sh * p.g.sw * p.hq * p.wq
+		ics := p.plane()
 		var k tir.Kernel
 		var err error
 		if p.bmv > 0 {
@@ -424,7 +428,7 @@ func (p *convPlan) depthwiseTile(xp, w *te.Tensor, cols int64) te.TensorIntrin {
 		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != 1 || ctx.Extent[2] != cols {
 			return nil, fmt.Errorf("depthwise tile: extents %v, want [1 1 %d]", ctx.Extent, cols)
 		}
-		plane := p.g.sh * p.g.sw * p.hq * p.wq
+		plane := p.plane()
 		k, err := newConvKernel(p.isa, kernelSpec{mr: 1, nr: p.isa.dwnr, ic: 1, koff: p.koff, xm: plane,
 			ws: 1, wm: int64(len(p.koff)), ldv: ctx.Out.Shape[len(ctx.Out.Shape)-1], j: cols})
 		if err != nil {
@@ -510,7 +514,7 @@ func (p *convPlan) groupedTile(xp, w *te.Tensor, ocg int64, cols int64) te.Tenso
 		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != int64(p.mr) || ctx.Extent[2] != cols {
 			return nil, fmt.Errorf("grouped conv tile: extents %v, want [1 %d %d]", ctx.Extent, p.mr, cols)
 		}
-		k, err := newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: icg, koff: p.koff, ics: p.g.sh * p.g.sw * p.hq * p.wq,
+		k, err := newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: icg, koff: p.koff, ics: p.plane(),
 			ws: 1, wm: icg * kk, ldv: ctx.Out.Shape[len(ctx.Out.Shape)-1], j: cols})
 		if err != nil {
 			return nil, err

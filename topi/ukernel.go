@@ -126,10 +126,81 @@ type kernelSpec struct {
 // convKernel is one instance of the micro-kernel (all sizes constant).
 type convKernel struct {
 	kernelSpec
+	kernelBase
+	kk int64
+}
+
+// kernelBase is what both convolution micro-kernels (this file's and
+// ukernel_bcast.go's) share: the instruction set, the C definition under
+// a symbol derived from its text, and the elements each pointer operand
+// (v, x, w) must reach.
+type kernelBase struct {
 	isa                 vecISA
-	kk                  int64
 	symbol, src         string
-	xSpan, wSpan, vSpan int64 // elements each pointer must reach
+	xSpan, wSpan, vSpan int64
+}
+
+// finish checks the spans and writes the C definition source builds,
+// named prefix + the instruction set + a hash of the text.
+func (k *kernelBase) finish(what, prefix string, source func(sym string) string) error {
+	if k.xSpan > math.MaxInt32 || k.wSpan > math.MaxInt32 || k.vSpan > math.MaxInt32 {
+		return fmt.Errorf("%s: operands exceed 2^31 elements", what)
+	}
+	src := source("KILN_SYMBOL")
+	h := sha256.Sum256([]byte(src))
+	k.symbol = prefix + k.isa.name + "_" + hex.EncodeToString(h[:6])
+	k.src = strings.ReplaceAll(src, "KILN_SYMBOL", k.symbol)
+	return nil
+}
+
+// Symbol implements tir.Kernel.
+func (k *kernelBase) Symbol() string { return k.symbol }
+
+// Includes implements tir.Kernel: the intrinsics header, included only
+// where the vector code compiles (see source).
+func (k *kernelBase) Includes() []string {
+	if k.isa.include == "" {
+		return nil
+	}
+	return []string{"#if " + k.isa.guard + "\n#include " + k.isa.include + "\n#endif"}
+}
+
+// Source implements tir.Kernel.
+func (k *kernelBase) Source() string { return k.src }
+
+// operands checks a call's three pointer arguments (v, x, w) against the
+// spans and returns their memories and offsets.
+func (k *kernelBase) operands(args []tir.KernelArg) (mem [3]tir.KernelMemory, off [3]int64, err error) {
+	if len(args) != 3 {
+		return mem, off, fmt.Errorf("want 3 pointers, got %d arguments", len(args))
+	}
+	for i, sp := range [3]int64{k.vSpan, k.xSpan, k.wSpan} {
+		if mem[i], off[i], err = args[i].Ptr(sp); err != nil {
+			return mem, off, fmt.Errorf("%s: %v", [3]string{"output", "input", "weight"}[i], err)
+		}
+	}
+	return mem, off, nil
+}
+
+// madd is one reduction step as the kernels' C performs it, rounded to
+// float32: a fused multiply-add, or a multiply then an add.
+func (v vecISA) madd(w, x, acc float64) float64 {
+	if v.fused {
+		return tir.RoundFloat(math.FMA(w, x, acc), ir.Float32)
+	}
+	return tir.RoundFloat(acc+tir.RoundFloat(w*x, ir.Float32), ir.Float32)
+}
+
+// maxTapOffset is the largest tap offset; a negative one is an error.
+func maxTapOffset(what string, koff []int64) (int64, error) {
+	m := int64(0)
+	for _, o := range koff {
+		if o < 0 {
+			return 0, fmt.Errorf("%s: negative tap offset %d", what, o)
+		}
+		m = max(m, o)
+	}
+	return m, nil
 }
 
 func newConvKernel(isa vecISA, sp kernelSpec) (*convKernel, error) {
@@ -139,42 +210,20 @@ func newConvKernel(isa vecISA, sp kernelSpec) (*convKernel, error) {
 	if sp.nr <= 0 {
 		sp.nr = isa.nr
 	}
-	k := &convKernel{kernelSpec: sp, isa: isa, kk: int64(len(sp.koff))}
-	maxOff := int64(0)
-	for _, o := range sp.koff {
-		if o < 0 {
-			return nil, fmt.Errorf("conv micro-kernel: negative tap offset %d", o)
-		}
-		maxOff = max(maxOff, o)
+	k := &convKernel{kernelSpec: sp, kernelBase: kernelBase{isa: isa}, kk: int64(len(sp.koff))}
+	maxOff, err := maxTapOffset("conv micro-kernel", sp.koff)
+	if err != nil {
+		return nil, err
 	}
 	mr := int64(sp.mr)
 	k.xSpan = (mr-1)*sp.xm + (sp.ic-1)*sp.ics + maxOff + sp.j
 	k.wSpan = (mr-1)*sp.wm + (sp.ic*k.kk-1)*sp.ws + 1
 	k.vSpan = (mr-1)*sp.ldv + sp.j
-	if k.xSpan > math.MaxInt32 || k.wSpan > math.MaxInt32 || k.vSpan > math.MaxInt32 {
-		return nil, fmt.Errorf("conv micro-kernel: operands exceed 2^31 elements")
+	if err := k.finish("conv micro-kernel", "kiln_conv_mk_", k.source); err != nil {
+		return nil, err
 	}
-	k.src = k.source("KILN_SYMBOL")
-	h := sha256.Sum256([]byte(k.src))
-	k.symbol = "kiln_conv_mk_" + isa.name + "_" + hex.EncodeToString(h[:6])
-	k.src = strings.ReplaceAll(k.src, "KILN_SYMBOL", k.symbol)
 	return k, nil
 }
-
-// Symbol implements tir.Kernel.
-func (k *convKernel) Symbol() string { return k.symbol }
-
-// Includes implements tir.Kernel: the intrinsics header, included only
-// where the vector code compiles (see source).
-func (k *convKernel) Includes() []string {
-	if k.isa.include == "" {
-		return nil
-	}
-	return []string{"#if " + k.isa.guard + "\n#include " + k.isa.include + "\n#endif"}
-}
-
-// Source implements tir.Kernel.
-func (k *convKernel) Source() string { return k.src }
 
 // source writes the C definition (named sym).
 func (k *convKernel) source(sym string) string {
@@ -298,52 +347,46 @@ func (k *convKernel) source(sym string) string {
 // portable writes the kernel as plain C loops: the same operations in
 // the same order as the vector code.
 func (k *convKernel) portable(p func(string, ...any)) {
-	fma := fmt.Sprintf(k.isa.scalarFn, fmt.Sprintf("w[m * %d + (c * %d + t) * %d]", k.wm, k.kk, k.ws),
-		fmt.Sprintf("x[m * %d + c * %d + koff[t] + j]", k.xm, k.ics), "a")
-	p("  for (int32_t m = 0; m < %d; ++m) {\n", k.mr)
-	p("    for (int32_t j = 0; j < %d; ++j) {\n", k.j)
+	writePortable(p, k.isa, int64(k.mr), k.j, "j", fmt.Sprintf("m * %d + (c * %d + t) * %d", k.wm, k.kk, k.ws),
+		fmt.Sprintf("m * %d + c * %d + koff[t] + j", k.xm, k.ics), k.ic, k.kk, k.ldv)
+}
+
+// writePortable writes a micro-kernel's portable branch: for rows m < mr
+// and j < n, v[m*ldv + col] = the sum over c < ic, t < kk of
+// w[wIdx] * x[xIdx] (C expressions of m, j, c, t), accumulated from 0 in
+// that order with the instruction set's scalar multiply-add.
+func writePortable(p func(string, ...any), isa vecISA, mr, n int64, col, wIdx, xIdx string, ic, kk, ldv int64) {
+	fma := fmt.Sprintf(isa.scalarFn, "w["+wIdx+"]", "x["+xIdx+"]", "a")
+	p("  for (int32_t m = 0; m < %d; ++m) {\n", mr)
+	p("    for (int32_t j = 0; j < %d; ++j) {\n", n)
 	p("      float a = 0.0f;\n")
-	p("      for (int32_t c = 0; c < %d; ++c) {\n", k.ic)
-	p("        for (int32_t t = 0; t < %d; ++t) {\n", k.kk)
+	p("      for (int32_t c = 0; c < %d; ++c) {\n", ic)
+	p("        for (int32_t t = 0; t < %d; ++t) {\n", kk)
 	p("          a = %s;\n", fma)
 	p("        }\n      }\n")
-	p("      v[m * %d + j] = a;\n", k.ldv)
+	p("      v[m * %d + %s] = a;\n", ldv, col)
 	p("    }\n  }\n")
 }
 
 // Eval implements tir.Kernel: the same sums in the same order, rounded
 // to float32 after every operation.
 func (k *convKernel) Eval(args []tir.KernelArg) error {
-	if len(args) != 3 {
-		return fmt.Errorf("want 3 pointers, got %d arguments", len(args))
-	}
-	vm, vo, err := args[0].Ptr(k.vSpan)
+	mem, off, err := k.operands(args)
 	if err != nil {
-		return fmt.Errorf("output: %v", err)
+		return err
 	}
-	xm, xo, err := args[1].Ptr(k.xSpan)
-	if err != nil {
-		return fmt.Errorf("input: %v", err)
-	}
-	wm, wo, err := args[2].Ptr(k.wSpan)
-	if err != nil {
-		return fmt.Errorf("weight: %v", err)
-	}
+	vm, xm, wm := mem[0], mem[1], mem[2]
 	for m := int64(0); m < int64(k.mr); m++ {
 		for j := int64(0); j < k.j; j++ {
 			acc := 0.0
 			for c := int64(0); c < k.ic; c++ {
 				for t := int64(0); t < k.kk; t++ {
-					xv := xm.Float(xo + m*k.xm + c*k.ics + k.koff[t] + j)
-					wv := wm.Float(wo + m*k.wm + (c*k.kk+t)*k.ws)
-					if k.isa.fused {
-						acc = tir.RoundFloat(math.FMA(wv, xv, acc), ir.Float32)
-					} else {
-						acc = tir.RoundFloat(acc+tir.RoundFloat(wv*xv, ir.Float32), ir.Float32)
-					}
+					xv := xm.Float(off[1] + m*k.xm + c*k.ics + k.koff[t] + j)
+					wv := wm.Float(off[2] + m*k.wm + (c*k.kk+t)*k.ws)
+					acc = k.isa.madd(wv, xv, acc)
 				}
 			}
-			vm.SetFloat(vo+m*k.ldv+j, acc)
+			vm.SetFloat(off[0]+m*k.ldv+j, acc)
 		}
 	}
 	return nil

@@ -1,13 +1,9 @@
 package topi
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"math"
 	"strings"
 
-	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tir"
 )
 
@@ -48,10 +44,8 @@ type bcastSpec struct {
 // bcastKernel is one instance of the broadcast kernel.
 type bcastKernel struct {
 	bcastSpec
-	isa                 vecISA
-	kk                  int64
-	symbol, src         string
-	xSpan, wSpan, vSpan int64
+	kernelBase
+	kk int64
 }
 
 func newBcastKernel(isa vecISA, sp bcastSpec) (*bcastKernel, error) {
@@ -64,25 +58,18 @@ func newBcastKernel(isa vecISA, sp bcastSpec) (*bcastKernel, error) {
 	if mr > sp.b && (mr%sp.b != 0 || sp.bs < sp.ic*int64(len(sp.koff))*sp.b) {
 		return nil, fmt.Errorf("broadcast conv micro-kernel: %d channels do not tile blocks of %d", mr, sp.b)
 	}
-	k := &bcastKernel{bcastSpec: sp, isa: isa, kk: int64(len(sp.koff))}
-	maxOff := int64(0)
-	for _, o := range sp.koff {
-		if o < 0 {
-			return nil, fmt.Errorf("broadcast conv micro-kernel: negative tap offset %d", o)
-		}
-		maxOff = max(maxOff, o)
+	k := &bcastKernel{bcastSpec: sp, kernelBase: kernelBase{isa: isa}, kk: int64(len(sp.koff))}
+	maxOff, err := maxTapOffset("broadcast conv micro-kernel", sp.koff)
+	if err != nil {
+		return nil, err
 	}
 	last := (sp.rows-1)*sp.wq + sp.ow
 	k.xSpan = (sp.ic-1)*sp.ics + maxOff + last
 	k.wSpan = k.wOff(sp.mv-1) + (sp.ic*k.kk-1)*sp.b + lanes
 	k.vSpan = (mr-1)*sp.ldv + last
-	if k.xSpan > math.MaxInt32 || k.wSpan > math.MaxInt32 || k.vSpan > math.MaxInt32 {
-		return nil, fmt.Errorf("broadcast conv micro-kernel: operands exceed 2^31 elements")
+	if err := k.finish("broadcast conv micro-kernel", "kiln_conv_bk_", k.source); err != nil {
+		return nil, err
 	}
-	k.src = k.source("KILN_SYMBOL")
-	h := sha256.Sum256([]byte(k.src))
-	k.symbol = "kiln_conv_bk_" + isa.name + "_" + hex.EncodeToString(h[:6])
-	k.src = strings.ReplaceAll(k.src, "KILN_SYMBOL", k.symbol)
 	return k, nil
 }
 
@@ -106,17 +93,6 @@ func (k *bcastKernel) columns() []int64 {
 	}
 	return cols
 }
-
-// Symbol implements tir.Kernel.
-func (k *bcastKernel) Symbol() string { return k.symbol }
-
-// Includes implements tir.Kernel.
-func (k *bcastKernel) Includes() []string {
-	return []string{"#if " + k.isa.guard + "\n#include " + k.isa.include + "\n#endif"}
-}
-
-// Source implements tir.Kernel.
-func (k *bcastKernel) Source() string { return k.src }
 
 // source writes the C definition (named sym): the columns in groups of
 // NC, listed in a table (the last group filled up with repeats of its
@@ -183,17 +159,9 @@ func (k *bcastKernel) source(sym string) string {
 	p("  }\n")
 	p("#else\n")
 	p("  static const int32_t col[%d] = {%s};\n", len(cols), joinInts(cols))
-	fma := fmt.Sprintf(isa.scalarFn, fmt.Sprintf("w[(m / %d) * %d + (c * %d + t) * %d + m %% %d]", k.b, k.bs, k.kk, k.b, k.b),
-		fmt.Sprintf("x[c * %d + koff[t] + col[q]]", k.ics), "a")
-	p("  for (int32_t m = 0; m < %d; ++m) {\n", k.mv*isa.lanes)
-	p("    for (int32_t q = 0; q < %d; ++q) {\n", len(cols))
-	p("      float a = 0.0f;\n")
-	p("      for (int32_t c = 0; c < %d; ++c) {\n", k.ic)
-	p("        for (int32_t t = 0; t < %d; ++t) {\n", k.kk)
-	p("          a = %s;\n", fma)
-	p("        }\n      }\n")
-	p("      v[m * %d + col[q]] = a;\n", k.ldv)
-	p("    }\n  }\n")
+	writePortable(p, isa, int64(k.mv*isa.lanes), int64(len(cols)), "col[j]",
+		fmt.Sprintf("(m / %d) * %d + (c * %d + t) * %d + m %% %d", k.b, k.bs, k.kk, k.b, k.b),
+		fmt.Sprintf("c * %d + koff[t] + col[j]", k.ics), k.ic, k.kk, k.ldv)
 	p("#endif\n}\n")
 	return b.String()
 }
@@ -201,37 +169,23 @@ func (k *bcastKernel) source(sym string) string {
 // Eval implements tir.Kernel: the same sums in the same order, rounded
 // to float32 after every operation.
 func (k *bcastKernel) Eval(args []tir.KernelArg) error {
-	if len(args) != 3 {
-		return fmt.Errorf("want 3 pointers, got %d arguments", len(args))
-	}
-	vm, vo, err := args[0].Ptr(k.vSpan)
+	mem, off, err := k.operands(args)
 	if err != nil {
-		return fmt.Errorf("output: %v", err)
+		return err
 	}
-	xm, xo, err := args[1].Ptr(k.xSpan)
-	if err != nil {
-		return fmt.Errorf("input: %v", err)
-	}
-	wm, wo, err := args[2].Ptr(k.wSpan)
-	if err != nil {
-		return fmt.Errorf("weight: %v", err)
-	}
+	vm, xm, wm := mem[0], mem[1], mem[2]
 	cols := k.columns()
 	for m := int64(0); m < int64(k.mv*k.isa.lanes); m++ {
 		for _, j := range cols {
 			acc := 0.0
 			for c := int64(0); c < k.ic; c++ {
 				for t := int64(0); t < k.kk; t++ {
-					xv := xm.Float(xo + c*k.ics + k.koff[t] + j)
-					wv := wm.Float(wo + k.wIndex(m, c*k.kk+t))
-					if k.isa.fused {
-						acc = tir.RoundFloat(math.FMA(wv, xv, acc), ir.Float32)
-					} else {
-						acc = tir.RoundFloat(acc+tir.RoundFloat(wv*xv, ir.Float32), ir.Float32)
-					}
+					xv := xm.Float(off[1] + c*k.ics + k.koff[t] + j)
+					wv := wm.Float(off[2] + k.wIndex(m, c*k.kk+t))
+					acc = k.isa.madd(wv, xv, acc)
 				}
 			}
-			vm.SetFloat(vo+m*k.ldv+j, acc)
+			vm.SetFloat(off[0]+m*k.ldv+j, acc)
 		}
 	}
 	return nil

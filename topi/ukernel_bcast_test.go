@@ -28,40 +28,17 @@ func bcastSpecs(isa vecISA) []bcastSpec {
 // to be exactly what Eval computes.
 func TestBcastKernelCMatchesEval(t *testing.T) {
 	cc := testenv.CC(t)
-	host, err := targets.ResolveCPU("native", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mcpu := range []string{"x86-64", "sandybridge", "haswell", "skylake-avx512"} {
-		p, err := targets.ResolveCPU(mcpu, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runnable := host.Arch == targets.X86_64
-		for _, f := range p.Features {
-			runnable = runnable && host.Has(f)
-		}
-		isa := isaFor(p)
-		for _, portable := range []bool{false, true} {
-			if !runnable && !portable {
-				t.Logf("%s: this machine lacks its features; checking only the portable branch", mcpu)
-				continue
+	forX86Builds(t, func(mcpu string, isa vecISA, flags []string, portable bool) {
+		for i, sp := range bcastSpecs(isa) {
+			k, err := newBcastKernel(isa, sp)
+			if err != nil {
+				t.Fatal(err)
 			}
-			for i, sp := range bcastSpecs(isa) {
-				k, err := newBcastKernel(isa, sp)
-				if err != nil {
-					t.Fatal(err)
-				}
-				flags := p.CFlags()
-				if portable {
-					flags = nil
-				}
-				t.Run(fmt.Sprintf("%s_%d_portable=%v", mcpu, i, portable), func(t *testing.T) {
-					checkKernelSpans(t, cc, k, [3]int64{k.vSpan, k.xSpan, k.wSpan}, bcastOuts(k), flags, int64(i))
-				})
-			}
+			t.Run(fmt.Sprintf("%s_%d_portable=%v", mcpu, i, portable), func(t *testing.T) {
+				checkKernelSpans(t, cc, k, [3]int64{k.vSpan, k.xSpan, k.wSpan}, bcastOuts(k), flags, int64(i))
+			})
 		}
-	}
+	})
 }
 
 // TestBcastKernelNEON cross-compiles the broadcast kernel for 64-bit Arm

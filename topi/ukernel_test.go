@@ -30,10 +30,6 @@ func (m floatMem) SetFloat(i int64, v float64) { m[i] = float32(v) }
 // whole-vector tail, the masked tail and the one-column tail.
 func TestConvKernelCMatchesEval(t *testing.T) {
 	cc := testenv.CC(t)
-	host, err := targets.ResolveCPU("native", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	specs := []kernelSpec{
 		{mr: 8, ic: 5, koff: []int64{0, 1, 2, 9, 10, 11}, ics: 60, ws: 16, wm: 1, ldv: 41, j: 41},
 		{mr: 4, ic: 3, koff: []int64{0}, ics: 70, ws: 8, wm: 1, ldv: 70, j: 70},
@@ -49,6 +45,31 @@ func TestConvKernelCMatchesEval(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("scalar_%d", i), func(t *testing.T) { checkKernelC(t, cc, k, nil, int64(i)) })
 	}
+	forX86Builds(t, func(mcpu string, isa vecISA, flags []string, portable bool) {
+		for i, sp := range specs {
+			if sp.mr > isa.mr && sp.xm == 0 {
+				sp.mr = isa.mr
+			}
+			k, err := newConvKernel(isa, sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("%s_%d_portable=%v", mcpu, i, portable)
+			t.Run(name, func(t *testing.T) { checkKernelC(t, cc, k, flags, int64(i)) })
+		}
+	})
+}
+
+// forX86Builds calls check for each x86 processor kiln has a kernel
+// variant for, with its instruction set and C flags: once with the
+// target's flags when this machine runs its features, and once without
+// them (flags nil: the portable branch).
+func forX86Builds(t *testing.T, check func(mcpu string, isa vecISA, flags []string, portable bool)) {
+	t.Helper()
+	host, err := targets.ResolveCPU("native", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, mcpu := range []string{"x86-64", "sandybridge", "haswell", "skylake-avx512"} {
 		p, err := targets.ResolveCPU(mcpu, nil)
 		if err != nil {
@@ -63,22 +84,11 @@ func TestConvKernelCMatchesEval(t *testing.T) {
 				t.Logf("%s: this machine lacks its features; checking only the portable branch", mcpu)
 				continue
 			}
-			for i, sp := range specs {
-				isa := isaFor(p)
-				if sp.mr > isa.mr && sp.xm == 0 {
-					sp.mr = isa.mr
-				}
-				k, err := newConvKernel(isa, sp)
-				if err != nil {
-					t.Fatal(err)
-				}
-				flags := p.CFlags()
-				if portable {
-					flags = nil
-				}
-				name := fmt.Sprintf("%s_%d_portable=%v", mcpu, i, portable)
-				t.Run(name, func(t *testing.T) { checkKernelC(t, cc, k, flags, int64(i)) })
+			flags := p.CFlags()
+			if portable {
+				flags = nil
 			}
+			check(mcpu, isaFor(p), flags, portable)
 		}
 	}
 }

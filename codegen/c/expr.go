@@ -411,30 +411,25 @@ func (fg *funcGen) minMaxConst(x *tir.Binary, d ir.DType, a, b string) (string, 
 	if (x.Op != tir.OpMin && x.Op != tir.OpMax) || (d != ir.Float32 && d != ir.Float64) {
 		return "", false
 	}
-	v, e := b, x.B
-	c, ok := tir.ConstFloat(e)
+	// The operands commute: the constant goes second.
+	c, ok := tir.ConstFloat(x.B)
 	if !ok {
-		v, e = a, x.A
-		if c, ok = tir.ConstFloat(e); !ok {
+		if c, ok = tir.ConstFloat(x.A); !ok {
 			return "", false
 		}
-	}
-	other := a
-	if v == a {
-		other = b
+		a, b = b, a
 	}
 	if math.IsInf(c, 0) || math.IsNaN(c) || (c == 0 && math.Signbit(c) != (x.Op == tir.OpMin)) {
 		return "", false
 	}
-	name := "kiln_maxc_f32"
-	if x.Op == tir.OpMin {
-		name = "kiln_minc_f32"
-	}
+	name := map[tir.BinaryOp]string{tir.OpMin: "kiln_minc_", tir.OpMax: "kiln_maxc_"}[x.Op]
 	if d == ir.Float64 {
-		name = name[:len(name)-3] + "f64"
+		name += "f64"
+	} else {
+		name += "f32"
 	}
 	fg.g.use(name)
-	return name + "(" + strip(other) + ", " + strip(v) + ")", true
+	return name + "(" + strip(a) + ", " + strip(b) + ")", true
 }
 
 // mathSuffix is the C math library suffix for computing in dtype d

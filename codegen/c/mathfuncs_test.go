@@ -4,6 +4,7 @@ package c
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand"
 	"strings"
@@ -170,13 +171,9 @@ func TestMinMaxHelpers(t *testing.T) {
 			if st, err := lib.Call(src.Funcs[0].Symbol, tensors, -1); err != nil || st != 0 {
 				t.Fatalf("status %d, %v", st, err)
 			}
-			got := &interp.Array{DType: dt, Data: tensors[2].Data}
-			for k := int64(0); k < n; k++ {
-				g, w := got.Float(k), want.Float(k)
-				if math.IsNaN(w) != math.IsNaN(g) || !math.IsNaN(w) && math.Float64bits(g) != math.Float64bits(w) {
-					t.Errorf("%s %s(%g, %g): C %g, interpreter %g", dt, op, xa.Float(k), ya.Float(k), g, w)
-				}
-			}
+			sameFloats(t, &interp.Array{DType: dt, Data: tensors[2].Data}, want, func(k int64) string {
+				return fmt.Sprintf("%s %s(%g, %g)", dt, op, xa.Float(k), ya.Float(k))
+			})
 		}
 	}
 }
@@ -226,15 +223,23 @@ func TestMinMaxConstHelpers(t *testing.T) {
 					if st, err := lib.Call(src.Funcs[0].Symbol, tensors, -1); err != nil || st != 0 {
 						t.Fatalf("status %d, %v", st, err)
 					}
-					got := &interp.Array{DType: dt, Data: tensors[1].Data}
-					for k := int64(0); k < n; k++ {
-						g, w := got.Float(k), want.Float(k)
-						if math.IsNaN(w) != math.IsNaN(g) || !math.IsNaN(w) && math.Float64bits(g) != math.Float64bits(w) {
-							t.Errorf("%s %s(%g, const %g, const first %v): C %g, interpreter %g", dt, op, xa.Float(k), c, constFirst, g, w)
-						}
-					}
+					sameFloats(t, &interp.Array{DType: dt, Data: tensors[1].Data}, want, func(k int64) string {
+						return fmt.Sprintf("%s %s(%g, const %g, const first %v)", dt, op, xa.Float(k), c, constFirst)
+					})
 				}
 			}
+		}
+	}
+}
+
+// sameFloats requires got to hold want's bits element by element (any
+// NaN for NaN); what names element k in a failure.
+func sameFloats(t *testing.T, got, want *interp.Array, what func(k int64) string) {
+	t.Helper()
+	for k := int64(0); k < want.Len(); k++ {
+		g, w := got.Float(k), want.Float(k)
+		if math.IsNaN(w) != math.IsNaN(g) || !math.IsNaN(w) && math.Float64bits(g) != math.Float64bits(w) {
+			t.Errorf("%s: C %g, interpreter %g", what(k), g, w)
 		}
 	}
 }
