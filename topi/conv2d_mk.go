@@ -142,66 +142,22 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // X' is [N, C, sh*sw*Hq*Wq], each plane flat, so that the computes index
 // it with j + KOFF directly; pad is the value of the padding.
 func (p *convPlan) phased(x *te.Tensor, pad tir.PrimExpr) *te.Tensor {
-	g := p.g
-	if g.sh == 1 && g.sw == 1 && p.hp == x.Shape[2] && p.wp == x.Shape[3] && g.ph == 0 && g.pw == 0 {
+	if p.inPlace(x.Shape) {
 		return x
 	}
-	n, ch, h, w := x.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3]
+	n, ch := x.Shape[0], x.Shape[1]
 	shape := ir.Shape{n, ch, p.plane()}
 	return te.Extern("conv_pad", []ir.Shape{shape}, []ir.DType{x.DType}, []*te.Tensor{x}, func(ins, outs []*tir.Buffer) tir.Stmt {
 		xb, ob := ins[0], outs[0]
 		nv, cv := tir.NewVar("n", tir.Int32T), tir.NewVar("c", tir.Int32T)
-		var ni, ci tir.PrimExpr = nv, cv
-		zero := pad
 		// Per row phase ph and phase row r, the input row is read once
 		// for all sw column phases (while it is in L1).
-		var phases []tir.Stmt
-		for ph := int64(0); ph < g.sh; ph++ {
-			r := tir.NewVar("r", tir.Int32T)
-			row := tir.Sub(tir.Add(tir.Mul(r, tir.Idx(g.sh)), tir.Idx(ph)), tir.Idx(g.ph))
-			var runs, zeros []tir.Stmt
-			for pw := int64(0); pw < g.sw; pw++ {
-				orow := tir.Add(tir.Idx((ph*g.sw+pw)*p.hq), r)
-				fill := func(from, to int64) tir.Stmt {
-					if to <= from {
-						return nil
-					}
-					c := tir.NewVar("c", tir.Int32T)
-					return tir.Loop(c, to-from, tir.Serial, tir.NewStore(ob, zero, ni, ci, tir.Add(tir.Mul(orow, tir.Idx(p.wq)), tir.Add(c, tir.Idx(from)))))
-				}
-				// Columns [lo, hi) of this phase read the input.
-				lo, hi := p.wq, p.wq
-				for c := int64(0); c < p.wq; c++ {
-					src := c*g.sw + pw - g.pw
-					if src >= 0 && src < w && lo == p.wq {
-						lo = c
-					}
-					if src >= w && hi == p.wq {
-						hi = c
-					}
-				}
-				hi = max(hi, lo)
-				if s := fill(0, lo); s != nil {
-					runs = append(runs, s)
-				}
-				if hi > lo {
-					c := tir.NewVar("c", tir.Int32T)
-					col := tir.Add(tir.Mul(tir.Add(c, tir.Idx(lo)), tir.Idx(g.sw)), tir.Idx(pw-g.pw))
-					kind := tir.Serial
-					if g.sw == 1 {
-						kind = tir.Vectorized
-					}
-					runs = append(runs, tir.Loop(c, hi-lo, kind, tir.NewStore(ob, tir.NewLoad(xb, ni, ci, row, col), ni, ci, tir.Add(tir.Mul(orow, tir.Idx(p.wq)), tir.Add(c, tir.Idx(lo))))))
-				}
-				if s := fill(hi, p.wq); s != nil {
-					runs = append(runs, s)
-				}
-				zeros = append(zeros, fill(0, p.wq))
-			}
-			rowIn := tir.And(tir.GE(row, tir.Idx(0)), tir.LT(row, tir.Idx(h)))
-			phases = append(phases, tir.Loop(r, p.hq, tir.Serial, tir.NewIf(rowIn, tir.Seq(runs...), tir.Seq(zeros...))))
-		}
-		return tir.Loop(nv, n, tir.Serial, tir.Loop(cv, ch, tir.Parallel, tir.Seq(phases...)))
+		body := p.phaseRows(x.Shape[2], x.Shape[3], pad, tir.Idx(0), p.hq,
+			func(row, col tir.PrimExpr) tir.PrimExpr { return tir.NewLoad(xb, nv, cv, row, col) },
+			func(plane int64, r, col, v tir.PrimExpr) tir.Stmt {
+				return tir.NewStore(ob, v, nv, cv, tir.Add(tir.Mul(tir.Add(tir.Idx(plane*p.hq), r), tir.Idx(p.wq)), col))
+			})
+		return tir.Loop(nv, n, tir.Serial, tir.Loop(cv, ch, tir.Parallel, body))
 	})[0]
 }
 
@@ -316,8 +272,8 @@ func scheduleConvPackedCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.
 // output stage tiled mr output channels by p.rows rows ((batch, channel
 // tiles) parallel, the rows vectorised), V computed at the row-tile loop
 // into a local buffer by the TensorIntrin tile(cols) builds — or, when
-// tile is nil, by V's own loops with its taps unrolled outside the
-// vectorised columns. A group with another structure computes V at root,
+// tile or the intrin it builds is nil, by V's own loops with its taps
+// unrolled outside the vectorised columns. A group with another structure computes V at root,
 // whole rows per call, and gives its other outputs the injective
 // schedule.
 func (p *convPlan) scheduleTiles(s *te.Schedule, outs []*te.Tensor, anchor, vT *te.Tensor, mr int64, tile func(cols int64) te.TensorIntrin) error {
@@ -336,8 +292,8 @@ func (p *convPlan) scheduleTiles(s *te.Schedule, outs []*te.Tensor, anchor, vT *
 			outer = vs.Fuse(ax[0], ax[1])
 		}
 		vs.Parallel(outer)
-		if tile != nil {
-			vs.Tensorize(inner, tile(p.jtot))
+		if ti := tileOf(tile, p.jtot); ti != nil {
+			vs.Tensorize(inner, ti)
 		} else {
 			p.tapsOutside(vs)
 		}
@@ -363,12 +319,20 @@ func (p *convPlan) scheduleTiles(s *te.Schedule, outs []*te.Tensor, anchor, vT *
 	o.Vectorize(ax[3])
 	vs.ComputeAt(o, ohO)
 	vs.SetScope(tir.ScopeLocal)
-	if tile != nil {
-		vs.Tensorize(vs.Axis()[0], tile((p.rows-1)*p.wq+p.g.ow))
+	if ti := tileOf(tile, (p.rows-1)*p.wq+p.g.ow); ti != nil {
+		vs.Tensorize(vs.Axis()[0], ti)
 	} else {
 		p.tapsOutside(vs)
 	}
 	return s.Err()
+}
+
+// tileOf is tile(cols), or nil without tile.
+func tileOf(tile func(cols int64) te.TensorIntrin, cols int64) te.TensorIntrin {
+	if tile == nil {
+		return nil
+	}
+	return tile(cols)
 }
 
 // tapsOutside orders V's loops for a schedule without a micro-kernel:
@@ -408,12 +372,11 @@ func computeDepthwiseCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error
 		return nil, err
 	}
 	g := p.g
-	xp := p.phased(x, nnZero(x.DType))
 	rh := te.ReduceAxis(g.kh, "kh")
 	rw := te.ReduceAxis(g.kw, "kw")
+	zero := nnZero(x.DType)
 	v := te.ComputeReduce(nnName(c)+"_dw", ir.Shape{x.Shape[0], ot.Shape[1], p.jtot}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
-		xv := xp.At(p.xIndex(xp, i[0], i[1], tir.Add(i[2], p.tapOffset(rh.Var, rw.Var)))...)
-		return tir.Mul(xv, w.At(i[1], tir.Idx(0), rh.Var, rw.Var))
+		return tir.Mul(p.padLoad(x, i[0], i[1], i[2], rh.Var, rw.Var, zero), w.At(i[1], tir.Idx(0), rh.Var, rw.Var))
 	}, te.WithTag(tagDepthwise), te.WithAxisNames("n", "c", "j"))
 	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
 		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], tir.Idx(p.wq)), i[3]))
@@ -422,30 +385,25 @@ func computeDepthwiseCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error
 }
 
 // depthwiseTile is the TensorIntrin of the depthwise V stage: one
-// channel's cols virtual columns per call.
-func (p *convPlan) depthwiseTile(xp, w *te.Tensor, cols int64) te.TensorIntrin {
-	return func(ctx *te.TensorizeContext) (tir.Stmt, error) {
-		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != 1 || ctx.Extent[2] != cols {
-			return nil, fmt.Errorf("depthwise tile: extents %v, want [1 1 %d]", ctx.Extent, cols)
-		}
-		plane := p.plane()
-		k, err := newConvKernel(p.isa, kernelSpec{mr: 1, nr: p.isa.dwnr, ic: 1, koff: p.koff, xm: plane,
-			ws: 1, wm: int64(len(p.koff)), ldv: ctx.Out.Shape[len(ctx.Out.Shape)-1], j: cols})
+// channel's cols virtual columns per call of the micro-kernel, on the
+// tile's rows of X' copied locally (localTile).
+func (p *convPlan) depthwiseTile(x, w *te.Tensor, cols int64) te.TensorIntrin {
+	return p.localTile(x, nnZero(x.DType), cols, func(ctx *te.TensorizeContext, xb *tir.Buffer, koff []int64, plane, cols int64) (tir.Stmt, error) {
+		k, err := newConvKernel(p.isa, kernelSpec{mr: 1, nr: p.isa.dwnr, ic: 1, koff: koff, xm: plane,
+			ws: 1, wm: int64(len(koff)), ldv: ctx.Out.Shape[len(ctx.Out.Shape)-1], j: cols})
 		if err != nil {
 			return nil, err
 		}
-		n0, c0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
-		xl, err := ctx.Load(xp, p.xIndex(xp, n0, c0, j0)...)
-		if err != nil {
-			return nil, err
+		if k.xSpan > plane {
+			return nil, fmt.Errorf("depthwise tile: the kernel reads %d elements of a %d-element tile", k.xSpan, plane)
 		}
-		wl, err := ctx.Load(w, c0, tir.Idx(0), tir.Idx(0), tir.Idx(0))
+		wl, err := ctx.Load(w, ctx.Axis[1], tir.Idx(0), tir.Idx(0), tir.Idx(0))
 		if err != nil {
 			return nil, err
 		}
 		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
-		return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(xl), tir.AddressOf(wl))), nil
-	}
+		return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(tir.NewLoad(xb, tir.Idx(0))), tir.AddressOf(wl))), nil
+	})
 }
 
 func scheduleDepthwiseCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {
@@ -454,22 +412,22 @@ func scheduleDepthwiseCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.T
 	}
 	vT := anchor[0].Op.InputTensors()[0]
 	ins := vT.Op.InputTensors()
-	var xp, w *te.Tensor
+	var x, w *te.Tensor
 	for _, t := range ins {
 		if t.Shape.Equal(c.ArgTensor(1).Shape) && w == nil {
 			w = t
 		} else {
-			xp = t
+			x = t
 		}
 	}
-	if xp == nil || w == nil {
+	if x == nil || w == nil {
 		return fmt.Errorf("%s: unexpected depthwise structure", c.Op.Name)
 	}
 	p, err := newConvPlan(c, c.ArgTensor(0).Shape, w.Shape[2], w.Shape[3], 1)
 	if err != nil {
 		return err
 	}
-	return p.scheduleTiles(s, outs, anchor[0], vT, 1, func(cols int64) te.TensorIntrin { return p.depthwiseTile(xp, w, cols) })
+	return p.scheduleTiles(s, outs, anchor[0], vT, 1, func(cols int64) te.TensorIntrin { return p.depthwiseTile(x, w, cols) })
 }
 
 // Grouped convolutions (and groups-1 convolutions with an unpacked OIHW

@@ -34,10 +34,11 @@ func init() {
 }
 
 // Max pooling uses the convolutions' layout (conv2d_mk.go): the input
-// padded with -inf and split into stride phases once, V[n, c, j] = max
-// over the window's taps of X'[n, c, j + KOFF], and the output reading
+// padded with -inf and split into stride phases, V[n, c, j] = max over
+// the window's taps of X'[n, c, j + KOFF], and the output reading
 // V[n, c, oh*Wq + ow]. V is computed a tile of rows at a time at the
-// output's row-tile loop, the taps outside and the contiguous columns
+// output's row-tile loop from a local copy of the rows of X' it reads
+// (conv2d_tile.go), the taps outside and the contiguous columns
 // vectorised inside: no bounds tests and no strided loads.
 
 func computeMaxPoolCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
@@ -54,11 +55,11 @@ func computeMaxPoolCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) 
 	if err != nil {
 		return nil, err
 	}
-	xp := p.phased(x, te.MinValue(x.DType))
 	rh := te.ReduceAxis(k[0], "kh")
 	rw := te.ReduceAxis(k[1], "kw")
+	low := te.MinValue(x.DType)
 	v := te.ComputeReduce(nnName(c)+"_v", ir.Shape{x.Shape[0], x.Shape[1], p.jtot}, te.Max, []*te.IterVar{rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
-		return xp.At(p.xIndex(xp, i[0], i[1], tir.Add(i[2], p.tapOffset(rh.Var, rw.Var)))...)
+		return p.padLoad(x, i[0], i[1], i[2], rh.Var, rw.Var, low)
 	}, te.WithTag("pool_max"), te.WithAxisNames("n", "c", "j"))
 	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
 		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], tir.Idx(p.wq)), i[3]))
@@ -76,7 +77,10 @@ func scheduleMaxPoolCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Ten
 	if err != nil {
 		return err
 	}
-	return p.scheduleTiles(s, outs, anchor[0], vT, 1, nil)
+	x := vT.Op.InputTensors()[0]
+	return p.scheduleTiles(s, outs, anchor[0], vT, 1, func(cols int64) te.TensorIntrin {
+		return p.localTile(x, te.MinValue(x.DType), cols, maxTile)
+	})
 }
 
 // poolCPUValid accepts float32 pooling of 4-D (NCHW) tensors.

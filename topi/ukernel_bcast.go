@@ -39,6 +39,25 @@ type bcastSpec struct {
 	ldv      int64
 	rows, ow int64
 	wq       int64
+	kc       int64 // input channels per pass over the column groups (0: bcastChunk's choice)
+}
+
+// bcastChunkBytes bounds the weights one pass over the column groups
+// reads (MR rows x KC input channels x taps), so that they stay in L1
+// while every column group of the tile reuses them, next to the input
+// lines the groups share.
+const bcastChunkBytes = 8192
+
+// bcastChunk is the input channels per pass: all of them when their
+// weights fit in bcastChunkBytes, else as many as fit (at least one).
+func bcastChunk(mr, ic, kk int64) int64 {
+	kc := max(bcastChunkBytes/(4*mr*kk), 1)
+	if kc >= ic {
+		return ic
+	}
+	// Equal chunks where possible: ceil(ic / passes).
+	passes := ceilDiv(ic, kc)
+	return ceilDiv(ic, passes)
 }
 
 // bcastKernel is one instance of the broadcast kernel.
@@ -59,6 +78,9 @@ func newBcastKernel(isa vecISA, sp bcastSpec) (*bcastKernel, error) {
 		return nil, fmt.Errorf("broadcast conv micro-kernel: %d channels do not tile blocks of %d", mr, sp.b)
 	}
 	k := &bcastKernel{bcastSpec: sp, kernelBase: kernelBase{isa: isa}, kk: int64(len(sp.koff))}
+	if k.kc <= 0 || k.kc > k.ic {
+		k.kc = bcastChunk(mr, k.ic, k.kk)
+	}
 	maxOff, err := maxTapOffset("broadcast conv micro-kernel", sp.koff)
 	if err != nil {
 		return nil, err
@@ -112,10 +134,20 @@ func (k *bcastKernel) source(sym string) string {
 	groups := len(table) / k.nc
 	p("/* broadcast conv micro-kernel: %d rows x %d columns (%d rows of %d), %d input channels x %d taps, %s */\n",
 		k.mv*isa.lanes, len(cols), k.rows, k.ow, k.ic, k.kk, isa.name)
-	p("static void %s(float* restrict v, const float* restrict x, const float* restrict w) {\n", sym)
+	p("%sstatic void %s(float* restrict v, const float* restrict x, const float* restrict w) {\n", noInline, sym)
 	p("  static const int32_t koff[%d] = {%s};\n", k.kk, joinInts(k.koff))
 	p("#if %s\n", isa.guard)
 	p("  static const int32_t gcol[%d] = {%s};\n", len(table), joinInts(table))
+	chunked := k.kc < k.ic
+	acc := func(i, n int) string { return fmt.Sprintf("a%d_%d", i, n) }
+	if chunked {
+		// Input channels in passes of KC over all column groups, the
+		// partial sums kept lanes-wise in s between passes (the same
+		// additions in the same order as one pass).
+		p("  %s s[%d];\n", isa.typ, groups*k.mv*k.nc)
+		p("  for (int32_t c0 = 0; c0 < %d; c0 += %d) {\n", k.ic, k.kc)
+		p("  const int32_t c1 = c0 + %d < %d ? c0 + %d : %d;\n", k.kc, k.ic, k.kc, k.ic)
+	}
 	p("  for (int32_t g = 0; g < %d; ++g) {\n", groups)
 	p("    const int32_t* co = gcol + g * %d;\n", k.nc)
 	for n := 0; n < k.nc; n++ {
@@ -123,10 +155,18 @@ func (k *bcastKernel) source(sym string) string {
 	}
 	for i := 0; i < k.mv; i++ {
 		for n := 0; n < k.nc; n++ {
-			p("    %s a%d_%d = %s;\n", isa.typ, i, n, isa.zero)
+			if chunked {
+				p("    %s %s = c0 == 0 ? %s : s[g * %d + %d];\n", isa.typ, acc(i, n), isa.zero, k.mv*k.nc, i*k.nc+n)
+			} else {
+				p("    %s %s = %s;\n", isa.typ, acc(i, n), isa.zero)
+			}
 		}
 	}
-	p("    for (int32_t c = 0; c < %d; ++c) {\n", k.ic)
+	if chunked {
+		p("    for (int32_t c = c0; c < c1; ++c) {\n")
+	} else {
+		p("    for (int32_t c = 0; c < %d; ++c) {\n", k.ic)
+	}
 	p("      const float* xc = x + (ptrdiff_t)c * %d;\n", k.ics)
 	p("      const float* wc = w + (ptrdiff_t)c * %d;\n", k.kk*k.b)
 	// Unrolled twice, not fully: with every tap unrolled, gcc interleaves
@@ -142,21 +182,32 @@ func (k *bcastKernel) source(sym string) string {
 	for n := 0; n < k.nc; n++ {
 		p("        { const %s b = %s;\n", isa.typ, fmt.Sprintf(isa.set1, fmt.Sprintf("xp[o%d]", n)))
 		for i := 0; i < k.mv; i++ {
-			acc := fmt.Sprintf("a%d_%d", i, n)
-			p("          %s = %s;\n", acc, fmt.Sprintf(isa.fma, fmt.Sprintf("w%d", i), "b", acc))
+			p("          %s = %s;\n", acc(i, n), fmt.Sprintf(isa.fma, fmt.Sprintf("w%d", i), "b", acc(i, n)))
 		}
 		p("        }\n")
 	}
 	p("      }\n    }\n")
+	if chunked {
+		p("    if (c1 < %d) {\n", k.ic)
+		for i := 0; i < k.mv; i++ {
+			for n := 0; n < k.nc; n++ {
+				p("      s[g * %d + %d] = %s;\n", k.mv*k.nc, i*k.nc+n, acc(i, n))
+			}
+		}
+		p("      continue;\n    }\n")
+	}
 	// Lanes to rows: each accumulator is one column of MV x lanes rows.
 	p("    float lane[%d];\n", isa.lanes)
 	for i := 0; i < k.mv; i++ {
 		for n := 0; n < k.nc; n++ {
-			p("    %s;\n", fmt.Sprintf(isa.store, "lane", fmt.Sprintf("a%d_%d", i, n)))
+			p("    %s;\n", fmt.Sprintf(isa.store, "lane", acc(i, n)))
 			p("    for (int32_t l = 0; l < %d; ++l) v[(ptrdiff_t)(%d + l) * %d + o%d] = lane[l];\n", isa.lanes, i*isa.lanes, k.ldv, n)
 		}
 	}
 	p("  }\n")
+	if chunked {
+		p("  }\n")
+	}
 	p("#else\n")
 	p("  static const int32_t col[%d] = {%s};\n", len(cols), joinInts(cols))
 	writePortable(p, isa, int64(k.mv*isa.lanes), int64(len(cols)), "col[j]",

@@ -11,7 +11,8 @@ import (
 
 // bcastSpecs exercise full register tiles, groups that span rows, rows
 // narrower than a tile, a short last group, channel vectors in two
-// weight blocks, and a 1x1 kernel.
+// weight blocks, a 1x1 kernel, and input channels in passes (equal, and
+// a shorter last one).
 func bcastSpecs(isa vecISA) []bcastSpec {
 	b := int64(16)
 	return []bcastSpec{
@@ -19,6 +20,8 @@ func bcastSpecs(isa vecISA) []bcastSpec {
 		{mv: isa.bmv, nc: isa.bnc, ic: 3, koff: []int64{0}, ics: 50, b: b, bs: 3 * b, ldv: 50, rows: 5, ow: 10, wq: 10},
 		{mv: isa.bmv, nc: isa.bnc, ic: 2, koff: []int64{0, 4}, ics: 40, b: b, bs: 2 * 2 * b, ldv: 23, rows: 3, ow: 3, wq: 10},
 		{mv: 32 / isa.lanes, nc: 3, ic: 2, koff: []int64{0, 1}, ics: 30, b: b, bs: 2*2*b + 5, ldv: 26, rows: 2, ow: 11, wq: 15},
+		{mv: isa.bmv, nc: isa.bnc, ic: 7, koff: []int64{0, 1, 2, 9, 10, 11, 18, 19, 20}, ics: 81, b: b, bs: 7 * 9 * b, ldv: 61, rows: 7, ow: 7, wq: 9, kc: 3},
+		{mv: isa.bmv, nc: isa.bnc, ic: 12, koff: []int64{0}, ics: 49, b: b, bs: 12 * b, ldv: 49, rows: 7, ow: 7, wq: 7, kc: 4},
 	}
 }
 

@@ -1,0 +1,183 @@
+package topi
+
+import (
+	"fmt"
+
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/te"
+	"github.com/kiln-dev/kiln/tir"
+)
+
+// Per-channel operators on the convolutions' layout (depthwise
+// convolution, max pooling) do not materialise X' for the whole tensor:
+// X' of a whole layer is written once and read back once (for a stride-2
+// depthwise convolution on a 112x112 map, 4.8 MB each way, out of every
+// cache), where a channel's output tile needs only a few rows of it. Their
+// V stage reads the input itself (padLoad, the definition), and its
+// TensorIntrin (localTile) copies the rows of X' one tile of output rows
+// reads into a local buffer, in L1, then computes the tile from there.
+
+// phaseRows is the loop nest that writes rows [r0, r0+nr) of every phase
+// plane of X' for one channel (see phased): per phase plane and row, a
+// run of pad values, a copy of an input row (stride sw) and pad values
+// again, with the runs' bounds known at compile time; rows outside the
+// input are all pad. load reads the input channel at (row, col); store
+// writes phase plane ph*sw+pw, local row r, column col of X'. h and w are
+// the input's height and width.
+func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
+	load func(row, col tir.PrimExpr) tir.PrimExpr,
+	store func(plane int64, r, col, v tir.PrimExpr) tir.Stmt) tir.Stmt {
+	g := p.g
+	var phases []tir.Stmt
+	for ph := int64(0); ph < g.sh; ph++ {
+		r := tir.NewVar("r", tir.Int32T)
+		row := tir.Sub(tir.Add(tir.Mul(tir.Add(r0, r), tir.Idx(g.sh)), tir.Idx(ph)), tir.Idx(g.ph))
+		var runs, zeros []tir.Stmt
+		for pw := int64(0); pw < g.sw; pw++ {
+			plane := ph*g.sw + pw
+			fill := func(from, to int64) tir.Stmt {
+				if to <= from {
+					return nil
+				}
+				c := tir.NewVar("c", tir.Int32T)
+				return tir.Loop(c, to-from, tir.Serial, store(plane, r, tir.Add(c, tir.Idx(from)), pad))
+			}
+			// Columns [lo, hi) of this phase read the input.
+			lo, hi := p.wq, p.wq
+			for c := int64(0); c < p.wq; c++ {
+				src := c*g.sw + pw - g.pw
+				if src >= 0 && src < w && lo == p.wq {
+					lo = c
+				}
+				if src >= w && hi == p.wq {
+					hi = c
+				}
+			}
+			hi = max(hi, lo)
+			if s := fill(0, lo); s != nil {
+				runs = append(runs, s)
+			}
+			if hi > lo {
+				c := tir.NewVar("c", tir.Int32T)
+				col := tir.Add(tir.Mul(tir.Add(c, tir.Idx(lo)), tir.Idx(g.sw)), tir.Idx(pw-g.pw))
+				kind := tir.Serial
+				if g.sw == 1 {
+					kind = tir.Vectorized
+				}
+				runs = append(runs, tir.Loop(c, hi-lo, kind, store(plane, r, tir.Add(c, tir.Idx(lo)), load(row, col))))
+			}
+			if s := fill(hi, p.wq); s != nil {
+				runs = append(runs, s)
+			}
+			zeros = append(zeros, fill(0, p.wq))
+		}
+		rowIn := tir.And(tir.GE(row, tir.Idx(0)), tir.LT(row, tir.Idx(h)))
+		phases = append(phases, tir.Loop(r, nr, tir.Serial, tir.NewIf(rowIn, tir.Seq(runs...), tir.Seq(zeros...))))
+	}
+	return tir.Seq(phases...)
+}
+
+// inPlace reports whether X' is the input itself (no padding, stride 1).
+func (p *convPlan) inPlace(xShape ir.Shape) bool {
+	g := p.g
+	return g.sh == 1 && g.sw == 1 && p.hp == xShape[2] && p.wp == xShape[3] && g.ph == 0 && g.pw == 0
+}
+
+// padLoad is X'[n, c, j + KOFF(rh, rw)] read from x itself: the padded
+// input's element at the tap's position, or pad outside the input.
+func (p *convPlan) padLoad(x *te.Tensor, n, c, j, rh, rw, pad tir.PrimExpr) tir.PrimExpr {
+	g := p.g
+	if p.inPlace(x.Shape) {
+		return x.At(p.xIndex(x, n, c, tir.Add(j, p.tapOffset(rh, rw)))...)
+	}
+	wq := tir.Idx(p.wq)
+	row := tir.Sub(tir.Add(tir.Mul(tir.FloorDiv(j, wq), tir.Idx(g.sh)), tir.Mul(rh, tir.Idx(g.dh))), tir.Idx(g.ph))
+	col := tir.Sub(tir.Add(tir.Mul(tir.FloorMod(j, wq), tir.Idx(g.sw)), tir.Mul(rw, tir.Idx(g.dw))), tir.Idx(g.pw))
+	cond := nnAnd([]tir.PrimExpr{
+		tir.GE(row, tir.Idx(0)), tir.LT(row, tir.Idx(x.Shape[2])),
+		tir.GE(col, tir.Idx(0)), tir.LT(col, tir.Idx(x.Shape[3])),
+	})
+	return nnGuard(cond, x.At(n, c, row, col), pad)
+}
+
+// localTileBytes bounds the local copy of X' a tile reads (a stack array,
+// like the V tile: see vTileBytes).
+const localTileBytes = 16384
+
+// tileBody computes one channel's V tile of cols virtual columns into
+// ctx's output from xb, the local copy of X' for the tile's rows, whose
+// tap offsets are koff and whose phase planes hold plane elements in all.
+type tileBody func(ctx *te.TensorizeContext, xb *tir.Buffer, koff []int64, plane, cols int64) (tir.Stmt, error)
+
+// localTile returns the TensorIntrin of a per-channel V stage tiled by
+// output rows: it copies the rows of X' the tile reads from x (padding
+// with pad) into a local buffer and runs body on it. It returns nil — V's
+// own loops then read x through padLoad — when that copy would not fit in
+// localTileBytes.
+func (p *convPlan) localTile(x *te.Tensor, pad tir.PrimExpr, cols int64, body tileBody) te.TensorIntrin {
+	g := p.g
+	rows := (cols-g.ow)/p.wq + 1
+	hl := rows + (g.kh-1)*g.dh/g.sh
+	lplane := g.sh * g.sw * hl * p.wq
+	if lplane*int64(x.DType.Size()) > localTileBytes {
+		return nil
+	}
+	return func(ctx *te.TensorizeContext) (tir.Stmt, error) {
+		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != 1 || ctx.Extent[2] != cols {
+			return nil, fmt.Errorf("channel tile: extents %v, want [1 1 %d]", ctx.Extent, cols)
+		}
+		n0, c0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
+		koff := make([]int64, 0, len(p.koff))
+		for kh := int64(0); kh < g.kh; kh++ {
+			for kw := int64(0); kw < g.kw; kw++ {
+				rh, rw := kh*g.dh, kw*g.dw
+				phase := (rh%g.sh)*g.sw + rw%g.sw
+				koff = append(koff, phase*hl*p.wq+(rh/g.sh)*p.wq+rw/g.sw)
+			}
+		}
+		buf := tir.NewBuffer(x.Name+"_tile", x.DType, ir.Shape{lplane}, tir.ScopeLocal)
+		// The tile starts at output row j0 / Wq; its phase rows are the
+		// same rows of every phase plane.
+		oh0 := tir.FloorDiv(j0, tir.Idx(p.wq))
+		var lerr error
+		cp := p.phaseRows(x.Shape[2], x.Shape[3], pad, oh0, hl,
+			func(row, col tir.PrimExpr) tir.PrimExpr {
+				ld, err := ctx.Load(x, n0, c0, row, col)
+				if err != nil {
+					lerr = err
+					return pad
+				}
+				return ld
+			},
+			func(plane int64, r, col, v tir.PrimExpr) tir.Stmt {
+				return tir.NewStore(buf, v, tir.Add(tir.Add(tir.Mul(r, tir.Idx(p.wq)), col), tir.Idx(plane*hl*p.wq)))
+			})
+		if lerr != nil {
+			return nil, lerr
+		}
+		st, err := body(ctx, buf, koff, lplane, cols)
+		if err != nil {
+			return nil, err
+		}
+		return &tir.Allocate{Buffer: buf, Body: tir.Seq(cp, st)}, nil
+	}
+}
+
+// maxTile is the tileBody of max pooling: the taps outside, the tile's
+// contiguous columns vectorised inside, V = max over the taps.
+func maxTile(ctx *te.TensorizeContext, xb *tir.Buffer, koff []int64, _, cols int64) (tir.Stmt, error) {
+	out := ctx.Out
+	var taps []tir.Stmt
+	for t, o := range koff {
+		j := tir.NewVar("j", tir.Int32T)
+		oi := append([]tir.PrimExpr(nil), ctx.OutIndex...)
+		oi[len(oi)-1] = tir.Add(oi[len(oi)-1], j)
+		in := tir.NewLoad(xb, tir.Add(j, tir.Idx(o)))
+		var v tir.PrimExpr = in
+		if t > 0 {
+			v = tir.Max(tir.NewLoad(out, oi...), in)
+		}
+		taps = append(taps, tir.Loop(j, cols, tir.Vectorized, tir.NewStore(out, v, oi...)))
+	}
+	return tir.Seq(taps...), nil
+}
