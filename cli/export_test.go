@@ -37,7 +37,7 @@ func TestExportCProject(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("compile: exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stdout, "AOT: workspace 42368 bytes") || !strings.Contains(stdout, "liveness lower bound 42368 bytes, 1.000x") {
+	if !strings.Contains(stdout, "AOT: workspace 23552 bytes") || !strings.Contains(stdout, "liveness lower bound 23552 bytes, 1.000x") {
 		t.Errorf("compile output lacks the workspace report:\n%s", stdout)
 	}
 	proj := filepath.Join(dir, "lenet_c")

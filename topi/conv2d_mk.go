@@ -45,7 +45,7 @@ type convPlan struct {
 	rows           int64 // output rows per tile (divides oh)
 	isa            vecISA
 	mr             int
-	bmv            int // channel vectors of the broadcast kernel; 0: the columns-in-lanes kernel
+	bmv, bnc       int // the broadcast kernel's channel vectors x columns; bmv 0: the columns-in-lanes kernel
 }
 
 // newConvPlan plans a convolution of an input of xShape with a kh x kw
@@ -103,7 +103,10 @@ func (p *convPlan) chooseRows() {
 // block): the broadcast kernel (ukernel_bcast.go) computes no padding
 // columns and loads no input vectors, but writes its accumulators one
 // lane at a time, which pays off once every output takes enough
-// multiply-adds (ic x taps).
+// multiply-adds (ic x taps). Its register tile is the instruction set's
+// (bmv x bnc) when its channels tile the output channels, else one more
+// channel vector with as many columns as the registers leave (24
+// channels on AVX2: 3 x 4), else fewer channel vectors.
 func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
 	lanes := int64(p.isa.lanes)
 	if p.isa.bmv == 0 || block%lanes != 0 {
@@ -112,14 +115,31 @@ func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
 	if ic*int64(len(p.koff)) < bcastMinSteps {
 		return
 	}
-	for mv := p.isa.bmv; mv >= 1; mv-- {
-		mr := int64(mv) * lanes
+	if mv, nc := p.isa.bcastTile(oc, block); mv > 0 {
+		p.bmv, p.bnc, p.mr = mv, nc, mv*p.isa.lanes
+		p.chooseRows()
+	}
+}
+
+// bcastTile is the broadcast kernel's register tile (channel vectors x
+// columns) for oc output channels in weight blocks of block, as
+// chooseBroadcast describes; 0, 0 when none tiles them.
+func (v vecISA) bcastTile(oc, block int64) (mv, nc int) {
+	type tile struct{ mv, nc int }
+	cands := []tile{{v.bmv, v.bnc}}
+	if nc := v.bcastColumns(v.bmv + 1); nc >= 3 {
+		cands = append(cands, tile{v.bmv + 1, nc})
+	}
+	for mv := v.bmv - 1; mv >= 1; mv-- {
+		cands = append(cands, tile{mv, v.bnc})
+	}
+	for _, t := range cands {
+		mr := int64(t.mv * v.lanes)
 		if (mr <= block && block%mr == 0) || (mr%block == 0 && oc%mr == 0) {
-			p.bmv, p.mr = mv, int(mr)
-			p.chooseRows()
-			return
+			return t.mv, t.nc
 		}
 	}
+	return 0, 0
 }
 
 // bcastMinSteps is the fewest multiply-adds per output (input channels x
@@ -219,7 +239,7 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 		var k tir.Kernel
 		var err error
 		if p.bmv > 0 {
-			k, err = newBcastKernel(p.isa, bcastSpec{mv: p.bmv, nc: p.isa.bnc, ic: ic, koff: p.koff, ics: ics,
+			k, err = newBcastKernel(p.isa, bcastSpec{mv: p.bmv, nc: p.bnc, ic: ic, koff: p.koff, ics: ics,
 				b: w.Shape[4], bs: ic * int64(len(p.koff)) * w.Shape[4], ldv: ldv, rows: (cols-p.g.ow)/p.wq + 1, ow: p.g.ow, wq: p.wq})
 		} else {
 			k, err = newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: p.koff, ics: ics, ws: w.Shape[4], wm: 1, ldv: ldv, j: cols})

@@ -439,8 +439,11 @@ func ewComputeCast(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 	return ewMapCompute(c, in, true, func(xs []tir.PrimExpr) tir.PrimExpr { return xs[0] })
 }
 
-// ewComputeClip clamps into [a_min, a_max]. Floats: x < lo → lo, then
-// > hi → hi (NaN stays; lo > hi gives hi). Integers: the bounds are rounded
+// ewComputeClip clamps into [a_min, a_max]. Floats: min(max(x, lo), hi)
+// (NaN stays; lo > hi gives hi; a zero bound clamps -0 to +0), as max
+// and min, which compile to compare-and-select without branches (the
+// selects x < lo ? lo : x did not: the scalar tails of vectorised loops
+// branched on every element). Integers: the bounds are rounded
 // inward and saturated to the int64 range (uint64 for uint64), and the
 // clamp is done in a type that holds them.
 func ewComputeClip(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
@@ -449,9 +452,7 @@ func ewComputeClip(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 	return ewMapCompute(c, in, false, func(xs []tir.PrimExpr) tir.PrimExpr {
 		x := xs[0]
 		if x.Type().IsFloat() {
-			l, h := tir.Const(x.Type(), lo), tir.Const(x.Type(), hi)
-			v := tir.NewSelect(tir.LT(x, l), l, x)
-			return tir.NewSelect(tir.GT(v, h), h, v)
+			return tir.Min(tir.Max(x, tir.Const(x.Type(), lo)), tir.Const(x.Type(), hi))
 		}
 		if dt == ir.Uint64 {
 			l, h := tir.IntConst(ir.Uint64, int64(ir.SaturateUint64(math.Ceil(lo)))), tir.IntConst(ir.Uint64, int64(ir.SaturateUint64(math.Floor(hi))))

@@ -51,6 +51,7 @@ type vecISA struct {
 	// bmv x bnc is the broadcast kernel's register tile (ukernel_bcast.go):
 	// channel vectors by columns; 0 where it is not used.
 	bmv, bnc int
+	regs     int    // vector registers
 	scalarFn string // scalar multiply-add for the column tail, format a, b, c
 	// maskDecl declares mask variable km for the first %d lanes; mload and
 	// mstore load and store under it (pointer; pointer, value). Empty
@@ -68,6 +69,24 @@ type vecISA struct {
 // kernel's tile: channel vectors x columns, with the weight vectors and
 // one broadcast beside the accumulators.
 func isaFor(p *targets.Processor) vecISA {
+	v := isaTable(p)
+	v.regs = p.VectorRegs
+	return v
+}
+
+// bcastColumns is how many columns a broadcast register tile of mv
+// channel vectors can have: the accumulators, mv weight vectors, one
+// broadcast (and without FMA one product) in the vector registers.
+func (v vecISA) bcastColumns(mv int) int {
+	free := v.regs - mv - 1
+	if !v.fused {
+		free--
+	}
+	return max(free/mv, 0)
+}
+
+// isaTable is isaFor without the register count.
+func isaTable(p *targets.Processor) vecISA {
 	scalarFMA := "((%[1]s) * (%[2]s) + (%[3]s))"
 	if p.FMA() {
 		scalarFMA = "fmaf(%[1]s, %[2]s, %[3]s)"

@@ -11,8 +11,9 @@ import (
 
 // bcastSpecs exercise full register tiles, groups that span rows, rows
 // narrower than a tile, a short last group, channel vectors in two
-// weight blocks, a 1x1 kernel, and input channels in passes (equal, and
-// a shorter last one).
+// weight blocks, a 1x1 kernel, input channels in passes (equal, and a
+// shorter last one), and one channel vector more than the instruction
+// set's tile (with fewer columns).
 func bcastSpecs(isa vecISA) []bcastSpec {
 	b := int64(16)
 	return []bcastSpec{
@@ -22,6 +23,7 @@ func bcastSpecs(isa vecISA) []bcastSpec {
 		{mv: 32 / isa.lanes, nc: 3, ic: 2, koff: []int64{0, 1}, ics: 30, b: b, bs: 2*2*b + 5, ldv: 26, rows: 2, ow: 11, wq: 15},
 		{mv: isa.bmv, nc: isa.bnc, ic: 7, koff: []int64{0, 1, 2, 9, 10, 11, 18, 19, 20}, ics: 81, b: b, bs: 7 * 9 * b, ldv: 61, rows: 7, ow: 7, wq: 9, kc: 3},
 		{mv: isa.bmv, nc: isa.bnc, ic: 12, koff: []int64{0}, ics: 49, b: b, bs: 12 * b, ldv: 49, rows: 7, ow: 7, wq: 7, kc: 4},
+		{mv: isa.bmv + 1, nc: isa.bcastColumns(isa.bmv + 1), ic: 4, koff: []int64{0, 1, 2, 9, 10, 11, 18, 19, 20}, ics: 81, b: int64(isa.lanes), bs: 4*9*int64(isa.lanes) + 3, ldv: 61, rows: 7, ow: 7, wq: 9},
 	}
 }
 
@@ -126,6 +128,39 @@ func TestBcastKernelRefusesBadSizes(t *testing.T) {
 		}
 		if !strings.Contains(k.Source(), "#pragma GCC unroll 2") {
 			t.Errorf("%s: tap loop not limited to 2x unrolling", mcpu)
+		}
+	}
+}
+
+// TestBcastTile: the instruction set's tile when its channels tile the
+// output channels, one more channel vector with fewer columns (within
+// the registers) when only that tiles them, fewer channel vectors last.
+func TestBcastTile(t *testing.T) {
+	for _, c := range []struct {
+		mcpu          string
+		oc, block     int64
+		wantMV, wantN int
+	}{
+		{"haswell", 64, 16, 2, 6},
+		{"haswell", 24, 8, 3, 4},
+		{"haswell", 40, 8, 1, 6},
+		{"haswell", 8, 8, 1, 6},
+		{"skylake-avx512", 64, 16, 2, 6},
+		{"skylake-avx512", 48, 16, 3, 9},
+		{"skylake-avx512", 16, 16, 1, 6},
+		{"skylake-avx512", 24, 8, 0, 0},
+	} {
+		p, err := targets.ResolveCPU(c.mcpu, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := isaFor(p)
+		mv, nc := v.bcastTile(c.oc, c.block)
+		if mv != c.wantMV || nc != c.wantN {
+			t.Errorf("%s: %d channels in blocks of %d: tile %dx%d, want %dx%d", c.mcpu, c.oc, c.block, mv, nc, c.wantMV, c.wantN)
+		}
+		if regs := mv*nc + mv + 1; mv > 0 && regs > p.VectorRegs {
+			t.Errorf("%s: tile %dx%d needs %d of %d registers", c.mcpu, mv, nc, regs, p.VectorRegs)
 		}
 	}
 }

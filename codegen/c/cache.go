@@ -238,6 +238,25 @@ func compilerID(cc string) (string, error) {
 	return id, nil
 }
 
+// gccs caches isGCC per compiler command.
+var gccs sync.Map
+
+// isGCC reports whether cc runs GCC (not clang, which also defines
+// __GNUC__ but rejects some of GCC's optimisation flags), from its
+// --version output; false when that cannot be run.
+func isGCC(cc string) bool {
+	cmd := compilerCommand(cc)
+	key := strings.Join(cmd, "\x00")
+	if v, ok := gccs.Load(key); ok {
+		return v.(bool)
+	}
+	out, err := exec.Command(cmd[0], append(cmd[1:], "--version")...).Output()
+	v := err == nil && !strings.Contains(string(out), "clang") &&
+		(strings.Contains(string(out), "Free Software Foundation") || strings.Contains(string(out), "gcc") || strings.Contains(string(out), "GCC"))
+	gccs.Store(key, v)
+	return v
+}
+
 func probeCompiler(cmd []string) (string, error) {
 	var h hasher
 	h.add(cmd...)

@@ -260,6 +260,33 @@ func TestSourceInfo(t *testing.T) {
 	}
 }
 
+// TestIsGCC: GCC's own flags go only to a compiler that says it is GCC
+// (clang also defines __GNUC__ but warns about them, and the build uses
+// -Werror).
+func TestIsGCC(t *testing.T) {
+	dir := t.TempDir()
+	for name, c := range map[string]struct {
+		out  string
+		want bool
+	}{
+		"gcc":   {"gcc (Debian 12.2.0-14) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.", true},
+		"cross": {"aarch64-linux-gnu-gcc (Debian 12.2.0-14) 12.2.0", true},
+		"clang": {"Debian clang version 14.0.6\nTarget: x86_64-pc-linux-gnu", false},
+		"other": {"tcc version 0.9.27", false},
+	} {
+		script := filepath.Join(dir, name)
+		if err := os.WriteFile(script, []byte("#!/bin/sh\nprintf '%s\\n' '"+c.out+"'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if got := isGCC(script); got != c.want {
+			t.Errorf("%s: isGCC = %v, want %v", name, got, c.want)
+		}
+	}
+	if isGCC(filepath.Join(dir, "missing")) {
+		t.Error("a compiler that cannot run is GCC")
+	}
+}
+
 func TestBuildOptionsForTarget(t *testing.T) {
 	tg, err := targets.Default.Parse("c -mcpu=native -opt=2 -cflags=-DX=1,-fno-math-errno")
 	if err != nil {
@@ -273,7 +300,11 @@ func TestBuildOptionsForTarget(t *testing.T) {
 		t.Errorf("BuildOptionsForTarget = %+v (processor flags %q)", o, cpu)
 	}
 	flags := CompileFlags(&Source{OpenMP: true}, o)
-	want := append([]string{"-O2", "-std=c99", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-trapping-math", "-fopenmp"}, cpu...)
+	want := []string{"-O2", "-std=c99", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-trapping-math"}
+	if isGCC(o.CC) {
+		want = append(want, "-fno-tree-loop-distribute-patterns")
+	}
+	want = append(append(want, "-fopenmp"), cpu...)
 	if !slices.Equal(flags, want) {
 		t.Errorf("CompileFlags = %q, want %q", flags, want)
 	}
