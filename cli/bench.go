@@ -62,6 +62,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	passes.register(fs)
 	var cache cacheFlags
 	cache.register(fs)
+	var tuning tuningFlag
+	tuning.register(fs)
 	var inputs listFlag
 	fs.Var(&inputs, "input", "an input: NAME=FILE or FILE (default: random values; repeatable)")
 	var imp importOptions
@@ -152,6 +154,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "compiling %s for %q ...\n", pos[0], place.list.String())
 			progress = stderr
 		}
+		recs, err := tuning.load()
+		if err != nil {
+			return fail(stderr, "bench", err)
+		}
 		t0 := time.Now()
 		model, err := imp.load(path, given)
 		if err != nil {
@@ -160,7 +166,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if progress != nil {
 			fmt.Fprintf(progress, "  %-22s %v\n", "import", time.Since(t0).Round(time.Microsecond))
 		}
-		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, Passes: pc, Progress: progress, ModuleName: moduleName(pos[0]), Cache: cache.open(stderr)}); err != nil {
+		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, Passes: pc, Progress: progress, ModuleName: moduleName(pos[0]), Cache: cache.open(stderr), Tuning: recs}); err != nil {
 			return fail(stderr, "bench", err)
 		}
 		rep.CompileS = time.Since(t0).Seconds()

@@ -37,6 +37,7 @@ var commands = []command{
 	{"compile", "compile a model for targets into a runnable artifact", runCompile},
 	{"run", "run a model on input files and print or save its outputs", runRun},
 	{"bench", "measure a compiled model's latency", runBench},
+	{"tune", "measure schedule candidates of a model's workloads and write tuning records", runTune},
 	{"inspect", "print a model's graph IR (text, json, dot or html)", runInspect},
 	{"targets", "list the registered targets", runTargets},
 	{"test-onnx", "run ONNX backend-test directories and compare outputs", runTestONNX},

@@ -19,7 +19,9 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/passconfig"
+	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/tensor"
+	"github.com/kiln-dev/kiln/tune"
 )
 
 // compileOptions are the build options the commands share.
@@ -52,6 +54,24 @@ type compileOptions struct {
 	DumpDir, DumpAfter string
 	// Cache keeps compiled objects across compiles (nil: none).
 	Cache *cgen.Cache
+	// Tuning gives tunable operators their recorded knobs (nil: defaults).
+	Tuning *tune.Records
+}
+
+// tuningFlag is --tuning FILE (kiln tune's records), shared by compile
+// and bench.
+type tuningFlag struct{ path *string }
+
+func (t *tuningFlag) register(fs *flag.FlagSet) {
+	t.path = fs.String("tuning", "", "tuning records from kiln tune (`FILE`): tunable operators use the knobs recorded for their workload on this target")
+}
+
+// load reads the records (nil without --tuning).
+func (t *tuningFlag) load() (*tune.Records, error) {
+	if t.path == nil || *t.path == "" {
+		return nil, nil
+	}
+	return tune.Load(*t.path)
 }
 
 // moduleName is the module name of the model given as arg on the command
@@ -102,8 +122,27 @@ func compileModel(m *onnx.Model, opts compileOptions) (*driver.Result, time.Dura
 		DumpDir:        opts.DumpDir,
 		DumpAfter:      opts.DumpAfter,
 		Cache:          opts.Cache,
+		Tuning:         tuningOf(opts.Tuning),
 	})
 	return res, time.Since(t0), err
+}
+
+// loadTuning reads --tuning's records, reporting a failure on stderr.
+func loadTuning(t *tuningFlag, stderr io.Writer) (*tune.Records, bool) {
+	recs, err := t.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "kiln: --tuning: %v\n", err)
+		return nil, false
+	}
+	return recs, true
+}
+
+// tuningOf is recs as a strategy.Tuning (nil stays nil, not a typed nil).
+func tuningOf(recs *tune.Records) strategy.Tuning {
+	if recs == nil {
+		return nil
+	}
+	return recs
 }
 
 // importOptions holds the import flags compile and bench share with
@@ -171,6 +210,8 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	passes.register(fs)
 	var cache cacheFlags
 	cache.register(fs)
+	var tuning tuningFlag
+	tuning.register(fs)
 	linkParams := fs.Bool("link-params", false, "link the weights into kiln_lib.so as read-only data instead of writing params.bin")
 	dump := fs.String("dump-graph", "", "write the graph IR after every pass to this file")
 	verbose := fs.Bool("v", false, "print per-stage timings, graph pass statistics and the full partition report")
@@ -240,6 +281,10 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	if *out == "" {
 		*out = defaultArtifactName(pos[0])
 	}
+	recs, err := tuning.load()
+	if err != nil {
+		return fail(stderr, "compile", err)
+	}
 	t0 := time.Now()
 	model, err := imp.load(path, nil)
 	if err != nil {
@@ -248,7 +293,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	tImport := time.Since(t0)
 	var rep partition.Report
 	opts := compileOptions{Place: place, Out: *out, Passes: pc, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts,
-		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter, Cache: cache.open(stderr)}
+		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter, Cache: cache.open(stderr), Tuning: recs}
 	if *verbose {
 		fmt.Fprintf(stdout, "  %-22s %v\n", "import", tImport.Round(time.Microsecond))
 		opts.Progress = stdout

@@ -19,6 +19,7 @@ import (
 	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
+	"github.com/kiln-dev/kiln/tune"
 )
 
 // Test outcomes.
@@ -42,6 +43,9 @@ type TestConfig struct {
 	// Executor is the compiled engine's executor: "graph" (default) or
 	// "aot" (the AOT C project's program, built with cc).
 	Executor string
+	// Tuning gives the compiled engine's tunable operators their recorded
+	// knobs (nil: defaults).
+	Tuning *tune.Records
 	// temps tracks the compiled engine's temporary directories (may be nil).
 	temps *tempDirs
 }
@@ -80,6 +84,8 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print per-stage timings on each line")
 	var passes passFlags
 	passes.register(fs)
+	var tuning tuningFlag
+	tuning.register(fs)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -87,6 +93,9 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 	if len(pos) == 0 {
 		fs.Usage()
 		return exitUsage
+	}
+	if cfg.Tuning, ok = loadTuning(&tuning, stderr); !ok {
+		return exitFail
 	}
 	pc, err := passes.resolve()
 	if err != nil {

@@ -36,6 +36,7 @@ import (
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/runtime"
+	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -95,6 +96,9 @@ type Config struct {
 	DumpDir string
 	// DumpAfter names the one stage to dump (empty: all).
 	DumpAfter string
+	// Tuning, when set, gives tunable operator implementations their
+	// knobs (package tune's records: kiln compile --tuning).
+	Tuning strategy.Tuning
 	// Cache, when set, keeps the objects of the host library's C across
 	// compiles (codegen/c.Cache): a recompile of an unchanged model does
 	// not run the C compiler on it again.

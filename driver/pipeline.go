@@ -401,6 +401,7 @@ func stageLower(_ context.Context, s *state) error {
 		TargetOf: func(c *graph.Call) *targets.Target { return device.DeviceOf(work, c).Target },
 		Prims:    res.prims,
 		Skip:     func(c *graph.Call) bool { return deviceCopyOf(c) != nil },
+		Tuning:   s.cfg.Tuning,
 	})
 	if err != nil {
 		return err

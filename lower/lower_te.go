@@ -49,6 +49,9 @@ type Options struct {
 	// Skip reports calls LowerTE must leave alone (for example functions an
 	// external codegen takes); nil skips none.
 	Skip func(*graph.Call) bool
+	// Tuning, when set, gives tunable calls their knobs (kiln compile
+	// --tuning); nil keeps every implementation's defaults.
+	Tuning strategy.Tuning
 }
 
 // LowerTE lowers every call of a Primitive function literal in main.
@@ -115,7 +118,7 @@ func LowerTE(main *graph.Function, opts Options) (*Result, error) {
 		}
 		var pf *tir.PrimFunc
 		var impls string
-		pf, impls, err = lowerFunction(name, fn, tgt, reg)
+		pf, impls, err = lowerFunction(name, fn, tgt, reg, opts.Tuning)
 		if err != nil {
 			err = fmt.Errorf("lowering %s (%s): %w", name, describeOps(fn), err)
 			return
@@ -147,7 +150,7 @@ func describeOps(fn *graph.Function) string {
 
 // lowerFunction builds and schedules the TE computation of one primitive
 // function and lowers it.
-func lowerFunction(name string, fn *graph.Function, tgt *targets.Target, reg *strategy.Registry) (*tir.PrimFunc, string, error) {
+func lowerFunction(name string, fn *graph.Function, tgt *targets.Target, reg *strategy.Registry, tuning strategy.Tuning) (*tir.PrimFunc, string, error) {
 	env := map[graph.Expr][]*te.Tensor{}
 	var params []*te.Tensor
 	for i, p := range fn.Params {
@@ -212,6 +215,9 @@ func lowerFunction(name string, fn *graph.Function, tgt *targets.Target, reg *st
 			if serr != nil {
 				err = fmt.Errorf("%s: %v", graph.Describe(x), serr)
 				return
+			}
+			if tuning != nil && impl.Space != nil {
+				sc.Knobs = tuning.Knobs(sc, impl)
 			}
 			outs, cerr := impl.Compute(sc, ins)
 			if cerr != nil {
@@ -296,7 +302,7 @@ func LowerFunction(name string, fn *graph.Function, t *targets.Target, reg *stra
 	if t == nil {
 		return nil, fmt.Errorf("lowering %s: no target", name)
 	}
-	pf, _, err := lowerFunction(name, fn, t, reg)
+	pf, _, err := lowerFunction(name, fn, t, reg, nil)
 	if err != nil {
 		return nil, fmt.Errorf("lowering %s (%s): %w", name, describeOps(fn), err)
 	}

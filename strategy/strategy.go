@@ -24,6 +24,9 @@ type Call struct {
 	ArgTypes []ir.Type
 	OutType  ir.Type // a TensorType, or a TupleType for multi-output ops
 	Target   *targets.Target
+	// Knobs are the schedule choices tuning records give this call (see
+	// Tuning); nil means the implementation's defaults.
+	Knobs Knobs
 }
 
 // OutTensor returns the output type of a single-output call.
@@ -49,6 +52,11 @@ type Implementation struct {
 	Schedule ScheduleFunc
 	// Valid reports whether the implementation applies to a call (nil: always).
 	Valid func(c *Call) bool
+	// Space lists the knob settings a tuner measures for a call (nil:
+	// the implementation has no knobs). The schedule reads them from
+	// Call.Knobs and uses its defaults for knobs that are absent or do not
+	// apply.
+	Space func(c *Call) []Knobs
 }
 
 // Default priority levels.

@@ -56,6 +56,7 @@ func init() {
 		Name: "nn.contrib_conv2d_packed.cpu", PLevel: strategy.PLevelTuned,
 		Compute: computeConvPackedCPU, Schedule: scheduleConvPackedCPU,
 		Valid: func(c *strategy.Call) bool { return c.OutTensor().DType == ir.Float32 },
+		Space: spaceConvPackedCPU,
 	})
 	must(op.Conv2D, strategy.ForKey("cpu"), strategy.Implementation{
 		Name: "nn.conv2d.grouped.cpu", PLevel: strategy.PLevelTuned,

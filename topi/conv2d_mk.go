@@ -45,7 +45,8 @@ type convPlan struct {
 	rows           int64 // output rows per tile (divides oh)
 	isa            vecISA
 	mr             int
-	bmv, bnc       int // the broadcast kernel's channel vectors x columns; bmv 0: the columns-in-lanes kernel
+	bmv, bnc       int   // the broadcast kernel's channel vectors x columns; bmv 0: the columns-in-lanes kernel
+	kc             int64 // the broadcast kernel's input channels per pass (0: its default)
 }
 
 // newConvPlan plans a convolution of an input of xShape with a kh x kw
@@ -240,7 +241,7 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 		var err error
 		if p.bmv > 0 {
 			k, err = newBcastKernel(p.isa, bcastSpec{mv: p.bmv, nc: p.bnc, ic: ic, koff: p.koff, ics: ics,
-				b: w.Shape[4], bs: ic * int64(len(p.koff)) * w.Shape[4], ldv: ldv, rows: (cols-p.g.ow)/p.wq + 1, ow: p.g.ow, wq: p.wq})
+				b: w.Shape[4], bs: ic * int64(len(p.koff)) * w.Shape[4], ldv: ldv, kc: p.kc, rows: (cols-p.g.ow)/p.wq + 1, ow: p.g.ow, wq: p.wq})
 		} else {
 			k, err = newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: p.koff, ics: ics, ws: w.Shape[4], wm: 1, ldv: ldv, j: cols})
 		}
@@ -285,6 +286,9 @@ func scheduleConvPackedCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.
 	}
 	ic := w.Shape[1]
 	p.chooseBroadcast(w.Shape[0]*w.Shape[4], ic, w.Shape[4])
+	if err := p.applyKnobs(c.Knobs, w.Shape[0]*w.Shape[4], ic, w.Shape[4]); err != nil {
+		return fmt.Errorf("%s: tuning knobs %s: %v", c.Op.Name, c.Knobs, err)
+	}
 	return p.scheduleTiles(s, outs, anchor[0], vT, int64(p.mr), func(cols int64) te.TensorIntrin { return p.convTile(xp, w, ic, cols) })
 }
 

@@ -238,23 +238,30 @@ func compilerID(cc string) (string, error) {
 	return id, nil
 }
 
-// gccs caches isGCC per compiler command.
-var gccs sync.Map
-
 // isGCC reports whether cc runs GCC (not clang, which also defines
-// __GNUC__ but rejects some of GCC's optimisation flags), from its
-// --version output; false when that cannot be run.
+// __GNUC__ but warns about some of GCC's optimisation flags, and the
+// build uses -Werror): whether a word of the command resolves, through
+// its symbolic links (cc -> /etc/alternatives/cc -> gcc-12), to a
+// program named gcc. It runs nothing, so a hung compiler cannot hang it.
 func isGCC(cc string) bool {
-	cmd := compilerCommand(cc)
-	key := strings.Join(cmd, "\x00")
-	if v, ok := gccs.Load(key); ok {
-		return v.(bool)
+	gcc := false
+	for _, w := range compilerCommand(cc) {
+		p, err := exec.LookPath(w)
+		if err != nil {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		base := filepath.Base(p)
+		if strings.Contains(base, "clang") {
+			return false
+		}
+		if strings.Contains(base, "gcc") {
+			gcc = true
+		}
 	}
-	out, err := exec.Command(cmd[0], append(cmd[1:], "--version")...).Output()
-	v := err == nil && !strings.Contains(string(out), "clang") &&
-		(strings.Contains(string(out), "Free Software Foundation") || strings.Contains(string(out), "gcc") || strings.Contains(string(out), "GCC"))
-	gccs.Store(key, v)
-	return v
+	return gcc
 }
 
 func probeCompiler(cmd []string) (string, error) {

@@ -51,7 +51,8 @@ type Case struct {
 }
 
 // Check runs every implementation that applies to the case (not only the
-// selected one) and returns an error describing the first mismatch.
+// selected one), with its defaults and with every knob setting of its
+// tuning space, and returns an error describing the first mismatch.
 func Check(c Case) error {
 	attrs, err := c.Op.MakeAttrs(c.Attrs)
 	if err != nil {
@@ -81,17 +82,26 @@ func Check(c Case) error {
 			continue
 		}
 		n++
-		got, err := Run(call, impl, c.Args)
-		if err != nil {
-			return fmt.Errorf("%s: %v", impl.Name, err)
-		}
 		tol := c.Tol
 		if tol == (Tolerance{}) {
 			tol = DefaultTolerance
 		}
-		for i := range want {
-			if err := tensor.AllClose(got[i], want[i], tol.Rtol, tol.Atol); err != nil {
-				return fmt.Errorf("%s: output %d: %v", impl.Name, i, err)
+		// The defaults, then every knob setting a tuner may choose.
+		knobs := []strategy.Knobs{nil}
+		if impl.Space != nil {
+			knobs = append(knobs, impl.Space(call)...)
+		}
+		for _, k := range knobs {
+			kc := *call
+			kc.Knobs = k
+			got, err := Run(&kc, impl, c.Args)
+			if err != nil {
+				return fmt.Errorf("%s (knobs %q): %v", impl.Name, k.String(), err)
+			}
+			for i := range want {
+				if err := tensor.AllClose(got[i], want[i], tol.Rtol, tol.Atol); err != nil {
+					return fmt.Errorf("%s (knobs %q): output %d: %v", impl.Name, k.String(), i, err)
+				}
 			}
 		}
 	}

@@ -1,0 +1,281 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/kiln-dev/kiln/driver"
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/ir"
+	krt "github.com/kiln-dev/kiln/runtime"
+	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/tune"
+)
+
+// kiln tune MODEL -t TARGET -o records.json [--budget 10m]: compiles the
+// model once to find its tunable workloads (calls whose implementation
+// has a knob space, strategy.Implementation.Space), then for each one not
+// yet in the records measures the defaults and every knob setting of its
+// space as a one-operator model on this machine, and records the fastest
+// (package tune). The records file is written after every workload, so
+// an interrupted or budget-limited run resumes where it stopped.
+
+// tuneWorkload is one distinct tunable call of the model.
+type tuneWorkload struct {
+	key   string
+	call  strategy.Call
+	impl  strategy.Implementation
+	count int
+}
+
+// tuneRecorder is the strategy.Tuning of the discovery compile: it notes
+// every tunable call and gives it its defaults.
+type tuneRecorder struct {
+	target string
+	seen   map[string]*tuneWorkload
+	order  []*tuneWorkload
+}
+
+func (r *tuneRecorder) Knobs(c *strategy.Call, impl strategy.Implementation) strategy.Knobs {
+	key := strategy.Workload(c, impl)
+	if w, ok := r.seen[key]; ok {
+		w.count++
+		return nil
+	}
+	r.target = strategy.TargetKey(c.Target)
+	w := &tuneWorkload{key: key, call: *c, impl: impl, count: 1}
+	r.seen[key] = w
+	r.order = append(r.order, w)
+	return nil
+}
+
+// forcedKnobs is the strategy.Tuning of a candidate's compile: knobs for
+// one workload, defaults for everything else.
+type forcedKnobs struct {
+	key   string
+	knobs strategy.Knobs
+}
+
+func (f forcedKnobs) Knobs(c *strategy.Call, impl strategy.Implementation) strategy.Knobs {
+	if strategy.Workload(c, impl) == f.key {
+		return f.knobs
+	}
+	return nil
+}
+
+func runTune(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("tune", "MODEL.onnx -t TARGET -o RECORDS.json [--budget 10m] [--runs N] [--threads N]", stderr)
+	targets := fs.String("t", "", "the target to tune for (default \"c\")")
+	out := fs.String("o", "", "the tuning records file to write; existing records in it are kept, and workloads already recorded for the target are not measured again")
+	budget := fs.Duration("budget", 10*time.Minute, "stop measuring after this long (the records so far are written)")
+	runs := fs.Int("runs", 20, "timed runs per candidate (after 2 warm-up runs); the median counts")
+	threads := fs.Int("threads", 1, "threads the measured operators use")
+	var imp importOptions
+	imp.register(fs)
+	var devs deviceFlags
+	devs.register(fs)
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 || *out == "" {
+		fs.Usage()
+		return exitUsage
+	}
+	if *runs < 1 || *threads < 1 || *budget <= 0 {
+		fmt.Fprintln(stderr, "kiln tune: --runs, --threads and --budget must be positive")
+		return exitUsage
+	}
+	path, err := modelPath(pos[0])
+	if err != nil {
+		return fail(stderr, "tune", err)
+	}
+	ts := *targets
+	if ts == "" {
+		ts = defaultTargets
+	}
+	place, err := devs.resolve(ts)
+	if err != nil {
+		return fail(stderr, "tune", err)
+	}
+	recs := tune.New()
+	if _, err := os.Stat(*out); err == nil {
+		if recs, err = tune.Load(*out); err != nil {
+			return fail(stderr, "tune", err)
+		}
+	}
+	model, err := imp.load(path, nil)
+	if err != nil {
+		return fail(stderr, "tune", err)
+	}
+	tmp, err := driver.TempDir("", "kiln-tune-")
+	if err != nil {
+		return fail(stderr, "tune", err)
+	}
+	defer driver.RemoveTemp(tmp)
+	// An interrupt ends the process (HandleSignals removes the temporary
+	// directories); the records are on disk after every workload.
+	ctx := context.Background()
+
+	// Discovery: the model's tunable workloads, in the order they run.
+	rec := &tuneRecorder{seen: map[string]*tuneWorkload{}}
+	names := make([]string, len(model.Outputs))
+	for i, o := range model.Outputs {
+		names[i] = o.Name
+	}
+	if _, err := driver.CompileContext(ctx, model.Module, names, driver.Config{
+		Host: place.list.Host, Targets: place.list.Targets, Labels: place.labels, Placement: place.rules,
+		Out: filepath.Join(tmp, "model"), ModuleName: moduleName(pos[0]), Tuning: rec,
+	}); err != nil {
+		return fail(stderr, "tune", err)
+	}
+	var todo []*tuneWorkload
+	for _, w := range rec.order {
+		if _, done := recs.Lookup(w.key, rec.target); !done {
+			todo = append(todo, w)
+		}
+	}
+	fmt.Fprintf(stderr, "kiln tune: %s: %d tunable workloads, %d already recorded for this target; budget %v\n",
+		pos[0], len(rec.order), len(rec.order)-len(todo), *budget)
+	deadline := time.Now().Add(*budget)
+	m := &tuneMeasurer{ctx: ctx, place: place, dir: tmp, runs: *runs, threads: *threads}
+	for i, w := range todo {
+		if time.Now().After(deadline) {
+			fmt.Fprintf(stderr, "kiln tune: budget spent: %d workloads left (run again to resume)\n", len(todo)-i)
+			break
+		}
+		cands := append([]strategy.Knobs{nil}, w.impl.Space(&w.call)...)
+		best := tune.Record{Workload: w.key, Target: rec.target}
+		for j, k := range cands {
+			if j > 0 && time.Now().After(deadline) {
+				break
+			}
+			ms, err := m.measure(w, k)
+			if err != nil {
+				return fail(stderr, "tune", fmt.Errorf("%s with knobs %q: %v", w.key, k.String(), err))
+			}
+			best.Candidates++
+			if k == nil {
+				best.DefaultMs = ms
+			}
+			if best.Ms == 0 || ms < best.Ms {
+				best.Ms, best.Knobs = ms, k
+			}
+			fmt.Fprintf(stderr, "\r[%d/%d] %s x%d: %d/%d candidates, best %.4f ms (defaults %.4f ms)   ",
+				i+1, len(todo), w.call.Op.Name, w.count, j+1, len(cands), best.Ms, best.DefaultMs)
+		}
+		fmt.Fprintln(stderr)
+		if best.Knobs == nil {
+			best.Knobs = strategy.Knobs{} // the defaults won: recorded, so not measured again
+		}
+		recs.Put(best)
+		if err := recs.Save(*out); err != nil {
+			return fail(stderr, "tune", err)
+		}
+	}
+	if err := recs.Save(*out); err != nil {
+		return fail(stderr, "tune", err)
+	}
+	var gain, base float64
+	for _, w := range rec.order {
+		if r, ok := recs.Lookup(w.key, rec.target); ok && r.DefaultMs > 0 {
+			gain += float64(w.count) * (r.DefaultMs - r.Ms)
+			base += float64(w.count) * r.DefaultMs
+		}
+	}
+	fmt.Fprintf(stdout, "tuned %d of %d workloads of %s for %q: %.3f ms of %.3f ms in them saved per run (measured one operator at a time); records in %s\n",
+		countRecorded(recs, rec), len(rec.order), pos[0], place.list.String(), gain, base, *out)
+	return exitOK
+}
+
+// countRecorded counts the model's workloads that have records.
+func countRecorded(recs *tune.Records, rec *tuneRecorder) int {
+	n := 0
+	for _, w := range rec.order {
+		if _, ok := recs.Lookup(w.key, rec.target); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// tuneMeasurer compiles and times one-operator models.
+type tuneMeasurer struct {
+	ctx     context.Context
+	place   *placement
+	dir     string
+	runs    int
+	threads int
+	n       int
+}
+
+// measure compiles w's call alone (every argument an input) with knobs k
+// (nil: the defaults) and returns its median latency in milliseconds.
+func (m *tuneMeasurer) measure(w *tuneWorkload, k strategy.Knobs) (float64, error) {
+	c := w.call
+	params := make([]*graph.Var, len(c.ArgTypes))
+	args := make([]graph.Expr, len(c.ArgTypes))
+	for i, t := range c.ArgTypes {
+		if _, ok := t.(*ir.TensorType); !ok {
+			return 0, errors.New("an argument is not a tensor")
+		}
+		params[i] = graph.NewVar(fmt.Sprintf("in%d", i), t)
+		args[i] = params[i]
+	}
+	call, err := graph.NewCall(c.Op, args, c.Attrs)
+	if err != nil {
+		return 0, err
+	}
+	mod := graph.NewModule(graph.NewFunction(params, call, nil))
+	m.n++
+	dir := filepath.Join(m.dir, fmt.Sprintf("cand%d", m.n))
+	forced := forcedKnobs{key: w.key, knobs: k}
+	if k == nil {
+		forced.knobs = strategy.Knobs{}
+	}
+	if _, err := driver.CompileContext(m.ctx, mod, []string{"out"}, driver.Config{
+		Host: m.place.list.Host, Targets: m.place.list.Targets, Labels: m.place.labels,
+		Out: dir, ModuleName: "tune", Tuning: forced,
+	}); err != nil {
+		return 0, err
+	}
+	defer driver.RemoveTemp(dir)
+	art, err := driver.LoadArtifact(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer art.Close()
+	if art.Exec == nil {
+		return 0, errors.New("the candidate has no graph executor")
+	}
+	decl, err := artifactInputs(art.Metadata)
+	if err != nil {
+		return 0, err
+	}
+	rng := rand.New(rand.NewPCG(uint64(m.n), 0x74756e65))
+	for _, d := range decl {
+		if err := art.Exec.SetInput(d.Name, randomTensor(rng, d)); err != nil {
+			return 0, err
+		}
+	}
+	krt.SetNumThreads(art.Exec.Module(), m.threads)
+	times := make([]float64, 0, m.runs)
+	for i := 0; i < 2+m.runs; i++ {
+		t0 := time.Now()
+		if err := art.Exec.Run(); err != nil {
+			return 0, err
+		}
+		if i >= 2 {
+			times = append(times, float64(time.Since(t0).Nanoseconds())/1e6)
+		}
+	}
+	sort.Float64s(times)
+	return times[len(times)/2], nil
+}

@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/internal/shared"
+	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/tune"
+)
+
+// TestTuneRecordsCompileAndMatch runs kiln tune on lenet (its packed
+// convolution is tunable), checks the records and that a second run
+// resumes from them, then forces every knob setting the tuner may record
+// (the records file edited, as users may) and requires the compiled model
+// to still match its reference output (kiln test-onnx --tuning).
+func TestTuneRecordsCompileAndMatch(t *testing.T) {
+	model, err := shared.Path("models", "lenet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recPath := filepath.Join(t.TempDir(), "records.json")
+	code, stdout, stderr := kiln("tune", model, "-t", "c", "-o", recPath, "--runs", "2")
+	if code != 0 {
+		t.Fatalf("tune: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "tuned 1 of 1 workloads") {
+		t.Errorf("tune output: %s", stdout)
+	}
+	recs, err := tune.Load(recPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs.Records) != 1 || recs.Records[0].Candidates < 3 || recs.Records[0].Ms <= 0 || recs.Records[0].Ms > recs.Records[0].DefaultMs {
+		t.Fatalf("records %+v", recs.Records)
+	}
+	if code, _, stderr := kiln("tune", model, "-t", "c", "-o", recPath, "--runs", "2"); code != 0 || !strings.Contains(stderr, "1 already recorded") {
+		t.Errorf("second tune did not resume (exit %d): %s", code, stderr)
+	}
+	rec := recs.Records[0]
+	for _, k := range []strategy.Knobs{{"kernel": 0}, {"kernel": 1}, {"kernel": 1, "kc": 2}, {"kernel": 0, "rows": 2}} {
+		rec.Knobs = k
+		recs.Put(rec)
+		if err := recs.Save(recPath); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := kiln("test-onnx", "--engine", "compiled", "-t", "c", "--tuning", recPath, model)
+		if code != 0 || !strings.Contains(stdout, "1 passed") {
+			t.Errorf("knobs %s: exit %d: %s%s", k, code, stdout, stderr)
+		}
+	}
+	// Knobs that do not fit are an error naming them, not a crash.
+	rec.Knobs = strategy.Knobs{"kernel": 1, "mv": 9, "nc": 9}
+	recs.Put(rec)
+	if err := recs.Save(recPath); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := kiln("compile", model, "-t", "c", "--tuning", recPath, "-o", filepath.Join(t.TempDir(), "a")); code == 0 || !strings.Contains(stderr, "mv=9") {
+		t.Errorf("bad knobs: exit %d: %s", code, stderr)
+	}
+}
