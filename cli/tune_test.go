@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/internal/shared"
+	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/tune"
 )
@@ -16,6 +17,7 @@ import (
 // (the records file edited, as users may) and requires the compiled model
 // to still match its reference output (kiln test-onnx --tuning).
 func TestTuneRecordsCompileAndMatch(t *testing.T) {
+	testenv.Cgo(t)
 	model, err := shared.Path("models", "lenet")
 	if err != nil {
 		t.Fatal(err)
