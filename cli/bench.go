@@ -86,10 +86,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "kiln bench: --ops takes no model and no --input (it runs its own workloads)")
 			return exitUsage
 		}
-		ts := *targets
-		if ts == "" {
-			ts = defaultTargets
-		}
+		ts := targetsOrDefault(*targets)
 		return benchOps(benchOpsOptions{targets: ts, save: *save, filter: *filter, threads: *threads, runs: *runs, asJSON: *asJSON, devs: &devs, cache: &cache}, stdout, stderr)
 	}
 	if *save != "" || *filter != "" {
@@ -126,10 +123,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(stderr, "bench", err)
 		}
-		ts := *targets
-		if ts == "" {
-			ts = defaultTargets
-		}
+		ts := targetsOrDefault(*targets)
 		place, err := devs.resolve(ts)
 		if err != nil {
 			return fail(stderr, "bench", err)

@@ -11,10 +11,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/budget"
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/kiln-dev/kiln/internal/budget"
 
 	"github.com/kiln-dev/kiln/codegen/c"
 )

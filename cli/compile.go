@@ -54,8 +54,8 @@ type compileOptions struct {
 	DumpDir, DumpAfter string
 	// Cache keeps compiled objects across compiles (nil: none).
 	Cache *cgen.Cache
-	// Tuning gives tunable operators their recorded knobs (nil: defaults).
-	Tuning *tune.Records
+	// Tuning gives tunable operators their knobs (nil: defaults).
+	Tuning strategy.Tuning
 }
 
 // tuningFlag is --tuning FILE (kiln tune's records), shared by compile
@@ -66,12 +66,17 @@ func (t *tuningFlag) register(fs *flag.FlagSet) {
 	t.path = fs.String("tuning", "", "tuning records from kiln tune (`FILE`): tunable operators use the knobs recorded for their workload on this target")
 }
 
-// load reads the records (nil without --tuning).
-func (t *tuningFlag) load() (*tune.Records, error) {
+// load reads the records (nil without --tuning: an untyped nil, so that
+// the driver sees no tuning at all).
+func (t *tuningFlag) load() (strategy.Tuning, error) {
 	if t.path == nil || *t.path == "" {
 		return nil, nil
 	}
-	return tune.Load(*t.path)
+	recs, err := tune.Load(*t.path)
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
 }
 
 // moduleName is the module name of the model given as arg on the command
@@ -122,27 +127,9 @@ func compileModel(m *onnx.Model, opts compileOptions) (*driver.Result, time.Dura
 		DumpDir:        opts.DumpDir,
 		DumpAfter:      opts.DumpAfter,
 		Cache:          opts.Cache,
-		Tuning:         tuningOf(opts.Tuning),
+		Tuning:         opts.Tuning,
 	})
 	return res, time.Since(t0), err
-}
-
-// loadTuning reads --tuning's records, reporting a failure on stderr.
-func loadTuning(t *tuningFlag, stderr io.Writer) (*tune.Records, bool) {
-	recs, err := t.load()
-	if err != nil {
-		fmt.Fprintf(stderr, "kiln: --tuning: %v\n", err)
-		return nil, false
-	}
-	return recs, true
-}
-
-// tuningOf is recs as a strategy.Tuning (nil stays nil, not a typed nil).
-func tuningOf(recs *tune.Records) strategy.Tuning {
-	if recs == nil {
-		return nil
-	}
-	return recs
 }
 
 // importOptions holds the import flags compile and bench share with

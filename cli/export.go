@@ -2,12 +2,13 @@ package cli
 
 import (
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/escape"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/kiln-dev/kiln/internal/escape"
 
 	"github.com/kiln-dev/kiln/aot"
 	"github.com/kiln-dev/kiln/driver"

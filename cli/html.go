@@ -2,11 +2,12 @@ package cli
 
 import (
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/escape"
 	"html/template"
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/kiln-dev/kiln/internal/escape"
 
 	"github.com/kiln-dev/kiln/partition"
 )

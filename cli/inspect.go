@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/kiln-dev/kiln/internal/escape"
 	"io"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/kiln-dev/kiln/internal/escape"
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
@@ -77,10 +78,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	var devOf func(graph.Expr) string
 	var rep *partition.Report
 	if *targets != "" || devs.given() {
-		ts := *targets
-		if ts == "" {
-			ts = defaultTargets
-		}
+		ts := targetsOrDefault(*targets)
 		place, err := devs.resolve(ts)
 		if err != nil {
 			return fail(stderr, "inspect", err)

@@ -1,12 +1,13 @@
 package cli
 
 import (
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 )
 
 // TestNewBackend scaffolds a backend inside this module and checks that

@@ -1,10 +1,11 @@
 package cli
 
 import (
-	"github.com/kiln-dev/kiln/internal/testenv"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/tensor"

@@ -170,10 +170,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "run", err)
 	}
 	if *engine == "compiled" {
-		ts := *targets
-		if ts == "" {
-			ts = defaultTargets
-		}
+		ts := targetsOrDefault(*targets)
 		return compileAndRun(path, ts, &devs, pc, cache.open(stderr), vals, outs, stdout, stderr)
 	}
 	t0 := time.Now()

@@ -13,6 +13,14 @@ import (
 // given.
 const defaultTargets = "c"
 
+// targetsOrDefault is the -t value given, or defaultTargets when none was.
+func targetsOrDefault(t string) string {
+	if t == "" {
+		return defaultTargets
+	}
+	return t
+}
+
 // parseTargetList reads a -t value, a comma-separated list of target
 // strings (host last by convention), against targets.Default. The host (the
 // last CPU target that can host) must be of kind "c", the only host code

@@ -17,9 +17,9 @@ import (
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/passconfig"
+	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
-	"github.com/kiln-dev/kiln/tune"
 )
 
 // Test outcomes.
@@ -45,7 +45,7 @@ type TestConfig struct {
 	Executor string
 	// Tuning gives the compiled engine's tunable operators their recorded
 	// knobs (nil: defaults).
-	Tuning *tune.Records
+	Tuning strategy.Tuning
 	// temps tracks the compiled engine's temporary directories (may be nil).
 	temps *tempDirs
 }
@@ -94,9 +94,11 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	if cfg.Tuning, ok = loadTuning(&tuning, stderr); !ok {
-		return exitFail
+	tun, err := tuning.load()
+	if err != nil {
+		return fail(stderr, "test-onnx", err)
 	}
+	cfg.Tuning = tun
 	pc, err := passes.resolve()
 	if err != nil {
 		fmt.Fprintf(stderr, "kiln test-onnx: %v\n", err)
@@ -116,10 +118,7 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "kiln test-onnx: --executor %q: want graph or aot\n", *executor)
 			return exitUsage
 		}
-		ts := *tgts
-		if ts == "" {
-			ts = defaultTargets
-		}
+		ts := targetsOrDefault(*tgts)
 		tl, err := parseTargetList(ts)
 		if err != nil {
 			return fail(stderr, "test-onnx", err)

@@ -97,10 +97,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "tune", err)
 	}
-	ts := *targets
-	if ts == "" {
-		ts = defaultTargets
-	}
+	ts := targetsOrDefault(*targets)
 	place, err := devs.resolve(ts)
 	if err != nil {
 		return fail(stderr, "tune", err)
@@ -126,14 +123,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 
 	// Discovery: the model's tunable workloads, in the order they run.
 	rec := &tuneRecorder{seen: map[string]*tuneWorkload{}}
-	names := make([]string, len(model.Outputs))
-	for i, o := range model.Outputs {
-		names[i] = o.Name
-	}
-	if _, err := driver.CompileContext(ctx, model.Module, names, driver.Config{
-		Host: place.list.Host, Targets: place.list.Targets, Labels: place.labels, Placement: place.rules,
-		Out: filepath.Join(tmp, "model"), ModuleName: moduleName(pos[0]), Tuning: rec,
-	}); err != nil {
+	if _, _, err := compileModel(model, compileOptions{Ctx: ctx, Place: place, Out: filepath.Join(tmp, "model"), ModuleName: moduleName(pos[0]), Tuning: rec}); err != nil {
 		return fail(stderr, "tune", err)
 	}
 	var todo []*tuneWorkload
@@ -236,13 +226,9 @@ func (m *tuneMeasurer) measure(w *tuneWorkload, k strategy.Knobs) (float64, erro
 	mod := graph.NewModule(graph.NewFunction(params, call, nil))
 	m.n++
 	dir := filepath.Join(m.dir, fmt.Sprintf("cand%d", m.n))
-	forced := forcedKnobs{key: w.key, knobs: k}
-	if k == nil {
-		forced.knobs = strategy.Knobs{}
-	}
 	if _, err := driver.CompileContext(m.ctx, mod, []string{"out"}, driver.Config{
 		Host: m.place.list.Host, Targets: m.place.list.Targets, Labels: m.place.labels,
-		Out: dir, ModuleName: "tune", Tuning: forced,
+		Out: dir, ModuleName: "tune", Tuning: forcedKnobs{key: w.key, knobs: k},
 	}); err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/targets"
 )
 
@@ -46,29 +47,15 @@ type Tuning interface {
 }
 
 // Workload identifies a call for tuning: the implementation, the operator,
-// its attributes and its argument and result types — everything its
-// schedule depends on except the target (see TargetKey).
+// its argument and result types and its attributes (in the graph IR's
+// syntax) — everything its schedule depends on except the target (see
+// TargetKey).
 func Workload(c *Call, impl Implementation) string {
 	var b strings.Builder
-	b.WriteString(impl.Name)
-	b.WriteString(" ")
-	b.WriteString(c.Op.Name)
-	b.WriteString("(")
-	for i, a := range c.ArgTypes {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(a.String())
-	}
-	b.WriteString(") -> ")
-	b.WriteString(c.OutType.String())
-	names := make([]string, 0, len(c.Attrs))
-	for n := range c.Attrs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(&b, " %s=%v", n, c.Attrs[n])
+	b.WriteString(impl.Name + " " + c.Op.Name + " ")
+	b.WriteString((&ir.FuncType{Params: c.ArgTypes, Ret: c.OutType}).String())
+	for _, n := range c.Attrs.Keys() {
+		b.WriteString(" " + n + "=" + ir.FormatAttrValue(c.Attrs[n]))
 	}
 	return b.String()
 }
@@ -82,7 +69,5 @@ func TargetKey(t *targets.Target) string {
 		return ""
 	}
 	p := t.Processor()
-	feats := append([]string(nil), p.Features...)
-	sort.Strings(feats)
-	return t.Kind.Name + " " + p.String() + " [" + strings.Join(feats, ",") + "]"
+	return t.Kind.Name + " " + p.String() + " [" + strings.Join(p.Features, ",") + "]"
 }

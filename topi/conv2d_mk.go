@@ -58,10 +58,7 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 		return nil, err
 	}
 	p := &convPlan{g: g, isa: isaFor(c.Target.Processor())}
-	p.mr = p.isa.mr
-	for block%int64(p.mr) != 0 {
-		p.mr /= 2
-	}
+	p.mr = p.isa.columnsMR(block)
 	h, wd := xShape[2], xShape[3]
 	needH := (g.oh-1)*g.sh + (g.kh-1)*g.dh + 1
 	needW := (g.ow-1)*g.sw + (g.kw-1)*g.dw + 1
@@ -69,15 +66,34 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 	p.wp = g.pw + wd + max(needW-g.pw-wd, 0)
 	p.hq, p.wq = ceilDiv(p.hp, g.sh), ceilDiv(p.wp, g.sw)
 	p.jtot = (g.oh-1)*p.wq + g.ow
+	p.koff = p.tapOffsets(p.hq)
+	p.chooseRows()
+	return p, nil
+}
+
+// tapOffsets lists KOFF(kh, kw), tap by tap, in X' whose phase planes
+// have hq rows (the whole input's, or a tile's local copy's).
+func (p *convPlan) tapOffsets(hq int64) []int64 {
+	g := p.g
+	koff := make([]int64, 0, g.kh*g.kw)
 	for kh := int64(0); kh < g.kh; kh++ {
 		for kw := int64(0); kw < g.kw; kw++ {
 			rh, rw := kh*g.dh, kw*g.dw
 			phase := (rh%g.sh)*g.sw + rw%g.sw
-			p.koff = append(p.koff, phase*p.hq*p.wq+(rh/g.sh)*p.wq+rw/g.sw)
+			koff = append(koff, phase*hq*p.wq+(rh/g.sh)*p.wq+rw/g.sw)
 		}
 	}
-	p.chooseRows()
-	return p, nil
+	return koff
+}
+
+// columnsMR is the columns kernel's rows for weight blocks of block: the
+// instruction set's MR, halved until it divides the block.
+func (v vecISA) columnsMR(block int64) int {
+	mr := v.mr
+	for block%int64(mr) != 0 {
+		mr /= 2
+	}
+	return mr
 }
 
 // vTileBytes bounds the V tile (MR rows x the tile's columns), which
@@ -126,21 +142,35 @@ func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
 // columns) for oc output channels in weight blocks of block, as
 // chooseBroadcast describes; 0, 0 when none tiles them.
 func (v vecISA) bcastTile(oc, block int64) (mv, nc int) {
-	type tile struct{ mv, nc int }
-	cands := []tile{{v.bmv, v.bnc}}
-	if nc := v.bcastColumns(v.bmv + 1); nc >= 3 {
-		cands = append(cands, tile{v.bmv + 1, nc})
-	}
-	for mv := v.bmv - 1; mv >= 1; mv-- {
-		cands = append(cands, tile{mv, v.bnc})
-	}
-	for _, t := range cands {
-		mr := int64(t.mv * v.lanes)
-		if (mr <= block && block%mr == 0) || (mr%block == 0 && oc%mr == 0) {
-			return t.mv, t.nc
+	for _, t := range v.bcastTiles() {
+		if v.tilesChannels(t[0], oc, block) {
+			return t[0], t[1]
 		}
 	}
 	return 0, 0
+}
+
+// bcastTiles lists the broadcast kernel's register tiles (channel
+// vectors, columns) in order of preference: the instruction set's, one
+// more channel vector with the columns the registers leave (when at least
+// 3), then fewer channel vectors.
+func (v vecISA) bcastTiles() [][2]int {
+	tiles := [][2]int{{v.bmv, v.bnc}}
+	if nc := v.bcastColumns(v.bmv + 1); nc >= 3 {
+		tiles = append(tiles, [2]int{v.bmv + 1, nc})
+	}
+	for mv := v.bmv - 1; mv >= 1; mv-- {
+		tiles = append(tiles, [2]int{mv, v.bnc})
+	}
+	return tiles
+}
+
+// tilesChannels reports whether mv channel vectors tile oc output channels
+// in weight blocks of block: within one block, or whole blocks that
+// divide the channels.
+func (v vecISA) tilesChannels(mv int, oc, block int64) bool {
+	mr := int64(mv * v.lanes)
+	return (mr <= block && block%mr == 0) || (mr%block == 0 && oc%mr == 0)
 }
 
 // bcastMinSteps is the fewest multiply-adds per output (input channels x

@@ -127,14 +127,7 @@ func (p *convPlan) localTile(x *te.Tensor, pad tir.PrimExpr, cols int64, body ti
 			return nil, fmt.Errorf("channel tile: extents %v, want [1 1 %d]", ctx.Extent, cols)
 		}
 		n0, c0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
-		koff := make([]int64, 0, len(p.koff))
-		for kh := int64(0); kh < g.kh; kh++ {
-			for kw := int64(0); kw < g.kw; kw++ {
-				rh, rw := kh*g.dh, kw*g.dw
-				phase := (rh%g.sh)*g.sw + rw%g.sw
-				koff = append(koff, phase*hl*p.wq+(rh/g.sh)*p.wq+rw/g.sw)
-			}
-		}
+		koff := p.tapOffsets(hl)
 		buf := tir.NewBuffer(x.Name+"_tile", x.DType, ir.Shape{lplane}, tir.ScopeLocal)
 		// The tile starts at output row j0 / Wq; its phase rows are the
 		// same rows of every phase plane.

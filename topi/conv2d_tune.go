@@ -45,10 +45,7 @@ func (p *convPlan) applyKnobs(k strategy.Knobs, oc, ic, block int64) error {
 	switch kern := k.Get(knobKernel, boolInt(p.bmv > 0)); kern {
 	case 0:
 		p.bmv, p.bnc, p.kc = 0, 0, 0
-		p.mr = p.isa.mr
-		for block%int64(p.mr) != 0 {
-			p.mr /= 2
-		}
+		p.mr = p.isa.columnsMR(block)
 		for _, n := range []string{knobMV, knobNC, knobKC} {
 			if _, ok := k[n]; ok {
 				return fmt.Errorf("%s applies to the broadcast kernel only", n)
@@ -67,11 +64,10 @@ func (p *convPlan) applyKnobs(k strategy.Knobs, oc, ic, block int64) error {
 		if mv < 1 || nc < 1 || mv > 64 || nc > 64 || int(nc) > p.isa.bcastColumns(int(mv)) {
 			return fmt.Errorf("register tile %dx%d does not fit %d %s registers", mv, nc, p.isa.regs, p.isa.name)
 		}
-		mr := mv * lanes
-		if !((mr <= block && block%mr == 0) || (mr%block == 0 && oc%mr == 0)) {
+		if !p.isa.tilesChannels(int(mv), oc, block) {
 			return fmt.Errorf("%d channel vectors do not tile %d output channels in blocks of %d", mv, oc, block)
 		}
-		p.bmv, p.bnc, p.mr = int(mv), int(nc), int(mr)
+		p.bmv, p.bnc, p.mr = int(mv), int(nc), int(mv*lanes)
 		p.kc = k.Get(knobKC, 0)
 		if p.kc < 0 || p.kc > ic {
 			return fmt.Errorf("kc=%d outside 0..%d input channels", p.kc, ic)
@@ -120,7 +116,7 @@ func (p *convPlan) rowChoices() []int64 {
 
 // spaceConvPackedCPU lists the knob settings kiln tune measures for a
 // packed convolution: the columns kernel and every broadcast register
-// tile that fits, each with one pass over the input channels or the
+// tile (bcastTiles) that tiles the output channels, each with one pass over the input channels or the
 // default passes, each at the default rows per tile and its neighbours.
 func spaceConvPackedCPU(c *strategy.Call) []strategy.Knobs {
 	x, w := c.ArgTensor(0), c.ArgTensor(1)
@@ -148,17 +144,13 @@ func spaceConvPackedCPU(c *strategy.Call) []strategy.Knobs {
 		return space
 	}
 	kk := int64(len(p.koff))
-	for mv := 1; mv <= p.isa.bmv+1; mv++ {
-		nc := p.isa.bnc
-		if mv > p.isa.bmv {
-			nc = p.isa.bcastColumns(mv)
-		}
-		mr := int64(mv * p.isa.lanes)
-		if nc < 1 || !((mr <= block && block%mr == 0) || (mr%block == 0 && oc%mr == 0)) {
+	for _, t := range p.isa.bcastTiles() {
+		mv, nc := t[0], t[1]
+		if !p.isa.tilesChannels(mv, oc, block) {
 			continue
 		}
 		add(strategy.Knobs{knobKernel: 1, knobMV: int64(mv), knobNC: int64(nc), knobKC: ic})
-		if def := bcastChunk(mr, ic, kk); def < ic {
+		if def := bcastChunk(int64(mv*p.isa.lanes), ic, kk); def < ic {
 			add(strategy.Knobs{knobKernel: 1, knobMV: int64(mv), knobNC: int64(nc), knobKC: def})
 		}
 	}
