@@ -185,6 +185,16 @@ func simplifyInt(op BinaryOp, a, b PrimExpr) (PrimExpr, bool) {
 				return Fold(y.Op, Add(a, y.A), y.B), true
 			}
 		}
+		// (x / c) * c + x % c → x, also at the right of a sum (an
+		// index flattened from the quotient and remainder).
+		if x, ok := divModSum(a, b); ok {
+			return x, true
+		}
+		if s, ok := a.(*Binary); ok && s.Op == OpAdd {
+			if x, ok := divModSum(s.B, b); ok {
+				return Add(s.A, x), true
+			}
+		}
 		if bConst {
 			// (x + c1) + c2 and (x - c1) + c2.
 			if x, ok := a.(*Binary); ok {
@@ -246,6 +256,28 @@ func simplifyInt(op BinaryOp, a, b PrimExpr) (PrimExpr, bool) {
 		return &Binary{Op: op, A: a, B: b}, true
 	}
 	return nil, false
+}
+
+// divModSum matches q + r with q = (x / c) * c and r = x % c (truncating
+// or floor division alike, c a non-zero constant) and returns x: the
+// identity holds for every integer x, and |q| <= |x| cannot wrap.
+func divModSum(q, r PrimExpr) (PrimExpr, bool) {
+	m, ok := q.(*Binary)
+	if !ok || m.Op != OpMul {
+		return nil, false
+	}
+	dv, ok := m.A.(*Binary)
+	rm, ok2 := r.(*Binary)
+	if !ok || !ok2 {
+		return nil, false
+	}
+	pair := (dv.Op == OpDiv && rm.Op == OpMod) || (dv.Op == OpFloorDiv && rm.Op == OpFloorMod)
+	c, ok := m.B.(*IntImm)
+	if !pair || !ok || c.Value == 0 || !ExprEqual(dv.B, m.B) || !ExprEqual(rm.B, m.B) ||
+		!ExprEqual(dv.A, rm.A) || HasSideEffect(dv.A) {
+		return nil, false
+	}
+	return dv.A, true
 }
 
 // WrapInt wraps v to the width of integer dtype d (bool: 0 or 1). Unsigned

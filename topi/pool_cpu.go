@@ -31,6 +31,17 @@ func init() {
 	}); err != nil {
 		panic(err)
 	}
+	for _, o := range []struct {
+		op  *op.Op
+		avg bool
+	}{{op.GlobalAvgPool2D, true}, {op.GlobalMaxPool2D, false}} {
+		if err := strategy.Default.Add(o.op, strategy.ForKey("cpu"), strategy.Implementation{
+			Name: o.op.Name + ".cpu", PLevel: strategy.PLevelTuned,
+			Compute: computeGlobalPoolCPU(o.avg), Schedule: scheduleTrReduce, Valid: globalPoolCPUValid,
+		}); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // Max pooling uses the convolutions' layout (conv2d_mk.go): the input
@@ -146,4 +157,52 @@ func schedulePoolCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor
 		acc.Vectorize(aAxes[3])
 	}
 	return s.Err()
+}
+
+// Global pooling reduces each channel's plane, a contiguous run of H*W
+// elements: as one serial chain it costs H*W add latencies per channel
+// (1000 channels of 13x13: 0.11 ms on a Zen 5 core, against 0.035 ms in
+// ONNX Runtime). The CPU implementation reduces the plane lane-split
+// (reduce_lanes.go), vectorised, with the reduction's schedule.
+
+// globalPoolCPUValid accepts float32 global pooling of a 4-D (NCHW)
+// tensor whose planes are long enough to split into lanes (the generic
+// implementation takes the others).
+func globalPoolCPUValid(c *strategy.Call) bool {
+	if len(c.ArgTypes) != 1 || c.Target == nil {
+		return false
+	}
+	xt, ok := c.ArgTypes[0].(*ir.TensorType)
+	if !ok || xt.DType != ir.Float32 || len(xt.Shape) != 4 || xt.Shape.NumElements() <= 0 {
+		return false
+	}
+	return xt.Shape[2]*xt.Shape[3] >= 2*reduceLanes(c.Target.Processor())
+}
+
+// computeGlobalPoolCPU is global average (avg) or max pooling of a plane
+// flattened to one contiguous axis and reduced lane-split.
+func computeGlobalPoolCPU(avg bool) strategy.ComputeFunc {
+	return func(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+		if err := nnCheckNonEmpty(c); err != nil {
+			return nil, err
+		}
+		x := in[0]
+		ot := c.OutTensor()
+		h, w := x.Shape[2], x.Shape[3]
+		r := te.Max
+		if avg {
+			r = te.Sum
+		}
+		red := laneReduce(nnName(c)+"_red", ot.Shape, x.DType, h*w, reduceLanes(c.Target.Processor()), r, "comm_reduce",
+			func(row []tir.PrimExpr, k tir.PrimExpr) tir.PrimExpr {
+				return x.At(row[0], row[1], tir.FloorDiv(k, tir.Idx(w)), tir.FloorMod(k, tir.Idx(w)))
+			})
+		if !avg {
+			return []*te.Tensor{red}, nil
+		}
+		n := float64(h * w)
+		return []*te.Tensor{te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
+			return tir.Div(red.At(i...), nnFConst(x.DType, n))
+		}, te.WithTag("injective"))}, nil
+	}
 }

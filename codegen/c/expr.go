@@ -65,6 +65,10 @@ func (fg *funcGen) expr(e tir.PrimExpr) string {
 	case *tir.Not:
 		return "(!" + fg.expr(x.A) + ")"
 	case *tir.Select:
+		if h := selectHelper(x); h != "" {
+			fg.g.use(h)
+			return fmt.Sprintf("%s(%s, %s, %s)", h, strip(fg.expr(x.Cond)), strip(fg.expr(x.True)), strip(fg.expr(x.False)))
+		}
 		return fmt.Sprintf("(%s ? %s : %s)", fg.expr(x.Cond), fg.expr(x.True), fg.expr(x.False))
 	case *tir.Cast:
 		return fg.cast(x.T.DType, x.Value.Type().DType, fg.expr(x.Value))
@@ -610,4 +614,49 @@ func (fg *funcGen) callExtern(c *tir.Call) string {
 		}
 	}
 	return c.Extern + "(" + strings.Join(args, ", ") + ")"
+}
+
+// selectHelper names the helper that prints a float Select as a call
+// (kiln_sel_f32/_f64: both values computed, then one chosen), or "" for
+// C's ?: operator. TIR evaluates both arms of a Select, and an arm that
+// loads memory (the clamped load of a lane-split reduction's last
+// chunk) must be seen by the C compiler as loaded unconditionally: under
+// ?: gcc 12 makes it a masked load or gives up vectorising the loop. The
+// call form is used only when an arm loads and no arm divides by a
+// value that is not a constant other than 0 and -1 or calls anything,
+// so that evaluating both arms can neither trap nor cost more than the
+// loads.
+func selectHelper(x *tir.Select) string {
+	var h string
+	switch x.Type().DType {
+	case ir.Float32:
+		h = "kiln_sel_f32"
+	case ir.Float64:
+		h = "kiln_sel_f64"
+	default:
+		return ""
+	}
+	loads, safe := false, true
+	check := func(n tir.Node) bool {
+		switch y := n.(type) {
+		case *tir.BufferLoad:
+			loads = true
+		case *tir.Call:
+			safe = false
+		case *tir.Binary:
+			switch y.Op {
+			case tir.OpDiv, tir.OpMod, tir.OpFloorDiv, tir.OpFloorMod:
+				if d, ok := tir.ConstInt(y.B); y.B.Type().DType.IsInteger() && (!ok || d == 0 || d == -1) {
+					safe = false
+				}
+			}
+		}
+		return safe
+	}
+	tir.Visit(x.True, check)
+	tir.Visit(x.False, check)
+	if !loads || !safe {
+		return ""
+	}
+	return h
 }

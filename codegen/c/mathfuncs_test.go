@@ -243,3 +243,51 @@ func sameFloats(t *testing.T, got, want *interp.Array, what func(k int64) string
 		}
 	}
 }
+
+// TestSelectHelper: a float Select whose arm loads memory is printed as
+// a kiln_sel call (both arms evaluated, as TIR defines, so that the C
+// compiler sees an unconditional load), and gives the interpreter's
+// values on a clamped last-chunk load; a Select that could trap (an arm
+// divides by a variable) or loads nothing keeps C's ?: operator.
+func TestSelectHelper(t *testing.T) {
+	const n = 10
+	f := tir.NewPrimFunc("sel")
+	x := f.AddBuffer(tir.NewBuffer("X", ir.Float32, ir.Shape{n}, ""))
+	out := f.AddBuffer(tir.NewBuffer("Out", ir.Float32, ir.Shape{16}, ""))
+	i := v32("i")
+	ld := tir.NewLoad(x, tir.Min(i, tir.Idx(n-1)))
+	e := tir.NewSelect(tir.LT(i, tir.Idx(n)), ld, tir.FloatConst(ir.Float32, 0))
+	f.Body = tir.Loop(i, 16, tir.Vectorized, tir.NewStore(out, e, i))
+	src := generate(t, HostOptions(), f)
+	if !strings.Contains(src.Code, "kiln_sel_f32(") {
+		t.Fatalf("a loading Select is not printed with kiln_sel_f32:\n%s", src.Code)
+	}
+	lib := openLib(t, src, BuildOptions{})
+	xa := interp.NewArray(ir.Float32, n)
+	for k := int64(0); k < n; k++ {
+		xa.SetFloat(k, float64(k)+0.5)
+	}
+	want := interp.NewArray(ir.Float32, 16)
+	if err := interp.Run(f, []any{xa, want}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tensors := tensorsFor(src.Funcs[0], []any{xa, interp.NewArray(ir.Float32, 16)})
+	if st, err := lib.Call(src.Funcs[0].Symbol, tensors, -1); err != nil || st != 0 {
+		t.Fatalf("status %d, %v", st, err)
+	}
+	sameFloats(t, &interp.Array{DType: ir.Float32, Data: tensors[1].Data}, want, func(k int64) string { return fmt.Sprintf("out[%d]", k) })
+
+	d := v32("d")
+	for name, sel := range map[string]*tir.Select{
+		"variable divisor": tir.NewSelect(tir.LT(i, tir.Idx(n)), tir.NewLoad(x, tir.Div(i, d)), tir.FloatConst(ir.Float32, 0)),
+		"no load":          tir.NewSelect(tir.LT(i, tir.Idx(n)), tir.FloatConst(ir.Float32, 1), tir.FloatConst(ir.Float32, 0)),
+		"int":              tir.NewSelect(tir.LT(i, tir.Idx(n)), tir.NewCast(tir.Int32T, tir.NewLoad(x, i)), tir.Idx(0)),
+	} {
+		if h := selectHelper(sel); h != "" {
+			t.Errorf("%s: printed with %s, want ?:", name, h)
+		}
+	}
+	if h := selectHelper(tir.NewSelect(tir.LT(i, tir.Idx(n)), tir.NewLoad(x, tir.FloorDiv(i, tir.Idx(3))), tir.FloatConst(ir.Float32, 0))); h != "kiln_sel_f32" {
+		t.Errorf("constant divisor: got %q, want kiln_sel_f32", h)
+	}
+}
