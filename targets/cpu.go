@@ -252,6 +252,7 @@ var cpuTable = []knownCPU{
 	{"znver2", "AMD Zen 2", X86_64, x86v3, 32 * kib, 512 * kib, 16 * mib, ""},
 	{"znver3", "AMD Zen 3", X86_64, x86v3, 32 * kib, 512 * kib, 32 * mib, ""},
 	{"znver4", "AMD Zen 4", X86_64, with(x86vn, "avx512bf16"), 32 * kib, 1 * mib, 32 * mib, "znver3"},
+	{"znver5", "AMD Zen 5", X86_64, with(x86vn, "avx512bf16", "avxvnni"), 48 * kib, 1 * mib, 32 * mib, "znver3"},
 	{"armv8-a", "portable 64-bit Arm (NEON)", AArch64, armv8, 32 * kib, 512 * kib, 0, ""},
 	{"cortex-a53", "Arm Cortex-A53", AArch64, armv8, 32 * kib, 512 * kib, 0, ""},
 	{"cortex-a55", "Arm Cortex-A55", AArch64, armdp, 32 * kib, 256 * kib, 2 * mib, ""},

@@ -47,6 +47,7 @@ func TestResolveCPUAttrs(t *testing.T) {
 		// tuned generically (gccTune).
 		{"znver4", nil, "avx512", 512, 32, true, "-march=znver3 -mtune=generic -mavx512bf16 -mavx512bw -mavx512cd -mavx512dq -mavx512f -mavx512vl -mavx512vnni"},
 		{"znver4", []string{"-avx2"}, "avx", 256, 16, true, "-march=znver3 -mtune=generic -mno-avx2"},
+		{"znver5", nil, "avx512", 512, 32, true, "-march=znver3 -mtune=generic -mavx512bf16 -mavx512bw -mavx512cd -mavx512dq -mavx512f -mavx512vl -mavx512vnni -mavxvnni"},
 		{"cortex-a72", nil, "neon", 128, 32, true, "-mcpu=cortex-a72"},
 		{"cortex-a53", []string{"+dotprod"}, "neon", 128, 32, true, "-mcpu=cortex-a53+dotprod"},
 		{"cortex-a76", []string{"-dotprod"}, "neon", 128, 32, true, "-mcpu=cortex-a76+nodotprod"},
