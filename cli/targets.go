@@ -68,8 +68,10 @@ type ProcessorJSON struct {
 	L1D        int64    `json:"l1d_bytes"`
 	L2         int64    `json:"l2_bytes"`
 	L3         int64    `json:"l3_bytes"`
-	Native     bool     `json:"native"`
-	CFlags     []string `json:"cflags"`
+	// HalfRate512 is true when 512-bit operations run as two 256-bit halves.
+	HalfRate512 bool     `json:"half_rate_512"`
+	Native      bool     `json:"native"`
+	CFlags      []string `json:"cflags"`
 }
 
 // CPUJSON is one row of the known-CPU table.
@@ -82,7 +84,7 @@ func processorJSON(t *targets.Target) ProcessorJSON {
 	p := t.Processor()
 	return ProcessorJSON{Target: t.String(), Name: p.Name, Model: p.Model, Arch: string(p.Arch), ISA: p.ISA(),
 		Features: p.Features, VectorBits: p.VectorBits, VectorRegs: p.VectorRegs, L1D: p.L1D, L2: p.L2, L3: p.L3,
-		Native: p.Native, CFlags: p.CFlags()}
+		HalfRate512: p.HalfRate512, Native: p.Native, CFlags: p.CFlags()}
 }
 
 func runTargets(args []string, stdout, stderr io.Writer) int {
@@ -136,6 +138,9 @@ func runTargets(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(&b, "processor of %s:\n", p.Target)
 		fmt.Fprintf(&b, "    %s: %s, %s, %d-bit vectors, %d vector registers\n", p.Name, p.Model, p.Arch, p.VectorBits, p.VectorRegs)
 		fmt.Fprintf(&b, "    isa %s; features %s\n", p.ISA, strings.Join(p.Features, " "))
+		if p.HalfRate512 && p.ISA == "avx512" {
+			b.WriteString("    512-bit operations run as two 256-bit halves (AVX2's multiply-add throughput)\n")
+		}
 		fmt.Fprintf(&b, "    caches: L1d %s, L2 %s, L3 %s\n", cacheSize(p.L1D), cacheSize(p.L2), cacheSize(p.L3))
 		fmt.Fprintf(&b, "    C flags: %s\n", strings.Join(p.CFlags, " "))
 	}

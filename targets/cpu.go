@@ -45,6 +45,13 @@ type Processor struct {
 	// L1D, L2 and L3 are the data-cache sizes in bytes seen by one core
 	// (L3 is the whole shared cache); 0 when unknown.
 	L1D, L2, L3 int64
+	// HalfRate512 reports that the CPU executes a 512-bit vector
+	// operation as two 256-bit halves (AMD Zen 4), so that AVX-512 has
+	// the multiply-add throughput of AVX2 and schedules are bound by
+	// arithmetic rather than by loads (topi's choice of convolution
+	// micro-kernel reads it). Known CPUs set it from the table; a probed
+	// one from its vendor and family (AMD family 25 with AVX-512).
+	HalfRate512 bool
 	// Native reports that the description was probed from this machine.
 	Native bool
 }
@@ -266,6 +273,10 @@ var cpuTable = []knownCPU{
 	{"neoverse-n2", "Arm Neoverse N2", AArch64, with(armdp, "sve", "i8mm", "bf16"), 64 * kib, 1 * mib, 32 * mib, ""},
 }
 
+// halfRate512CPUs are the known CPUs whose 512-bit operations run as two
+// 256-bit halves (Processor.HalfRate512).
+var halfRate512CPUs = map[string]bool{"znver4": true}
+
 // featureDeps says which features each feature needs: adding a feature
 // adds what it needs, removing one removes what needs it (as gcc's -m and
 // -mno- flags do).
@@ -344,7 +355,8 @@ func ResolveCPU(mcpu string, mattr []string) (*Processor, error) {
 			}
 			return nil, fmt.Errorf("-mcpu=%q: unknown CPU (known: native, %s)", mcpu, strings.Join(names, ", "))
 		}
-		c = Processor{Name: k.name, Model: k.doc, Arch: k.arch, Features: slices.Clone(k.features), L1D: k.l1d, L2: k.l2, L3: k.l3}
+		c = Processor{Name: k.name, Model: k.doc, Arch: k.arch, Features: slices.Clone(k.features), L1D: k.l1d, L2: k.l2, L3: k.l3,
+			HalfRate512: halfRate512CPUs[k.name]}
 	}
 	set := map[string]bool{}
 	for _, f := range c.Features {

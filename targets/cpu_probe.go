@@ -50,6 +50,7 @@ func parseCPUInfo(info []byte, goarch string) *Processor {
 		c.Arch, table = AArch64, armFlags
 	}
 	set := map[string]bool{}
+	var vendor, family string
 	sc := bufio.NewScanner(bytes.NewReader(info))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	seenFlags := false
@@ -63,6 +64,14 @@ func parseCPUInfo(info []byte, goarch string) *Processor {
 		case "model name":
 			if c.Model == "" {
 				c.Model = val
+			}
+		case "vendor_id":
+			if vendor == "" {
+				vendor = val
+			}
+		case "cpu family":
+			if family == "" {
+				family = val
 			}
 		case "flags", "Features":
 			if seenFlags {
@@ -100,6 +109,9 @@ func parseCPUInfo(info []byte, goarch string) *Processor {
 		c.Features = append(c.Features, f)
 	}
 	sort.Strings(c.Features)
+	// AMD family 25 (0x19) is Zen 3 and Zen 4; those with AVX-512 are
+	// Zen 4, whose 512-bit operations are split in two.
+	c.HalfRate512 = vendor == "AuthenticAMD" && family == "25" && set["avx512f"]
 	if c.Model == "" {
 		c.Model = "this machine"
 	}

@@ -128,6 +128,25 @@ func TestParseCPUInfo(t *testing.T) {
 	if !reflect.DeepEqual(c.Features, want) || c.Model != "Test CPU" || c.Arch != X86_64 {
 		t.Errorf("x86: %v %q %s", c.Features, c.Model, c.Arch)
 	}
+	if c.HalfRate512 {
+		t.Errorf("x86 without vendor and family: HalfRate512")
+	}
+	// AMD family 25 with AVX-512 is Zen 4 (512-bit operations in two
+	// halves); family 26 (Zen 5), or family 25 without AVX-512 (Zen 3),
+	// is not.
+	zen := func(family, flags string) bool {
+		info := "vendor_id\t: AuthenticAMD\ncpu family\t: " + family + "\nflags\t\t: sse sse2 pni ssse3 sse4_1 sse4_2 avx avx2 fma f16c" + flags + "\n"
+		return parseCPUInfo([]byte(info), "amd64").HalfRate512
+	}
+	if !zen("25", " avx512f") || zen("26", " avx512f") || zen("25", "") {
+		t.Errorf("HalfRate512: Zen 4 %v, Zen 5 %v, Zen 3 %v", zen("25", " avx512f"), zen("26", " avx512f"), zen("25", ""))
+	}
+	if p, err := ResolveCPU("znver4", nil); err != nil || !p.HalfRate512 {
+		t.Errorf("znver4: HalfRate512 not set (%v)", err)
+	}
+	if p, err := ResolveCPU("znver5", nil); err != nil || p.HalfRate512 {
+		t.Errorf("znver5: HalfRate512 set (%v)", err)
+	}
 	// fma without avx (a hypervisor hiding avx) is not usable.
 	c = parseCPUInfo([]byte("flags : sse sse2 fma\n"), "amd64")
 	if c.Has("fma") || !c.Has("sse2") {

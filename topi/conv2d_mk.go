@@ -123,16 +123,26 @@ func (p *convPlan) chooseRows() {
 // multiply-adds (ic x taps). Its register tile is the instruction set's
 // (bmv x bnc) when its channels tile the output channels, else one more
 // channel vector with as many columns as the registers leave (24
-// channels on AVX2: 3 x 4), else fewer channel vectors.
+// channels on AVX2: 3 x 4), else fewer channel vectors — but not one:
+// a single channel vector loads one input per multiply-add (7 loads for
+// 6 on AVX2, where squeezenet's 512→1000 classifier took 3.1 ms against
+// 2.1 ms with the columns kernel). It is the default only where the
+// processor's multiply-adds, not its loads, bound the kernels
+// (vecISA.bcastFirst): AVX2, and AVX-512 whose 512-bit operations run in
+// two halves (Zen 4). Where they run at full width (Zen 5) the columns
+// kernel, with 11 loads per 24 multiply-adds against the broadcast
+// kernel's 8 per 12, was faster on all but two of squeezenet's 18
+// convolutions (by up to 3x) — kiln tune still tries the broadcast
+// kernel there.
 func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
 	lanes := int64(p.isa.lanes)
-	if p.isa.bmv == 0 || block%lanes != 0 {
+	if !p.isa.bcastFirst || block%lanes != 0 {
 		return
 	}
 	if ic*int64(len(p.koff)) < bcastMinSteps {
 		return
 	}
-	if mv, nc := p.isa.bcastTile(oc, block); mv > 0 {
+	if mv, nc := p.isa.bcastTile(oc, block); mv > 1 {
 		p.bmv, p.bnc, p.mr = mv, nc, mv*p.isa.lanes
 		p.chooseRows()
 	}

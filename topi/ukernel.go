@@ -51,8 +51,11 @@ type vecISA struct {
 	// bmv x bnc is the broadcast kernel's register tile (ukernel_bcast.go):
 	// channel vectors by columns; 0 where it is not used.
 	bmv, bnc int
-	regs     int    // vector registers
-	scalarFn string // scalar multiply-add for the column tail, format a, b, c
+	regs     int // vector registers
+	// bcastFirst: the broadcast kernel is the default where it applies
+	// (chooseBroadcast); else only a tuning record selects it.
+	bcastFirst bool
+	scalarFn   string // scalar multiply-add for the column tail, format a, b, c
 	// maskDecl declares mask variable km for the first %d lanes; mload and
 	// mstore load and store under it (pointer; pointer, value). Empty
 	// when the instruction set has no fault-free masked access.
@@ -71,6 +74,7 @@ type vecISA struct {
 func isaFor(p *targets.Processor) vecISA {
 	v := isaTable(p)
 	v.regs = p.VectorRegs
+	v.bcastFirst = v.bmv > 0 && (v.name != "avx512" || p.HalfRate512)
 	return v
 }
 
