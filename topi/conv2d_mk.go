@@ -127,23 +127,29 @@ func (p *convPlan) chooseRows() {
 // a single channel vector loads one input per multiply-add (7 loads for
 // 6 on AVX2, where squeezenet's 512→1000 classifier took 3.1 ms against
 // 2.1 ms with the columns kernel). It is the default only where the
-// processor's multiply-adds, not its loads, bound the kernels
-// (vecISA.bcastFirst): AVX2, and AVX-512 whose 512-bit operations run in
-// two halves (Zen 4). Where they run at full width (Zen 5) the columns
-// kernel, with 11 loads per 24 multiply-adds against the broadcast
-// kernel's 8 per 12, was faster on all but two of squeezenet's 18
-// convolutions (by up to 3x) — kiln tune still tries the broadcast
-// kernel there.
+// processor's multiply-adds, not its loads, bound the kernels: on AVX2
+// and on AVX-512 whose 512-bit operations run in two halves (Zen 4)
+// from 64 multiply-adds per output (vecISA.bcastSteps). Where they run at
+// full width (Zen 5) the columns kernel, with 11 loads per 24
+// multiply-adds against the broadcast kernel's 8 per 12, was faster on
+// 16 of squeezenet's 18 convolutions in kiln tune (by up to 3x: its 1x1
+// and short 3x3 reductions), the broadcast kernel with all input channels
+// in one pass on resnet18's 3x3 convolutions from 128 channels (by up to
+// 23 %): there it is chosen from 1024 multiply-adds per output, in one
+// pass.
 func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
 	lanes := int64(p.isa.lanes)
-	if !p.isa.bcastFirst || block%lanes != 0 {
+	if p.isa.bcastSteps == 0 || block%lanes != 0 {
 		return
 	}
-	if ic*int64(len(p.koff)) < bcastMinSteps {
+	if ic*int64(len(p.koff)) < p.isa.bcastSteps {
 		return
 	}
 	if mv, nc := p.isa.bcastTile(oc, block); mv > 1 {
 		p.bmv, p.bnc, p.mr = mv, nc, mv*p.isa.lanes
+		if p.isa.bcastOnePass {
+			p.kc = ic
+		}
 		p.chooseRows()
 	}
 }
@@ -182,10 +188,6 @@ func (v vecISA) tilesChannels(mv int, oc, block int64) bool {
 	mr := int64(mv * v.lanes)
 	return (mr <= block && block%mr == 0) || (mr%block == 0 && oc%mr == 0)
 }
-
-// bcastMinSteps is the fewest multiply-adds per output (input channels x
-// taps) for which the broadcast kernel is chosen.
-const bcastMinSteps = 64
 
 // plane is the size of one channel's plane of X': its sh x sw phase
 // planes of Hq x Wq.

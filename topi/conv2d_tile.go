@@ -156,29 +156,21 @@ func (p *convPlan) localTile(x *te.Tensor, pad tir.PrimExpr, cols int64, body ti
 	}
 }
 
-// maxTile is the tileBody of max pooling: one vectorised loop over the
-// tile's contiguous columns, V = the max over the taps, in registers (a
-// loop per tap would load and store V once per tap). The taps are
-// combined as a balanced tree, which halves the chain of dependent
-// maxes: max (Go's math.Max, as every engine computes it) is commutative
-// and associative — +Inf wins, then NaN, then the larger value with
-// -0 < +0 — so any grouping gives the same bits.
+// maxTile is the tileBody of max pooling: the taps outside, the tile's
+// contiguous columns vectorised inside, V = max over the taps.
 func maxTile(ctx *te.TensorizeContext, xb *tir.Buffer, koff []int64, _, cols int64) (tir.Stmt, error) {
-	j := tir.NewVar("j", tir.Int32T)
-	oi := append([]tir.PrimExpr(nil), ctx.OutIndex...)
-	oi[len(oi)-1] = tir.Add(oi[len(oi)-1], j)
-	vals := make([]tir.PrimExpr, len(koff))
+	out := ctx.Out
+	var taps []tir.Stmt
 	for t, o := range koff {
-		vals[t] = tir.NewLoad(xb, tir.Add(j, tir.Idx(o)))
+		j := tir.NewVar("j", tir.Int32T)
+		oi := append([]tir.PrimExpr(nil), ctx.OutIndex...)
+		oi[len(oi)-1] = tir.Add(oi[len(oi)-1], j)
+		in := tir.NewLoad(xb, tir.Add(j, tir.Idx(o)))
+		var v tir.PrimExpr = in
+		if t > 0 {
+			v = tir.Max(tir.NewLoad(out, oi...), in)
+		}
+		taps = append(taps, tir.Loop(j, cols, tir.Vectorized, tir.NewStore(out, v, oi...)))
 	}
-	return tir.Loop(j, cols, tir.Vectorized, tir.NewStore(ctx.Out, maxTree(vals), oi...)), nil
-}
-
-// maxTree is the max of vals (at least one) as a balanced tree.
-func maxTree(vals []tir.PrimExpr) tir.PrimExpr {
-	if len(vals) == 1 {
-		return vals[0]
-	}
-	h := (len(vals) + 1) / 2
-	return tir.Max(maxTree(vals[:h]), maxTree(vals[h:]))
+	return tir.Seq(taps...), nil
 }

@@ -11,7 +11,8 @@ import (
 //	kernel  0: the columns-in-lanes micro-kernel (ukernel.go),
 //	        1: the broadcast micro-kernel (ukernel_bcast.go)
 //	mv, nc  the broadcast kernel's register tile: channel vectors x columns
-//	kc      the broadcast kernel's input channels per pass (bcastChunk)
+//	kc      the broadcast kernel's input channels per pass (default: all of
+//	        them where vecISA.bcastOnePass, else bcastChunk)
 //	rows    output rows per tile (dividing the output height)
 //
 // Absent knobs keep the defaults (chooseBroadcast, bcastChunk,
@@ -68,7 +69,7 @@ func (p *convPlan) applyKnobs(k strategy.Knobs, oc, ic, block int64) error {
 			return fmt.Errorf("%d channel vectors do not tile %d output channels in blocks of %d", mv, oc, block)
 		}
 		p.bmv, p.bnc, p.mr = int(mv), int(nc), int(mv*lanes)
-		p.kc = k.Get(knobKC, 0)
+		p.kc = k.Get(knobKC, p.kc)
 		if p.kc < 0 || p.kc > ic {
 			return fmt.Errorf("kc=%d outside 0..%d input channels", p.kc, ic)
 		}

@@ -52,10 +52,14 @@ type vecISA struct {
 	// channel vectors by columns; 0 where it is not used.
 	bmv, bnc int
 	regs     int // vector registers
-	// bcastFirst: the broadcast kernel is the default where it applies
-	// (chooseBroadcast); else only a tuning record selects it.
-	bcastFirst bool
-	scalarFn   string // scalar multiply-add for the column tail, format a, b, c
+	// bcastSteps is the fewest multiply-adds per output (input channels x
+	// taps) for which chooseBroadcast picks the broadcast kernel, and
+	// bcastOnePass that it then reduces all input channels in one pass
+	// (kc = ic) instead of bcastChunk's L1-sized passes; 0: never by
+	// default (a tuning record may still select it).
+	bcastSteps   int64
+	bcastOnePass bool
+	scalarFn     string // scalar multiply-add for the column tail, format a, b, c
 	// maskDecl declares mask variable km for the first %d lanes; mload and
 	// mstore load and store under it (pointer; pointer, value). Empty
 	// when the instruction set has no fault-free masked access.
@@ -74,7 +78,17 @@ type vecISA struct {
 func isaFor(p *targets.Processor) vecISA {
 	v := isaTable(p)
 	v.regs = p.VectorRegs
-	v.bcastFirst = v.bmv > 0 && (v.name != "avx512" || p.HalfRate512)
+	switch {
+	case v.bmv == 0:
+	case v.name != "avx512" || p.HalfRate512:
+		// Multiply-adds bound the kernels (AVX2; AVX-512 in two halves).
+		v.bcastSteps = 64
+	default:
+		// Full-width AVX-512 (Zen 5): the columns kernel's better load
+		// ratio wins unless the reduction is long (resnet18's 3x3
+		// convolutions from 128 channels on), and then one pass.
+		v.bcastSteps, v.bcastOnePass = 1024, true
+	}
 	return v
 }
 

@@ -244,27 +244,18 @@ static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e
 	// branches, so that loops over them (ReLU epilogues, max pooling)
 	// vectorise: each rule overrides the ones before it, the strongest
 	// last. Two zeros give a + b for max (+0 unless both are -0) and
-	// -(-a + -b) for min (-0 unless both are +0). Each rule is one select
-	// on one comparison (|a| + |b| == 0 for two zeros, one test per NaN),
-	// every operand computed unconditionally: gcc 12 does not vectorise a
-	// loop over nested calls (a max-pool window's max, in a parallel
-	// region) when comparisons are combined with & or |, with
-	// isunordered, or, on AVX2, when selects nest.
+	// -(-a + -b) for min (-0 unless both are +0).
 	{name: "kiln_min_f32", code: `static inline float kiln_min_f32(float a, float b) {
-  float m = a < b ? a : b, z = -(-a + -b);
-  m = (fabsf(a) + fabsf(b) == 0) ? z : m;
-  m = (a != a) ? NAN : m;
-  m = (b != b) ? NAN : m;
-  m = (a == -INFINITY) ? a : m;
-  return (b == -INFINITY) ? b : m;
+  float m = a < b ? a : b;
+  m = ((a == 0) & (b == 0)) ? -(-a + -b) : m;
+  m = ((a != a) | (b != b)) ? NAN : m;
+  return ((a == -INFINITY) | (b == -INFINITY)) ? -INFINITY : m;
 }`},
 	{name: "kiln_max_f32", code: `static inline float kiln_max_f32(float a, float b) {
-  float m = a > b ? a : b, z = a + b;
-  m = (fabsf(a) + fabsf(b) == 0) ? z : m;
-  m = (a != a) ? NAN : m;
-  m = (b != b) ? NAN : m;
-  m = (a == INFINITY) ? a : m;
-  return (b == INFINITY) ? b : m;
+  float m = a > b ? a : b;
+  m = ((a == 0) & (b == 0)) ? a + b : m;
+  m = ((a != a) | (b != b)) ? NAN : m;
+  return ((a == INFINITY) | (b == INFINITY)) ? INFINITY : m;
 }`},
 	// With a constant c that is finite, and not -0 for max nor +0 for
 	// min, the rules above reduce to these (expr.go minMaxConst).
@@ -273,20 +264,16 @@ static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e
 	{name: "kiln_maxc_f64", code: `static inline double kiln_maxc_f64(double a, double c) { return a != a ? (double)NAN : (a > c ? a : c); }`},
 	{name: "kiln_minc_f64", code: `static inline double kiln_minc_f64(double a, double c) { return a != a ? (double)NAN : (a < c ? a : c); }`},
 	{name: "kiln_min_f64", code: `static inline double kiln_min_f64(double a, double b) {
-  double m = a < b ? a : b, z = -(-a + -b);
-  m = (fabs(a) + fabs(b) == 0) ? z : m;
-  m = (a != a) ? (double)NAN : m;
-  m = (b != b) ? (double)NAN : m;
-  m = (a == -INFINITY) ? a : m;
-  return (b == -INFINITY) ? b : m;
+  double m = a < b ? a : b;
+  m = ((a == 0) & (b == 0)) ? -(-a + -b) : m;
+  m = ((a != a) | (b != b)) ? (double)NAN : m;
+  return ((a == -INFINITY) | (b == -INFINITY)) ? -INFINITY : m;
 }`},
 	{name: "kiln_max_f64", code: `static inline double kiln_max_f64(double a, double b) {
-  double m = a > b ? a : b, z = a + b;
-  m = (fabs(a) + fabs(b) == 0) ? z : m;
-  m = (a != a) ? (double)NAN : m;
-  m = (b != b) ? (double)NAN : m;
-  m = (a == INFINITY) ? a : m;
-  return (b == INFINITY) ? b : m;
+  double m = a > b ? a : b;
+  m = ((a == 0) & (b == 0)) ? a + b : m;
+  m = ((a != a) | (b != b)) ? (double)NAN : m;
+  return ((a == INFINITY) | (b == INFINITY)) ? INFINITY : m;
 }`},
 	// Float floor division and modulo are computed in double (exact for
 	// float32 and narrower operands) and rounded once, as the interpreter

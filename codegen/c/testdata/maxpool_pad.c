@@ -88,12 +88,10 @@ void kiln_set_num_threads(int32_t n) {
 }
 
 static inline float kiln_max_f32(float a, float b) {
-  float m = a > b ? a : b, z = a + b;
-  m = (fabsf(a) + fabsf(b) == 0) ? z : m;
-  m = (a != a) ? NAN : m;
-  m = (b != b) ? NAN : m;
-  m = (a == INFINITY) ? a : m;
-  return (b == INFINITY) ? b : m;
+  float m = a > b ? a : b;
+  m = ((a == 0) & (b == 0)) ? a + b : m;
+  m = ((a != a) | (b != b)) ? NAN : m;
+  return ((a == INFINITY) | (b == INFINITY)) ? INFINITY : m;
 }
 
 
