@@ -135,14 +135,19 @@ func (p *convPlan) chooseRows() {
 // 16 of squeezenet's 18 convolutions in kiln tune (by up to 3x: its 1x1
 // and short 3x3 reductions), the broadcast kernel with all input channels
 // in one pass on resnet18's 3x3 convolutions from 128 channels (by up to
-// 23 %): there it is chosen from 1024 multiply-adds per output, in one
-// pass.
+// 23 %) and on mobilenet_v2's 7x7 maps from 576 channels: there it is
+// chosen from 1024 multiply-adds per output, 512 on maps of at most
+// bcastSmallMap outputs, in one pass.
 func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
 	lanes := int64(p.isa.lanes)
 	if p.isa.bcastSteps == 0 || block%lanes != 0 {
 		return
 	}
-	if ic*int64(len(p.koff)) < p.isa.bcastSteps {
+	steps := p.isa.bcastSteps
+	if p.g.oh*p.g.ow <= bcastSmallMap {
+		steps = p.isa.bcastSmallSteps
+	}
+	if ic*int64(len(p.koff)) < steps {
 		return
 	}
 	if mv, nc := p.isa.bcastTile(oc, block); mv > 1 {
@@ -192,6 +197,10 @@ func (v vecISA) tilesChannels(mv int, oc, block int64) bool {
 // plane is the size of one channel's plane of X': its sh x sw phase
 // planes of Hq x Wq.
 func (p *convPlan) plane() int64 { return p.g.sh * p.g.sw * p.hq * p.wq }
+
+// bcastSmallMap is the most outputs per channel (7x7 = 49 and smaller)
+// for which vecISA.bcastSmallSteps applies.
+const bcastSmallMap = 64
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 

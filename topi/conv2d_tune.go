@@ -93,8 +93,13 @@ func (p *convPlan) validRows(r int64) bool {
 }
 
 // rowChoices are the rows per tile a tuner tries: the default and the
-// nearest valid choices below and above it.
+// nearest valid choices below and above it; none when the default is not
+// a valid choice itself (chooseRows falls back to one row when no tile
+// fits vTileBytes: the knob could not ask for it).
 func (p *convPlan) rowChoices() []int64 {
+	if !p.validRows(p.rows) {
+		return nil
+	}
 	var valid []int64
 	for r := int64(1); r <= p.g.oh; r++ {
 		if p.validRows(r) {
@@ -131,7 +136,12 @@ func spaceConvPackedCPU(c *strategy.Call) []strategy.Knobs {
 		if err != nil || p.applyKnobs(base, oc, ic, block) != nil {
 			return
 		}
-		for _, r := range p.rowChoices() {
+		rows := p.rowChoices()
+		if len(rows) == 0 {
+			space = append(space, base)
+			return
+		}
+		for _, r := range rows {
 			k := strategy.Knobs{knobRows: r}
 			for n, v := range base {
 				k[n] = v

@@ -76,3 +76,38 @@ func TestConvPackedSpace(t *testing.T) {
 		}
 	}
 }
+
+// TestConvPackedSpaceWideMap: on a map too wide for any row tile of the
+// broadcast kernel's 48 channels within vTileBytes (mobilenet_v2's
+// 16->96 1x1 convolution at 112x112), the space asks for no rows knob
+// rather than the one-row fallback, so that every setting is accepted
+// (kiln tune stopped on it).
+func TestConvPackedSpaceWideMap(t *testing.T) {
+	for _, tgt := range []string{"c -mcpu=skylake-avx512", "c -mcpu=znver4", "c -mcpu=haswell"} {
+		tg, err := targets.Default.Parse(tgt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attrs, err := op.Conv2DPacked.MakeAttrs(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := ir.Shape{1, 16, 112, 112}
+		c := &strategy.Call{Op: op.Conv2DPacked, Attrs: attrs, Target: tg,
+			ArgTypes: []ir.Type{ir.NewTensorType(ir.Float32, x), ir.NewTensorType(ir.Float32, ir.Shape{6, 16, 1, 1, 16})},
+			OutType:  ir.NewTensorType(ir.Float32, ir.Shape{1, 96, 112, 112})}
+		space := spaceConvPackedCPU(c)
+		if len(space) == 0 {
+			t.Fatalf("%s: empty space", tgt)
+		}
+		for _, k := range space {
+			p, err := newConvPlan(c, x, 1, 1, 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.applyKnobs(k, 96, 16, 16); err != nil {
+				t.Errorf("%s: space setting %s refused: %v", tgt, k, err)
+			}
+		}
+	}
+}
