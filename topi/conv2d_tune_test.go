@@ -14,17 +14,25 @@ import (
 // channels in blocks of 16) for target t.
 func packedCall(t *testing.T, tgt string) *strategy.Call {
 	t.Helper()
+	return packedCallOf(t, tgt, ir.Attrs{"padding": []int64{1, 1, 1, 1}}, ir.Shape{1, 64, 14, 14}, ir.Shape{4, 64, 3, 3, 16}, ir.Shape{1, 64, 14, 14})
+}
+
+// packedCallOf is a packed convolution call with attributes attrs on an
+// input of shape x, a packed weight of shape w and an output of shape out,
+// for target tgt.
+func packedCallOf(t *testing.T, tgt string, attrs ir.Attrs, x, w, out ir.Shape) *strategy.Call {
+	t.Helper()
 	tg, err := targets.Default.Parse(tgt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	attrs, err := op.Conv2DPacked.MakeAttrs(ir.Attrs{"padding": []int64{1, 1, 1, 1}})
+	full, err := op.Conv2DPacked.MakeAttrs(attrs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &strategy.Call{Op: op.Conv2DPacked, Attrs: attrs, Target: tg,
-		ArgTypes: []ir.Type{ir.NewTensorType(ir.Float32, ir.Shape{1, 64, 14, 14}), ir.NewTensorType(ir.Float32, ir.Shape{4, 64, 3, 3, 16})},
-		OutType:  ir.NewTensorType(ir.Float32, ir.Shape{1, 64, 14, 14})}
+	return &strategy.Call{Op: op.Conv2DPacked, Attrs: full, Target: tg,
+		ArgTypes: []ir.Type{ir.NewTensorType(ir.Float32, x), ir.NewTensorType(ir.Float32, w)},
+		OutType:  ir.NewTensorType(ir.Float32, out)}
 }
 
 // TestConvPackedSpace: the tuning space holds both micro-kernels and
@@ -84,18 +92,8 @@ func TestConvPackedSpace(t *testing.T) {
 // (kiln tune stopped on it).
 func TestConvPackedSpaceWideMap(t *testing.T) {
 	for _, tgt := range []string{"c -mcpu=skylake-avx512", "c -mcpu=znver4", "c -mcpu=haswell"} {
-		tg, err := targets.Default.Parse(tgt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		attrs, err := op.Conv2DPacked.MakeAttrs(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		x := ir.Shape{1, 16, 112, 112}
-		c := &strategy.Call{Op: op.Conv2DPacked, Attrs: attrs, Target: tg,
-			ArgTypes: []ir.Type{ir.NewTensorType(ir.Float32, x), ir.NewTensorType(ir.Float32, ir.Shape{6, 16, 1, 1, 16})},
-			OutType:  ir.NewTensorType(ir.Float32, ir.Shape{1, 96, 112, 112})}
+		c := packedCallOf(t, tgt, nil, x, ir.Shape{6, 16, 1, 1, 16}, ir.Shape{1, 96, 112, 112})
 		space := spaceConvPackedCPU(c)
 		if len(space) == 0 {
 			t.Fatalf("%s: empty space", tgt)

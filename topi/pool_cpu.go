@@ -169,14 +169,11 @@ func schedulePoolCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor
 // tensor whose planes are long enough to split into lanes (the generic
 // implementation takes the others).
 func globalPoolCPUValid(c *strategy.Call) bool {
-	if len(c.ArgTypes) != 1 || c.Target == nil {
+	if !poolCPUValid(c) || c.Target == nil || len(c.ArgTypes) != 1 {
 		return false
 	}
 	xt, ok := c.ArgTypes[0].(*ir.TensorType)
-	if !ok || xt.DType != ir.Float32 || len(xt.Shape) != 4 || xt.Shape.NumElements() <= 0 {
-		return false
-	}
-	return xt.Shape[2]*xt.Shape[3] >= 2*reduceLanes(c.Target.Processor())
+	return ok && len(xt.Shape) == 4 && xt.Shape[2]*xt.Shape[3] >= 2*reduceLanes(c.Target.Processor())
 }
 
 // computeGlobalPoolCPU is global average (avg) or max pooling of a plane
