@@ -70,7 +70,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	imp.register(fs)
 	var devs deviceFlags
 	devs.register(fs)
-	ops := fs.Bool("ops", false, "run the operator micro-benchmark suite (single conv, depthwise, grouped, 1x1, dense, batched matmul, transpose, shuffle, split/concat, softmax, layernorm, GELU workloads) instead of a model, with GFLOP/s and the fraction of the measured peak")
+	ops := fs.Bool("ops", false, "run the operator micro-benchmark suite (single conv, depthwise, grouped, 1x1, max and global pooling, dense, batched matmul, transpose, shuffle, split/concat, softmax, layernorm, GELU workloads) instead of a model, with GFLOP/s and the fraction of the measured peak")
 	save := fs.String("save", "", "with --ops: keep each workload's model in `DIR`/NAME (model.onnx, test_data_set_0/input_0.pb) for other engines")
 	filter := fs.String("filter", "", "with --ops: only workloads whose name contains this string or whose kind equals it")
 	pos, code, ok := parseArgs(fs, args)

@@ -27,8 +27,8 @@ type Workload struct {
 	// Name identifies the workload ("conv3x3_64_56").
 	Name string
 	// Kind is the operator family: conv, depthwise, grouped, conv1x1,
-	// dense, batch_matmul, transpose, shuffle, split_concat, softmax,
-	// layernorm, gelu.
+	// pool, dense, batch_matmul, transpose, shuffle, split_concat,
+	// softmax, layernorm, gelu.
 	Kind string
 	// Shape describes the workload in words ("1x64x56x56, 64 3x3 filters").
 	Shape string
@@ -85,6 +85,29 @@ func Suite() []*Workload {
 	conv("depthwise3x3_s2_144_56", "depthwise", 144, 56, 144, 3, 2, 144)
 	conv("grouped3x3_128_28_g8", "grouped", 128, 28, 128, 3, 1, 8)
 	conv("grouped3x3_s2_96_56_g4", "grouped", 96, 56, 96, 3, 2, 4)
+
+	maxPool := func(name string, c, h, k, s, p, ceil int64) {
+		oh := (h + 2*p - k + s - 1) / s
+		if ceil == 0 {
+			oh = (h+2*p-k)/s + 1
+		} else {
+			oh++
+		}
+		b := newBuilder(rng, "x", []int64{1, c, h, h})
+		b.node("MaxPool", []string{"x"}, "y", ints("kernel_shape", k, k), ints("strides", s, s), ints("pads", p, p, p, p), intAttr("ceil_mode", ceil))
+		desc := fmt.Sprintf("1x%dx%dx%d, %dx%d window, stride %d, pad %d", c, h, h, k, k, s, p)
+		if ceil != 0 {
+			desc += ", ceil mode"
+		}
+		ws = append(ws, b.finish(name, "pool", desc, []int64{1, c, oh, oh}, 0, 4*(c*h*h+c*oh*oh)))
+	}
+	maxPool("maxpool3x3_s2_64_111", 64, 111, 3, 2, 0, 1)
+	maxPool("maxpool3x3_s2_p1_64_112", 64, 112, 3, 2, 1, 0)
+	{ // global average pooling before a classifier
+		b := newBuilder(rng, "x", []int64{1, 1000, 13, 13})
+		b.node("GlobalAveragePool", []string{"x"}, "y")
+		ws = append(ws, b.finish("global_avgpool_1000_13", "pool", "1x1000x13x13", []int64{1, 1000, 1, 1}, 0, 4*(1000*13*13+1000)))
+	}
 
 	{ // dense: a transformer's feed-forward layer
 		const m, k, n = 128, 256, 1024
