@@ -3,6 +3,7 @@
 package dnnl
 
 import (
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -297,6 +298,22 @@ func TestOpsAgainstReference(t *testing.T) {
 			x := fvar("x", 6, 5)
 			return []*graph.Var{x}, call(op.Multiply, nil, x, graph.NewConstant(tensor.Scalar(ir.Float32, 1.75))), []*tensor.Tensor{randTensor(rng, 6, 5)}
 		}},
+		// Scalar constants make add, subtract and multiply an eltwise
+		// linear primitive (subtract only from a tensor: binaryOrder).
+		{name: "add scalar 4-D", kernel: "add", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
+			x := fvar("x", 1, 16, 5, 5)
+			c := tensor.New(ir.Float32, ir.Shape{1, 1, 1, 1})
+			c.Float32s()[0] = 3
+			return []*graph.Var{x}, call(op.Add, nil, x, graph.NewConstant(c)), []*tensor.Tensor{randTensor(rng, 1, 16, 5, 5)}
+		}},
+		{name: "subtract scalar", kernel: "subtract", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
+			x := fvar("x", 2, 8, 3)
+			return []*graph.Var{x}, call(op.Subtract, nil, x, graph.NewConstant(tensor.Scalar(ir.Float32, 0.25))), []*tensor.Tensor{randTensor(rng, 2, 8, 3)}
+		}},
+		{name: "multiply scalar first", kernel: "multiply", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
+			x := fvar("x", 6, 5)
+			return []*graph.Var{x}, call(op.Multiply, nil, graph.NewConstant(tensor.Scalar(ir.Float32, -0.5)), x), []*tensor.Tensor{randTensor(rng, 6, 5)}
+		}},
 		{name: "subtract broadcast", kernel: "subtract", build: func(rng *rand.Rand) ([]*graph.Var, graph.Expr, []*tensor.Tensor) {
 			x, y := fvar("x", 3, 4), fvar("y", 4)
 			return []*graph.Var{x, y}, call(op.Subtract, nil, x, y), []*tensor.Tensor{randTensor(rng, 3, 4), randTensor(rng, 4)}
@@ -514,5 +531,30 @@ func TestKeepRegion(t *testing.T) {
 	}
 	if err := KeepRegion([]*graph.Call{comp}); err != nil {
 		t.Errorf("region with a composite refused: %v", err)
+	}
+}
+
+// TestConcatOfBlockedInputs concatenates convolution outputs (oneDNN's
+// blocked layouts) along channels, at offsets on a block boundary (16 +
+// 16: a reorder per input into its part of the output) and inside one
+// (12 + 20: the concat primitive), and as the function's output and in
+// the middle of it.
+func TestConcatOfBlockedInputs(t *testing.T) {
+	attrs := ir.Attrs{"strides": []int64{1, 1}, "padding": []int64{1, 1, 1, 1}, "dilation": []int64{1, 1}, "groups": int64(1)}
+	for _, c := range []struct{ a, b int64 }{{16, 16}, {12, 20}, {8, 24}} {
+		t.Run(fmt.Sprintf("%d+%d", c.a, c.b), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(c.a))
+			x := fvar("x", 1, 16, 9, 9)
+			conv := func(oc int64) graph.Expr {
+				return call(op.Conv2D, attrs, x, graph.NewConstant(randTensor(rng, oc, 16, 3, 3)))
+			}
+			cat := call(op.Concatenate, ir.Attrs{"axis": int64(1)}, conv(c.a), conv(c.b))
+			for _, body := range []graph.Expr{cat, call(op.Relu, nil, cat)} {
+				mod := offload(t, []*graph.Var{x}, body)
+				inputs := []*tensor.Tensor{randTensor(rng, 1, 16, 9, 9)}
+				dir := compile(t, mod, "dnnl, c -mcpu=x86-64", nil)
+				checkAgainstRef(t, mod, inputs, runArtifact(t, dir, mod, inputs))
+			}
+		})
 	}
 }

@@ -4,8 +4,12 @@ package dnnl
 
 import (
 	"fmt"
-	"github.com/kiln-dev/kiln/backend/backendtest"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
+
+	"github.com/kiln-dev/kiln/backend/backendtest"
 
 	"github.com/kiln-dev/kiln/partition"
 )
@@ -67,4 +71,61 @@ func compileShared(t *testing.T, name string) *partition.Report {
 	t.Helper()
 	c := backendtest.CompileModel(t, registry(t), "dnnl, c", name)
 	return &c.Report
+}
+
+// TestSharedModels compiles every model in ../shared/models with
+// "dnnl, c", checks its outputs against the stored reference, and checks
+// that no oneDNN primitive took a reference (naive) implementation:
+// those are the cliffs of 10-100x (a blocked tensor times a broadcast
+// scalar with oneDNN limited to AVX2 took mobilenet_v3_large from 5 to
+// 140 ms). TestSharedModelsAVX2 runs it again with oneDNN limited to
+// AVX2.
+func TestSharedModels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles and runs every shared model (-short)")
+	}
+	t.Logf("oneDNN ISA: %s", effectiveISA())
+	if want := os.Getenv(childISA); want != "" && effectiveISA() != want {
+		t.Fatalf("oneDNN uses %s with ONEDNN_MAX_CPU_ISA=%s, want %s", effectiveISA(), os.Getenv("ONEDNN_MAX_CPU_ISA"), want)
+	}
+	for _, name := range []string{"resnet18", "mobilenet_v2", "squeezenet1_1", "tiny_bert", "mobilenet_v3_large", "googlenet", "lenet", "mlp", "conv1d_kws"} {
+		t.Run(name, func(t *testing.T) {
+			before := implsCreated.snapshot()
+			backendtest.CompileModel(t, registry(t), "dnnl, c", name)
+			for k, n := range implsCreated.snapshot() {
+				if n > before[k] && strings.Contains(k, " ref") {
+					t.Errorf("%s: %d primitive(s) with oneDNN's reference implementation: %s", name, n-before[k], k)
+				}
+			}
+		})
+	}
+}
+
+// childISA names the ISA a re-executed TestSharedModels must find.
+const childISA = "KILN_TEST_DNNL_ISA"
+
+// TestSharedModelsAVX2 re-runs TestSharedModels in a child process with
+// ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN reads it once, at its first use), as
+// on a machine without AVX-512.
+func TestSharedModelsAVX2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles and runs every shared model (-short)")
+	}
+	if os.Getenv(childISA) != "" {
+		t.Skip("in the child process")
+	}
+	if !cpuHasAVX2() {
+		t.Skip("this machine has no AVX2")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestSharedModels$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "ONEDNN_MAX_CPU_ISA=AVX2", childISA+"=avx2")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestSharedModels ") {
+		t.Fatalf("TestSharedModels with ONEDNN_MAX_CPU_ISA=AVX2: %v\n%s", err, out)
+	}
+}
+
+// cpuHasAVX2 reports whether oneDNN can run AVX2 code here.
+func cpuHasAVX2() bool {
+	return effectiveISA() == "avx2" || effectiveISA() == "avx512"
 }
