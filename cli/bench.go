@@ -42,12 +42,16 @@ type BenchReport struct {
 }
 
 // KernelTime is one step of a --profile run: the mean time per run of a
-// kernel call (or device copy) and its share of the total.
+// kernel call (or device copy) and its share of the total, with the model
+// nodes it computes and, for an external region, its own steps (each a
+// oneDNN kernel, its layout reorders included), slowest first.
 type KernelTime struct {
-	Node   string  `json:"node"`
-	Func   string  `json:"func,omitempty"`
-	MeanMs float64 `json:"mean_ms"`
-	Share  float64 `json:"share"`
+	Node    string       `json:"node"`
+	Func    string       `json:"func,omitempty"`
+	Sources []string     `json:"sources,omitempty"`
+	MeanMs  float64      `json:"mean_ms"`
+	Share   float64      `json:"share"`
+	Inner   []KernelTime `json:"inner,omitempty"`
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -56,7 +60,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	threads := fs.Int("threads", 1, "threads the compiled operators use")
 	runs := fs.Int("runs", 20, "timed runs (after 3 warm-up runs)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	profile := fs.Int("profile", 0, "after the timed runs, time every kernel call over the same number of runs and list the N slowest (0: no profile)")
+	profile := fs.Int("profile", 0, "after the timed runs, time every kernel call (and every kernel inside external regions) over the same number of runs and list the N slowest with the model nodes each computes (0: no profile)")
+	traceFile := fs.String("trace", "", "after the timed runs, write a Chrome trace (JSON; opens in Perfetto or chrome://tracing) of 3 more runs to `FILE`, every kernel call and every kernel inside external regions")
 	seed := fs.Uint64("seed", 1, "seed of the random inputs")
 	var passes passFlags
 	passes.register(fs)
@@ -222,6 +227,15 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		}
 		rep.Profile = kernelTimes(steps, *runs, *profile)
 	}
+	if *traceFile != "" {
+		evs, err := art.Exec.Trace(traceRuns)
+		if err != nil {
+			return fail(stderr, "bench", err)
+		}
+		if err := writeTrace(*traceFile, evs); err != nil {
+			return fail(stderr, "bench", err)
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		if err := enc.Encode(rep); err != nil {
@@ -236,36 +250,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rep.Profile) > 0 {
 		fmt.Fprintf(stdout, "slowest kernels (mean per run over %d profiled runs):\n", rep.Runs)
-		for _, k := range rep.Profile {
-			name := k.Func
-			if name == "" {
-				name = k.Node
-			}
-			fmt.Fprintf(stdout, "  %6.2f%%  %9.4f ms  %s\n", 100*k.Share, k.MeanMs, name)
-		}
+		printKernelTimes(stdout, rep.Profile, *profile)
+	}
+	if *traceFile != "" {
+		fmt.Fprintf(stdout, "trace of %d runs: %s\n", traceRuns, *traceFile)
 	}
 	return exitOK
-}
-
-// kernelTimes turns summed step times into per-run means with their share
-// of the total, slowest first, at most n of them.
-func kernelTimes(steps []krt.StepTime, runs, n int) []KernelTime {
-	var total time.Duration
-	for _, s := range steps {
-		total += s.Total
-	}
-	out := make([]KernelTime, len(steps))
-	for i, s := range steps {
-		out[i] = KernelTime{Node: s.Node, Func: s.Func, MeanMs: float64(s.Total.Nanoseconds()) / 1e6 / float64(max(runs, 1))}
-		if total > 0 {
-			out[i].Share = float64(s.Total) / float64(total)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].MeanMs > out[j].MeanMs })
-	if len(out) > n {
-		out = out[:n]
-	}
-	return out
 }
 
 // latencyStats returns median, min, mean, 90th percentile (nearest rank)

@@ -173,12 +173,37 @@ func TestBenchModel(t *testing.T) {
 	share := 0.0
 	for i, k := range rep.Profile {
 		share += k.Share
-		if k.MeanMs <= 0 || k.Func == "" || i > 0 && k.MeanMs > rep.Profile[i-1].MeanMs {
-			t.Errorf("profile entry %d: %+v", i, k)
+		if k.MeanMs <= 0 || k.Func == "" || len(k.Sources) == 0 || i > 0 && k.MeanMs > rep.Profile[i-1].MeanMs {
+			t.Errorf("profile entry %d: %+v (want a time, a function and the model nodes)", i, k)
 		}
 	}
 	if len(rep.Profile) != 2 || share <= 0 || share > 1+1e-9 {
 		t.Errorf("profile %+v (shares sum to %v)", rep.Profile, share)
+	}
+	// --trace: a Chrome trace of 3 runs, every kernel call in each.
+	trace := filepath.Join(t.TempDir(), "trace.json")
+	if code, stdout, stderr := kiln("bench", mlpDir, "--runs", "1", "--trace", trace); code != 0 || !strings.Contains(stdout, "trace of 3 runs") {
+		t.Fatalf("bench --trace: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Name, Ph string
+			TS, Dur  float64
+			Args     map[string]any
+		}
+	}
+	if data, err := os.ReadFile(trace); err != nil || json.Unmarshal(data, &tr) != nil {
+		t.Fatalf("trace file: %v\n%s", err, data)
+	}
+	runs := map[float64]int{}
+	for _, ev := range tr.TraceEvents {
+		if ev.Ph != "X" || ev.Name == "" || ev.Dur < 0 || ev.Args["sources"] == nil {
+			t.Errorf("trace event %+v", ev)
+		}
+		runs[ev.Args["run"].(float64)]++
+	}
+	if len(runs) != 3 || runs[0] == 0 || runs[0] != runs[2] {
+		t.Errorf("trace events per run %v, want 3 runs of the same steps", runs)
 	}
 	if code, _, stderr := kiln("bench", mlpDir, "--runs", "1", "--profile", "-1"); code != 2 || !strings.Contains(stderr, "--profile -1") {
 		t.Errorf("bench --profile -1: exit %d, %q", code, stderr)

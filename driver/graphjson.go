@@ -47,6 +47,8 @@ type graphBuilder struct {
 	funcs []string
 	// pools describes the storage pools planStorage made.
 	pools []MemoryPool
+	// sources names the model nodes a call computes (nil: none recorded).
+	sources func(*graph.Call) []string
 }
 
 // deviceIndex is the [device_type, device_id] of e's entries: its planned
@@ -69,11 +71,13 @@ func (b *graphBuilder) deviceIndex(e graph.Expr) []int64 {
 // buildGraphJSON makes the executor program of main, whose primitive calls
 // callee maps to compiled function names (a call of a GlobalVar names its
 // function itself; a device copy becomes a device_copy node). devOf gives
-// each expression's planned device (nil: everything on cpu:0).
-// Constants become parameters named p0, p1, ... and are returned for the
+// each expression's planned device (nil: everything on cpu:0); sources
+// (nil: none) the model nodes each call computes, recorded as the node's
+// "sources" attribute for profiles. Constants become parameters named p0, p1, ... and are returned for the
 // params file.
-func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf func(graph.Expr) device.VirtualDevice) (*execProgram, error) {
+func buildGraphJSON(main *graph.Function, callee map[*graph.Call]string, devOf func(graph.Expr) device.VirtualDevice, sources func(*graph.Call) []string) (*execProgram, error) {
 	b := &graphBuilder{
+		sources: sources,
 		devOf:   devOf,
 		g:       &runtime.GraphJSON{},
 		callee:  callee,
@@ -213,9 +217,13 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 			if !ok {
 				return fmt.Errorf("%s has no compiled function", graph.Describe(x))
 			}
-			first = b.addNode(runtime.GraphNode{Op: runtime.OpKiln, Name: name, Inputs: ins, Attrs: rawAttrs(map[string]any{
-				"func_name": name, "num_inputs": len(ins), "num_outputs": len(outs),
-			})}, outs, b.deviceIndex(x))
+			attrs := map[string]any{"func_name": name, "num_inputs": len(ins), "num_outputs": len(outs)}
+			if b.sources != nil {
+				if src := b.sources(x); len(src) > 0 {
+					attrs["sources"] = src
+				}
+			}
+			first = b.addNode(runtime.GraphNode{Op: runtime.OpKiln, Name: name, Inputs: ins, Attrs: rawAttrs(attrs)}, outs, b.deviceIndex(x))
 			b.funcs[first.node] = name
 		}
 		es := make([]entry, len(outs))

@@ -438,7 +438,8 @@ func stageLiftWorkspaces(_ context.Context, s *state) error {
 func stageExecutor(_ context.Context, s *state) error {
 	s.res.Impls = s.low.impls
 	main := s.low.mod.Main()
-	prog, err := buildGraphJSON(main, s.low.callee, func(e graph.Expr) device.VirtualDevice { return device.DeviceOf(s.low.mod, e) })
+	prog, err := buildGraphJSON(main, s.low.callee, func(e graph.Expr) device.VirtualDevice { return device.DeviceOf(s.low.mod, e) },
+		func(c *graph.Call) []string { return graph.Sources(s.low.mod, c) })
 	if err != nil {
 		return fmt.Errorf("graph executor: %w", err)
 	}

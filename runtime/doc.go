@@ -90,7 +90,8 @@
 //   - nodes are in execution order; an input [node, output] (an optional
 //     third element, a version, is ignored) refers to an earlier node.
 //   - op is "null" (a graph input or parameter: no inputs, one output),
-//     "kiln_op" (attrs func_name, num_inputs = len(inputs), num_outputs >= 1;
+//     "kiln_op" (attrs func_name, num_inputs = len(inputs), num_outputs >= 1,
+//     and optionally sources, the model nodes it computes, for profiles;
 //     the function is called with the inputs then the outputs) or
 //     "device_copy" (one input, one output of the same dtype and shape,
 //     copied between the devices of the two entries). Integer attrs may be

@@ -27,9 +27,10 @@ const (
 type gNode struct {
 	op       string
 	name     string
-	funcName string // kiln_op only
-	inputs   []int  // entry ids
-	first    int    // first output entry
+	funcName string   // kiln_op only
+	sources  []string // kiln_op: the model nodes it computes (attribute sources)
+	inputs   []int    // entry ids
+	first    int      // first output entry
 	nout     int
 }
 
@@ -211,6 +212,11 @@ func (g *graph) checkNodeKind(i int, jn *GraphNode) error {
 		}
 		if err := json.Unmarshal(raw, &n.funcName); err != nil || n.funcName == "" {
 			return fmt.Errorf("attribute func_name must be a non-empty string, got %s", raw)
+		}
+		if raw, ok := jn.Attrs["sources"]; ok {
+			if err := json.Unmarshal(raw, &n.sources); err != nil {
+				return fmt.Errorf("attribute sources must be a list of strings: %w", err)
+			}
 		}
 		nin, ok, err := intAttr("num_inputs")
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	goruntime "runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -328,7 +329,7 @@ func (e *GraphExecutor) RunContext(ctx context.Context) error {
 	// would wake several teams, which then compete for the cores.
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
-	return e.run(ctx, nil)
+	return e.run(ctx, nil, nil)
 }
 
 // StepTime is the time one step of the program (a kernel call or a device
@@ -337,36 +338,186 @@ type StepTime struct {
 	// Node is the node's name, Func its compiled function ("" for a
 	// device copy).
 	Node, Func string
+	// Sources are the model nodes (ONNX node names) the step computes,
+	// when the program records them.
+	Sources []string
 	// Total is the time summed over the runs.
 	Total time.Duration
+	// Inner are the steps inside the function, summed over the runs in
+	// the order first run, when its module times them (an external
+	// region's kernels; see InnerProfiler).
+	Inner []StepTime
+}
+
+// TraceEvent is one step of one run of Trace: a kernel call or device
+// copy (Depth 0), or a step inside one (Depth 1, an InnerProfiler's).
+type TraceEvent struct {
+	// Name is the node's name (Depth 0) or the inner step's; Func the
+	// compiled function ("" for copies and inner steps).
+	Name, Func string
+	// Sources are the model nodes the step computes, when recorded.
+	Sources []string
+	// Run counts the runs from 0; Depth is 0 or 1.
+	Run, Depth int
+	// Start is the offset from the first run's start.
+	Start, Dur time.Duration
 }
 
 // Profile runs the program runs times (inputs must be set) and returns
 // the time of each step, in program order, summed over the runs. Timing
 // each call adds a clock read per step, so the sum is a little above a
-// plain Run's time.
+// plain Run's time. Functions of modules that are InnerProfilers report
+// their own steps (Inner).
 func (e *GraphExecutor) Profile(runs int) ([]StepTime, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	goruntime.LockOSThread()
-	defer goruntime.UnlockOSThread()
 	times := make([]time.Duration, len(e.steps))
-	for r := 0; r < runs; r++ {
-		if err := e.run(context.Background(), times); err != nil {
-			return nil, err
-		}
-	}
 	out := make([]StepTime, len(e.steps))
-	for i := range e.steps {
-		n := &e.g.nodes[e.steps[i].node]
-		out[i] = StepTime{Node: n.name, Func: n.funcName, Total: times[i]}
+	err := e.recorded(runs, times, nil, func(profs []InnerProfiler) {
+		for i := range e.steps {
+			n := &e.g.nodes[e.steps[i].node]
+			out[i] = StepTime{Node: n.name, Func: n.funcName, Sources: n.sources, Total: times[i]}
+			if n.op == opKiln {
+				out[i].Inner = sumInner(innerEvents(profs, n.funcName))
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
+// recorded runs the program runs times, under the executor's lock on one
+// OS thread, with the module tree's InnerProfilers recording, timing the
+// steps into times and trace (either may be nil); collect reads the
+// profilers before recording stops.
+func (e *GraphExecutor) recorded(runs int, times []time.Duration, trace *[]stepEvent, collect func([]InnerProfiler)) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	profs := e.innerProfilers(true)
+	defer setProfiling(profs, false)
+	for r := 0; r < runs; r++ {
+		if err := e.run(context.Background(), times, trace); err != nil {
+			return err
+		}
+	}
+	collect(profs)
+	return nil
+}
+
+// Trace runs the program runs times (inputs must be set) and returns
+// every step of every run with its start and duration, the steps inside
+// InnerProfilers' functions included, in the order they started.
+func (e *GraphExecutor) Trace(runs int) ([]TraceEvent, error) {
+	var raw []stepEvent
+	var out []TraceEvent
+	t0 := time.Now()
+	err := e.recorded(runs, nil, &raw, func(profs []InnerProfiler) {
+		runOf := func(t time.Time) int {
+			// The run a start time falls in: that of the last top-level
+			// step that started at or before it.
+			k := sort.Search(len(raw), func(i int) bool { return raw[i].start.After(t) })
+			if k == 0 {
+				return 0
+			}
+			return raw[k-1].run
+		}
+		for _, ev := range raw {
+			n := &e.g.nodes[e.steps[ev.step].node]
+			out = append(out, TraceEvent{Name: n.name, Func: n.funcName, Sources: n.sources, Run: ev.run, Start: ev.start.Sub(t0), Dur: ev.dur})
+		}
+		seen := map[string]bool{}
+		for _, st := range e.steps {
+			n := &e.g.nodes[st.node]
+			if n.op != opKiln || seen[n.funcName] {
+				continue
+			}
+			seen[n.funcName] = true
+			for _, in := range innerEvents(profs, n.funcName) {
+				out = append(out, TraceEvent{Name: in.Name, Sources: in.Sources, Run: runOf(in.Start), Depth: 1, Start: in.Start.Sub(t0), Dur: in.Dur})
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Start != out[j].Start {
+			return out[i].Start < out[j].Start
+		}
+		return out[i].Depth < out[j].Depth
+	})
+	return out, nil
+}
+
+// stepEvent is one step's run, recorded by run for Trace.
+type stepEvent struct {
+	step, run int
+	start     time.Time
+	dur       time.Duration
+}
+
+// innerProfilers returns the modules of the executor's module tree that
+// time their functions' inner steps, with recording set to on.
+func (e *GraphExecutor) innerProfilers(on bool) []InnerProfiler {
+	var out []InnerProfiler
+	seen := map[Module]bool{}
+	var walk func(m Module)
+	walk = func(m Module) {
+		if m == nil || seen[m] {
+			return
+		}
+		seen[m] = true
+		if p, ok := m.(InnerProfiler); ok {
+			out = append(out, p)
+		}
+		for _, im := range m.Imports() {
+			walk(im)
+		}
+	}
+	walk(e.mod)
+	setProfiling(out, on)
+	return out
+}
+
+func setProfiling(profs []InnerProfiler, on bool) {
+	for _, p := range profs {
+		p.SetProfiling(on)
+	}
+}
+
+// innerEvents gathers what the profilers recorded for function fn.
+func innerEvents(profs []InnerProfiler, fn string) []InnerEvent {
+	var out []InnerEvent
+	for _, p := range profs {
+		out = append(out, p.InnerEvents(fn)...)
+	}
+	return out
+}
+
+// sumInner sums inner events by step (name and sources), in the order
+// each first ran.
+func sumInner(evs []InnerEvent) []StepTime {
+	var out []StepTime
+	index := map[string]int{}
+	for _, ev := range evs {
+		k := ev.Name + "\x00" + strings.Join(ev.Sources, "\x00") + "\x00" + strconv.Itoa(ev.Index)
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, StepTime{Node: ev.Name, Sources: ev.Sources})
+		}
+		out[i].Total += ev.Dur
+	}
+	return out
+}
+
 // run executes every step, checking ctx before each (when it can be
-// cancelled); with times (one per step) it adds each step's duration.
-func (e *GraphExecutor) run(ctx context.Context, times []time.Duration) error {
+// cancelled); with times (one per step) it adds each step's duration,
+// with trace it appends each step's start and duration.
+func (e *GraphExecutor) run(ctx context.Context, times []time.Duration, trace *[]stepEvent) error {
 	if e.closed {
 		return errClosed
 	}
@@ -392,7 +543,7 @@ func (e *GraphExecutor) run(ctx context.Context, times []time.Duration) error {
 			}
 		}
 		var err error
-		if times != nil {
+		if times != nil || trace != nil {
 			t0 = time.Now()
 		}
 		switch {
@@ -405,6 +556,16 @@ func (e *GraphExecutor) run(ctx context.Context, times []time.Duration) error {
 		}
 		if times != nil {
 			times[i] += time.Since(t0)
+		}
+		if trace != nil {
+			run := 0
+			if k := len(*trace); k > 0 {
+				run = (*trace)[k-1].run
+				if i == 0 {
+					run++
+				}
+			}
+			*trace = append(*trace, stepEvent{step: i, run: run, start: t0, dur: time.Since(t0)})
 		}
 		if err != nil {
 			if n.op == opKiln {
@@ -461,7 +622,7 @@ func (e *GraphExecutor) ExecuteContext(ctx context.Context, inputs map[string]*t
 			return nil, err
 		}
 	}
-	if err := e.run(ctx, nil); err != nil {
+	if err := e.run(ctx, nil, nil); err != nil {
 		return nil, err
 	}
 	outs := make([]*tensor.Tensor, len(e.g.heads))

@@ -26,7 +26,7 @@ type GraphJSON struct {
 
 // GraphNode is one node: an input or parameter ("null"), a compiled
 // function call ("kiln_op", with attributes func_name, num_inputs and
-// num_outputs) or a copy between devices ("device_copy").
+// num_outputs, and optionally sources) or a copy between devices ("device_copy").
 type GraphNode struct {
 	Op     string                     `json:"op"`
 	Name   string                     `json:"name"`

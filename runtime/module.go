@@ -6,6 +6,7 @@ import (
 	goruntime "runtime"
 	"sort"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -295,4 +296,31 @@ func (f *nativeFunc) packed() PackedFunc {
 		goruntime.KeepAlive(args)
 		return err
 	}
+}
+
+// InnerProfiler is implemented by modules whose functions run steps of
+// their own (a JSON runtime module's kernels, each one or more oneDNN
+// primitives): GraphExecutor.Profile and Trace turn recording on, and
+// report those steps under the step that called the function.
+type InnerProfiler interface {
+	// SetProfiling turns recording of inner steps on (dropping what was
+	// recorded before) or off.
+	SetProfiling(on bool)
+	// InnerEvents returns the inner steps function fn ran since
+	// recording was turned on, in the order they ran (none for a
+	// function of another module).
+	InnerEvents(fn string) []InnerEvent
+}
+
+// InnerEvent is one run of one inner step.
+type InnerEvent struct {
+	// Name is the step's name (a JSON kernel node's operator or
+	// composite); Index tells apart steps of one name (its node id).
+	Name  string
+	Index int
+	// Sources are the model nodes the step computes, when recorded.
+	Sources []string
+	// Start is when it started, Dur how long it took.
+	Start time.Time
+	Dur   time.Duration
 }

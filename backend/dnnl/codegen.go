@@ -100,7 +100,7 @@ func (c *codegen) call(x *graph.Call) (jsonrt.Entry, error) {
 		return jsonrt.Entry{}, fmt.Errorf("%s: %w", graph.Describe(x), err)
 	}
 	out := x.Type().(*ir.TensorType)
-	node := jsonrt.Node{Op: jsonrt.OpKernel}
+	node := jsonrt.Node{Op: jsonrt.OpKernel, Sources: graph.Sources(nil, x)}
 	var operands []graph.Expr
 	if x.Op != nil {
 		node.Name = x.Op.Name

@@ -558,3 +558,45 @@ func TestConcatOfBlockedInputs(t *testing.T) {
 		})
 	}
 }
+
+// TestProfileShowsKernelsInsideRegion: the graph executor's profile of a
+// dnnl region lists each oneDNN kernel of the region with the model node
+// it computes (conv → relu → add of two model nodes named in the graph).
+func TestProfileShowsKernelsInsideRegion(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	x := fvar("x", 1, 8, 6, 6)
+	attrs := ir.Attrs{"strides": []int64{1, 1}, "padding": []int64{1, 1, 1, 1}, "dilation": []int64{1, 1}, "groups": int64(1)}
+	conv := call(op.Conv2D, attrs, x, graph.NewConstant(randTensor(rng, 8, 8, 3, 3)))
+	conv.Span = "conv_node"
+	relu := call(op.Relu, nil, conv)
+	relu.Span = "relu_node"
+	add := call(op.Add, nil, relu, x)
+	add.Span = "add_node"
+	mod := offload(t, []*graph.Var{x}, add)
+	dir := compile(t, mod, "dnnl, c -mcpu=x86-64", nil)
+	art, err := driver.LoadArtifact(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer art.Close()
+	if err := art.Exec.SetInput("x", randTensor(rng, 1, 8, 6, 6)); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := art.Exec.Profile(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range steps {
+		for _, in := range s.Inner {
+			got = append(got, fmt.Sprintf("%s %v", in.Node, in.Sources))
+			if in.Total <= 0 {
+				t.Errorf("inner step %s: no time", in.Node)
+			}
+		}
+	}
+	want := []string{"nn.conv2d [conv_node]", "nn.relu [relu_node]", "add [add_node]"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("inner steps %q, want %q", got, want)
+	}
+}

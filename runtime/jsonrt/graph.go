@@ -171,6 +171,9 @@ type Node struct {
 	// Shape and DType give each output's type.
 	Shape [][]int64 `json:"shape"`
 	DType []string  `json:"dtype"`
+	// Sources are the model nodes (ONNX node names) a kernel computes,
+	// for profiles; optional.
+	Sources []string `json:"sources,omitempty"`
 }
 
 // AttrMap returns the node's attributes as ir.Attrs.

@@ -3,6 +3,7 @@ package jsonrt
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/runtime"
@@ -114,6 +115,28 @@ type Module struct {
 	entryOf  [][]int            // node id, output index → flat entry
 	bufs     []*runtime.NDArray // by entry: preallocated intermediates
 	vals     []*runtime.NDArray // scratch for a call
+	// profiling records every kernel run in events (InnerProfiler).
+	profiling bool
+	events    []runtime.InnerEvent
+}
+
+// SetProfiling turns recording of kernel runs on (dropping earlier
+// records) or off: the module is a runtime.InnerProfiler.
+func (m *Module) SetProfiling(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.profiling, m.events = on, nil
+}
+
+// InnerEvents returns the kernel runs of function fn (the graph's
+// symbol) since recording was turned on.
+func (m *Module) InnerEvents(fn string) []runtime.InnerEvent {
+	if fn != m.graph.Symbol {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]runtime.InnerEvent(nil), m.events...)
 }
 
 // New makes a module of the given kind (runtime.Module Kind, the key of
@@ -377,8 +400,15 @@ func (m *Module) call(args []*runtime.NDArray) error {
 			for _, ent := range m.entryOf[id] {
 				kargs = append(kargs, vals[ent])
 			}
+			var t0 time.Time
+			if m.profiling {
+				t0 = time.Now()
+			}
 			if err := k.Run(kargs); err != nil {
 				return fmt.Errorf("%s: node %d (%s): %w", g.Symbol, id, n.Name, err)
+			}
+			if m.profiling {
+				m.events = append(m.events, runtime.InnerEvent{Name: n.Name, Index: id, Sources: n.Sources, Start: t0, Dur: time.Since(t0)})
 			}
 		}
 		return nil
