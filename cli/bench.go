@@ -75,6 +75,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	imp.register(fs)
 	var devs deviceFlags
 	devs.register(fs)
+	var part partitionFlags
+	part.register(fs)
 	ops := fs.Bool("ops", false, "run the operator micro-benchmark suite (single conv, depthwise, grouped, 1x1, max and global pooling, dense, batched matmul, transpose, shuffle, split/concat, softmax, layernorm, GELU workloads) instead of a model, with GFLOP/s and the fraction of the measured peak")
 	save := fs.String("save", "", "with --ops: keep each workload's model in `DIR`/NAME (model.onnx, test_data_set_0/input_0.pb) for other engines")
 	filter := fs.String("filter", "", "with --ops: only workloads whose name contains this string or whose kind equals it")
@@ -84,6 +86,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if *runs < 1 || *threads < 1 {
 		fmt.Fprintln(stderr, "kiln bench: --runs and --threads must be at least 1")
+		return exitUsage
+	}
+	if err := part.check(); err != nil {
+		fmt.Fprintf(stderr, "kiln bench: %v\n", err)
 		return exitUsage
 	}
 	if *ops {
@@ -165,7 +171,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if progress != nil {
 			fmt.Fprintf(progress, "  %-22s %v\n", "import", time.Since(t0).Round(time.Microsecond))
 		}
-		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, Passes: pc, Progress: progress, ModuleName: moduleName(pos[0]), Cache: cache.open(stderr), Tuning: recs}); err != nil {
+		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, Passes: pc, Progress: progress, ModuleName: moduleName(pos[0]), Cache: cache.open(stderr), Tuning: recs, Partition: part.forThreads(*threads), Log: progress}); err != nil {
 			return fail(stderr, "bench", err)
 		}
 		rep.CompileS = time.Since(t0).Seconds()

@@ -56,6 +56,10 @@ type compileOptions struct {
 	Cache *cgen.Cache
 	// Tuning gives tunable operators their knobs (nil: defaults).
 	Tuning strategy.Tuning
+	// Partition chooses greedy or measured partitioning (nil: greedy).
+	Partition *partitionFlags
+	// Log receives measured partitioning's lines (nil: none).
+	Log io.Writer
 }
 
 // tuningFlag is --tuning FILE (kiln tune's records), shared by compile
@@ -108,7 +112,7 @@ func compileModel(m *onnx.Model, opts compileOptions) (*driver.Result, time.Dura
 		ctx = context.Background()
 	}
 	t0 := time.Now()
-	res, err := driver.CompileContext(ctx, m.Module, names, driver.Config{
+	cfg := driver.Config{
 		Host:           opts.Place.list.Host,
 		Targets:        opts.Place.list.Targets,
 		Labels:         opts.Place.labels,
@@ -128,7 +132,23 @@ func compileModel(m *onnx.Model, opts compileOptions) (*driver.Result, time.Dura
 		DumpAfter:      opts.DumpAfter,
 		Cache:          opts.Cache,
 		Tuning:         opts.Tuning,
-	})
+	}
+	if mo, ok := opts.Partition.measure(opts.Place); ok {
+		if opts.Cache != nil {
+			mo.CacheDir = opts.Cache.Dir()
+		}
+		mo.Log = opts.Log
+		if cfg.Report == nil {
+			// The measurement lands in the report: keep one to print it.
+			cfg.Report = &partition.Report{}
+		}
+		res, err := driver.CompileMeasured(ctx, m.Module, names, cfg, mo)
+		if err == nil && opts.Report == nil && opts.Log != nil && cfg.Report.Measured != nil {
+			fmt.Fprintln(opts.Log, cfg.Report.Measured.Summary())
+		}
+		return res, time.Since(t0), err
+	}
+	res, err := driver.CompileContext(ctx, m.Module, names, cfg)
 	return res, time.Since(t0), err
 }
 
@@ -213,12 +233,20 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	imp.register(fs)
 	var devs deviceFlags
 	devs.register(fs)
+	var part partitionFlags
+	part.register(fs)
+	var explain listFlag
+	fs.Var(&explain, "explain", "print why the ONNX node `NODE` landed where it did (its target, the reasons, and with measured partitioning the times behind the choice; repeatable)")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
 		fs.Usage()
+		return exitUsage
+	}
+	if err := part.check(); err != nil {
+		fmt.Fprintf(stderr, "kiln compile: %v\n", err)
 		return exitUsage
 	}
 	aotOpts, code, ok := aotFlags(stderr, *executor, *interfaceAPI, *unpackedAPI, *weights, fs)
@@ -280,8 +308,9 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	tImport := time.Since(t0)
 	var rep partition.Report
 	opts := compileOptions{Place: place, Out: *out, Passes: pc, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts,
-		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter, Cache: cache.open(stderr), Tuning: recs}
+		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter, Cache: cache.open(stderr), Tuning: recs, Partition: part.forThreads(1)}
 	if *verbose {
+		opts.Log = stdout
 		fmt.Fprintf(stdout, "  %-22s %v\n", "import", tImport.Round(time.Microsecond))
 		opts.Progress = stdout
 	}
@@ -304,6 +333,11 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	}
 	if rep.Counts != nil {
 		if err := writePartitionReport(stdout, &rep, *verbose, *reportJSON); err != nil {
+			return fail(stderr, "compile", err)
+		}
+	}
+	for _, node := range explain {
+		if err := explainNode(stdout, &rep, node); err != nil {
 			return fail(stderr, "compile", err)
 		}
 	}
@@ -436,6 +470,9 @@ func writePartitionReport(w io.Writer, rep *partition.Report, verbose bool, json
 		}
 		first, _, _ := strings.Cut(b.String(), "\n")
 		fmt.Fprintln(w, first)
+		if rep.Measured != nil {
+			fmt.Fprintln(w, rep.Measured.Summary())
+		}
 	}
 	if jsonPath == "" {
 		return nil

@@ -114,6 +114,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	passes.register(fs)
 	var cache cacheFlags
 	cache.register(fs)
+	var part partitionFlags
+	part.register(fs)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -171,7 +173,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	if *engine == "compiled" {
 		ts := targetsOrDefault(*targets)
-		return compileAndRun(path, ts, &devs, pc, cache.open(stderr), vals, outs, stdout, stderr)
+		if err := part.check(); err != nil {
+			fmt.Fprintf(stderr, "kiln run: %v\n", err)
+			return exitUsage
+		}
+		return compileAndRun(path, ts, &devs, pc, cache.open(stderr), part.forThreads(1), vals, outs, stdout, stderr)
 	}
 	t0 := time.Now()
 	model, err := loadWithInputs(path, vals, nil)
@@ -203,7 +209,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 // compileAndRun imports the model with the input values (as the reference
 // engine does), compiles it for targets into a temporary directory, runs
 // the artifact and prints the outputs.
-func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Config, cache *cgen.Cache, vals map[string]*tensor.Tensor, o outputOptions, stdout, stderr io.Writer) int {
+func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Config, cache *cgen.Cache, part *partitionFlags, vals map[string]*tensor.Tensor, o outputOptions, stdout, stderr io.Writer) int {
 	place, err := devs.resolve(targets)
 	if err != nil {
 		return fail(stderr, "run", err)
@@ -219,7 +225,7 @@ func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Confi
 		return fail(stderr, "run", err)
 	}
 	defer driver.RemoveTemp(tmp)
-	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact"), ModuleName: moduleName(path), Passes: pc, Cache: cache})
+	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact"), ModuleName: moduleName(path), Passes: pc, Cache: cache, Partition: part, Log: stderr})
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,19 @@ import (
 // artifact directory, the model's input name and the input.
 func mlpArtifact(t testing.TB, out string, linked bool) (string, *tensor.Tensor) {
 	t.Helper()
+	return mlpArtifactWith(t, out, Config{LinkParams: linked})
+}
+
+// mlpArtifactCached is mlpArtifact with the C objects from cache.
+func mlpArtifactCached(t testing.TB, out string, cache *cgen.Cache) (string, *tensor.Tensor) {
+	t.Helper()
+	return mlpArtifactWith(t, out, Config{Cache: cache})
+}
+
+// mlpArtifactWith compiles the mlp example with cfg's options for the
+// test host into out.
+func mlpArtifactWith(t testing.TB, out string, cfg Config) (string, *tensor.Tensor) {
+	t.Helper()
 	dir := filepath.Join("..", "examples", "models", "mlp")
 	model, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
 	if err != nil {
@@ -29,7 +43,8 @@ func mlpArtifact(t testing.TB, out string, linked bool) (string, *tensor.Tensor)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Compile(model.Module, nil, Config{Host: hostTarget(t), Out: out, LinkParams: linked}); err != nil {
+	cfg.Host, cfg.Out = hostTarget(t), out
+	if _, err := Compile(model.Module, nil, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return model.Inputs[0].Name, in

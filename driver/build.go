@@ -68,6 +68,10 @@ type Config struct {
 	// Report, when set, receives the partition report (when the target
 	// list has external code generators).
 	Report *partition.Report
+	// Decide, when set, chooses among the external targets that take a
+	// call (partition.Options.Decide; CompileMeasured sets it); nil is
+	// greedy partitioning in list order.
+	Decide partition.Decider
 	// Out is the artifact directory to create. An existing kiln artifact
 	// there is replaced; any other existing non-empty directory is an error.
 	Out string

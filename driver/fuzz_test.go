@@ -1,10 +1,13 @@
 package driver
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	cgen "github.com/kiln-dev/kiln/codegen/c"
 )
 
 // FuzzLoadArtifact loads a compiled artifact whose metadata.json is the
@@ -13,7 +16,16 @@ import (
 // file outside the artifact or a file whose content hash differs.
 func FuzzLoadArtifact(f *testing.F) {
 	dir := filepath.Join(f.TempDir(), "art")
-	mlpArtifact(f, dir, false)
+	// Every fuzzing worker process runs this setup: with the objects from
+	// a cache the workers share, it takes no C compiler after the first
+	// (on a loaded 2-core machine, compiling in every worker used up a
+	// 4-second fuzz run before the first input: "context deadline
+	// exceeded").
+	cache, err := cgen.OpenCache(filepath.Join(os.TempDir(), fmt.Sprintf("kiln-fuzz-cache-%d", os.Getuid())))
+	if err != nil {
+		f.Fatal(err)
+	}
+	mlpArtifactCached(f, dir, cache)
 	orig, err := os.ReadFile(filepath.Join(dir, "metadata.json"))
 	if err != nil {
 		f.Fatal(err)

@@ -297,7 +297,7 @@ func stageGraphPasses(_ context.Context, s *state) error {
 	var part *transform.Pass
 	if hasExternal(s.ccfg) {
 		part = &transform.Pass{Name: "partition", Required: true, Run: func(m *graph.Module) (*graph.Module, error) {
-			out, rep, err := partition.Partition(m, s.ccfg.Primitives, partition.Options{ModuleName: s.cfg.ModuleName, RequireOffload: s.cfg.RequireOffload})
+			out, rep, err := partition.Partition(m, s.ccfg.Primitives, partition.Options{ModuleName: s.cfg.ModuleName, RequireOffload: s.cfg.RequireOffload, Decide: s.cfg.Decide})
 			s.report = rep
 			return out, err
 		}}

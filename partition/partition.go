@@ -37,7 +37,18 @@ type Options struct {
 	// RequireOffload makes any call left on the host an error (for users
 	// who need the whole model offloaded).
 	RequireOffload bool
+	// Decide, when set, chooses the target of each call that one or more
+	// external targets take (measured partitioning); nil gives it to the
+	// first in list order (greedy).
+	Decide Decider
 }
+
+// Decider chooses among the external targets that take a call (able, in
+// target-list order, at least one) the one that gets it, or nil and the
+// reason to leave it on the host. It must give the same answer for calls
+// of the same ONNX node and operator: partitioning may annotate a call
+// again after rewriting its neighbourhood.
+type Decider func(c *graph.Call, able []*targets.Target) (*targets.Target, string)
 
 // Partition outlines the calls of mod's main that the external targets
 // (those whose kind has a Supports predicate) take, and returns the new
@@ -59,7 +70,7 @@ func Partition(mod *graph.Module, tgts []*targets.Target, opts Options) (*graph.
 	if err != nil {
 		return nil, nil, err
 	}
-	ann := Annotate(main, tgts)
+	ann := annotate(main, tgts, opts.Decide)
 	// A composite no target took goes back to its operators, which are
 	// then annotated one by one.
 	inlined, err := inlineComposites(main, func(c *graph.Call) bool { return ann.Target[c] != nil })
@@ -68,7 +79,7 @@ func Partition(mod *graph.Module, tgts []*targets.Target, opts Options) (*graph.
 	}
 	if inlined != main {
 		main = inlined
-		ann = Annotate(main, tgts)
+		ann = annotate(main, tgts, opts.Decide)
 	}
 	var merge func(*targets.Target) bool
 	if !opts.NoMerge {
@@ -76,7 +87,7 @@ func Partition(mod *graph.Module, tgts []*targets.Target, opts Options) (*graph.
 			return backend.Of(t.Kind).Partitioning == nil || !backend.Of(t.Kind).Partitioning.KeepRegionsApart
 		}
 	}
-	main, ann, regions, err := pruneRegions(main, tgts, ann, merge)
+	main, ann, regions, err := pruneRegions(main, tgts, ann, merge, opts.Decide)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -185,6 +196,12 @@ type Annotation struct {
 // first that does gets it. Calls with a tuple-valued result, and calls of
 // non-composite functions, stay on the host.
 func Annotate(fn *graph.Function, tgts []*targets.Target) *Annotation {
+	return annotate(fn, tgts, nil)
+}
+
+// annotate is Annotate with decide choosing among the targets that take a
+// call (nil: the first).
+func annotate(fn *graph.Function, tgts []*targets.Target, decide Decider) *Annotation {
 	ann := &Annotation{Target: map[*graph.Call]*targets.Target{}, Why: map[*graph.Call][]string{}}
 	var ext []*targets.Target
 	for _, t := range tgts {
@@ -210,6 +227,7 @@ func Annotate(fn *graph.Function, tgts []*targets.Target) *Annotation {
 			return
 		}
 		var why []string
+		var able []*targets.Target
 		for _, t := range ext {
 			if comp := compositeName(c); comp != "" {
 				if prefix, _, _ := strings.Cut(comp, "."); prefix != t.Kind.Name {
@@ -221,8 +239,21 @@ func Annotate(fn *graph.Function, tgts []*targets.Target) *Annotation {
 				why = append(why, t.Kind.Name+": "+err.Error())
 				continue
 			}
-			ann.Target[c] = t
-			return
+			able = append(able, t)
+			if decide == nil {
+				break
+			}
+		}
+		if len(able) > 0 {
+			t, reason := able[0], ""
+			if decide != nil {
+				t, reason = decide(c, able)
+			}
+			if t != nil {
+				ann.Target[c] = t
+				return
+			}
+			why = append(why, reason)
 		}
 		ann.Why[c] = why
 	})

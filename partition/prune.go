@@ -16,7 +16,7 @@ import (
 // reason, and the regions are formed again, until every region is kept.
 // It returns main (new when composites were inlined), its annotation and
 // the regions.
-func pruneRegions(main *graph.Function, tgts []*targets.Target, ann *Annotation, merge func(*targets.Target) bool) (*graph.Function, *Annotation, []*Region, error) {
+func pruneRegions(main *graph.Function, tgts []*targets.Target, ann *Annotation, merge func(*targets.Target) bool, decide Decider) (*graph.Function, *Annotation, []*Region, error) {
 	host := map[refusalKey]string{} // calls forced to the host, with why
 	for round := 0; ; round++ {
 		regions := Regions(main, ann, merge)
@@ -60,7 +60,7 @@ func pruneRegions(main *graph.Function, tgts []*targets.Target, ann *Annotation,
 			return nil, nil, nil, fmt.Errorf("partition: %w", err)
 		}
 		main = inlined
-		ann = Annotate(main, tgts)
+		ann = annotate(main, tgts, decide)
 		// The refusal comes first among the reasons: the operators of an
 		// inlined composite may also be refused one by one.
 		graph.PostOrder(main.Body, func(e graph.Expr) {

@@ -92,6 +92,10 @@ import (
 	"unsafe"
 )
 
+// CanRun reports whether this kiln can load and run compiled artifacts
+// (it was built with cgo).
+const CanRun = true
+
 // cAlloc returns zeroed, Alignment-aligned C memory of at least nbytes
 // bytes (a zero request still returns a valid, non-nil block).
 func cAlloc(nbytes int64) (unsafe.Pointer, error) {

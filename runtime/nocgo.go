@@ -13,6 +13,10 @@ import (
 	"unsafe"
 )
 
+// CanRun reports whether this kiln can load and run compiled artifacts
+// (it was built with cgo).
+const CanRun = false
+
 // ErrNoCgo is the error of every operation that needs compiled code in a
 // kiln built without cgo.
 var ErrNoCgo = errors.New("this kiln was built without cgo (CGO_ENABLED=0): it compiles models and runs the reference engine, but cannot load or run compiled libraries; build kiln with cgo to run artifacts")
