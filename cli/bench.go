@@ -171,7 +171,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if progress != nil {
 			fmt.Fprintf(progress, "  %-22s %v\n", "import", time.Since(t0).Round(time.Microsecond))
 		}
-		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, Passes: pc, Progress: progress, ModuleName: moduleName(pos[0]), Cache: cache.open(stderr), Tuning: recs, Partition: part.forThreads(*threads), Log: progress}); err != nil {
+		if _, _, err := compileModel(model, compileOptions{Place: place, Out: dir, Passes: pc, Progress: progress, ModuleName: moduleName(pos[0]), Cache: cache.open(stderr), Tuning: recs, Partition: part.forThreads(*threads), Log: progress, Warn: stderr}); err != nil {
 			return fail(stderr, "bench", err)
 		}
 		rep.CompileS = time.Since(t0).Seconds()

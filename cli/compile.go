@@ -16,6 +16,7 @@ import (
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/transform"
+	"github.com/kiln-dev/kiln/internal/escape"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/passconfig"
@@ -60,6 +61,8 @@ type compileOptions struct {
 	Partition *partitionFlags
 	// Log receives measured partitioning's lines (nil: none).
 	Log io.Writer
+	// Warn receives the partition report's warnings (nil: none).
+	Warn io.Writer
 }
 
 // tuningFlag is --tuning FILE (kiln tune's records), shared by compile
@@ -133,22 +136,29 @@ func compileModel(m *onnx.Model, opts compileOptions) (*driver.Result, time.Dura
 		Cache:          opts.Cache,
 		Tuning:         opts.Tuning,
 	}
+	if cfg.Report == nil && driver.HasExternal(cfg.Targets) {
+		// The measurement and the warnings land in the report: keep one
+		// to print them.
+		cfg.Report = &partition.Report{}
+	}
+	var res *driver.Result
 	if mo, ok := opts.Partition.measure(opts.Place); ok {
 		if opts.Cache != nil {
 			mo.CacheDir = opts.Cache.Dir()
 		}
 		mo.Log = opts.Log
-		if cfg.Report == nil {
-			// The measurement lands in the report: keep one to print it.
-			cfg.Report = &partition.Report{}
-		}
-		res, err := driver.CompileMeasured(ctx, m.Module, names, cfg, mo)
+		res, err = driver.CompileMeasured(ctx, m.Module, names, cfg, mo)
 		if err == nil && opts.Report == nil && opts.Log != nil && cfg.Report.Measured != nil {
 			fmt.Fprintln(opts.Log, cfg.Report.Measured.Summary())
 		}
-		return res, time.Since(t0), err
+	} else {
+		res, err = driver.CompileContext(ctx, m.Module, names, cfg)
 	}
-	res, err := driver.CompileContext(ctx, m.Module, names, cfg)
+	if err == nil && opts.Warn != nil && cfg.Report != nil {
+		for _, w := range cfg.Report.Warnings {
+			fmt.Fprintf(opts.Warn, "kiln: warning: %s\n", escape.Printable(w))
+		}
+	}
 	return res, time.Since(t0), err
 }
 
@@ -308,7 +318,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	tImport := time.Since(t0)
 	var rep partition.Report
 	opts := compileOptions{Place: place, Out: *out, Passes: pc, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts,
-		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter, Cache: cache.open(stderr), Tuning: recs, Partition: part.forThreads(1)}
+		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter, Cache: cache.open(stderr), Tuning: recs, Partition: part.forThreads(1), Warn: stderr}
 	if *verbose {
 		opts.Log = stdout
 		fmt.Fprintf(stdout, "  %-22s %v\n", "import", tImport.Round(time.Microsecond))

@@ -32,6 +32,12 @@ func TestPartitionFlags(t *testing.T) {
 	if code != 0 || strings.Contains(stdout, "measured partitioning") || !strings.Contains(stdout, `"/0/Gemm" (nn.dense): dnnl #0`) || !strings.Contains(stdout, "first target in -t that takes it") {
 		t.Errorf("greedy: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	// Odd partitions are warnings on stderr: ccompiler takes the mlp's
+	// operators, but they are inside dnnl's composites.
+	code, _, stderr = kiln("compile", mlpDir, "-t", "dnnl, ccompiler, c", "-o", out, "--partition", "greedy")
+	if code != 0 || !strings.Contains(stderr, "kiln: warning: ccompiler receives nothing: the operators it takes are inside the composites of dnnl (3)") {
+		t.Errorf("shadowed ccompiler: exit %d, stderr %q", code, stderr)
+	}
 	code, stdout, stderr = kiln("compile", mlpDir, "-t", "dnnl, c", "-o", out, "--explain", "/0/Gemm")
 	if code != 0 || !strings.Contains(stdout, `"/0/Gemm" (nn.dense)`) || !strings.Contains(stdout, "measured: dnnl ") {
 		t.Errorf("measured --explain: exit %d\n%s\n%s", code, stdout, stderr)

@@ -225,7 +225,7 @@ func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Confi
 		return fail(stderr, "run", err)
 	}
 	defer driver.RemoveTemp(tmp)
-	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact"), ModuleName: moduleName(path), Passes: pc, Cache: cache, Partition: part, Log: stderr})
+	res, tCompile, err := compileModel(model, compileOptions{Place: place, Out: filepath.Join(tmp, "artifact"), ModuleName: moduleName(path), Passes: pc, Cache: cache, Partition: part, Log: stderr, Warn: stderr})
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

@@ -170,6 +170,7 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 		if err == nil && cfg.Report != nil {
 			cfg.Report.Measured = &partition.Measured{Candidates: cached.Candidates, Chosen: cached.Chosen, Cached: true, Threads: mo.Threads}
 			cfg.Report.AddCosts(cached.Costs)
+			cfg.Report.Warnings = append(cfg.Report.Warnings, cfg.Report.SlowRegions()...)
 		}
 		return res, err
 	}
@@ -254,6 +255,7 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 	if cfg.Report != nil {
 		cfg.Report.Measured = m
 		cfg.Report.AddCosts(costs)
+		cfg.Report.Warnings = append(cfg.Report.Warnings, cfg.Report.SlowRegions()...)
 	}
 	def := ""
 	if best.def != nil {

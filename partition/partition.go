@@ -15,6 +15,8 @@ package partition
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/kiln-dev/kiln/backend"
@@ -92,6 +94,7 @@ func Partition(mod *graph.Module, tgts []*targets.Target, opts Options) (*graph.
 		return nil, nil, err
 	}
 	rep := newReport(main, ann, regions, refused)
+	rep.Warnings = append(rep.Warnings, idleTargets(tgts, ann, opts.Decide != nil)...)
 	if opts.RequireOffload {
 		if err := rep.hostError(); err != nil {
 			return nil, rep, err
@@ -189,6 +192,9 @@ type Annotation struct {
 	// Why says, for a call left on the host, why each external target
 	// refused it ("dnnl: float16 is not supported").
 	Why map[*graph.Call][]string
+	// Able lists, for each call some external target takes, every such
+	// target in list order (the report's shadowing warnings read it).
+	Able map[*graph.Call][]*targets.Target
 }
 
 // Annotate asks each external target, in list order, whether it takes
@@ -202,7 +208,7 @@ func Annotate(fn *graph.Function, tgts []*targets.Target) *Annotation {
 // annotate is Annotate with decide choosing among the targets that take a
 // call (nil: the first).
 func annotate(fn *graph.Function, tgts []*targets.Target, decide Decider) *Annotation {
-	ann := &Annotation{Target: map[*graph.Call]*targets.Target{}, Why: map[*graph.Call][]string{}}
+	ann := &Annotation{Target: map[*graph.Call]*targets.Target{}, Why: map[*graph.Call][]string{}, Able: map[*graph.Call][]*targets.Target{}}
 	var ext []*targets.Target
 	for _, t := range tgts {
 		if backend.Of(t.Kind).Supports != nil {
@@ -240,11 +246,9 @@ func annotate(fn *graph.Function, tgts []*targets.Target, decide Decider) *Annot
 				continue
 			}
 			able = append(able, t)
-			if decide == nil {
-				break
-			}
 		}
 		if len(able) > 0 {
+			ann.Able[c] = able
 			t, reason := able[0], ""
 			if decide != nil {
 				t, reason = decide(c, able)
@@ -277,4 +281,77 @@ func callName(c *graph.Call) string {
 		return comp
 	}
 	return "call"
+}
+
+// idleTargets warns about each external target that receives no call:
+// shadowed by targets before it in the list (it takes calls, but they go
+// to those first), found slower by measured partitioning (measured), or
+// taking none of the model's calls.
+func idleTargets(tgts []*targets.Target, ann *Annotation, measured bool) []string {
+	got := map[*targets.Target]int{}
+	for _, t := range ann.Target {
+		got[t]++
+	}
+	var out []string
+	for _, t := range tgts {
+		if backend.Of(t.Kind).Supports == nil || got[t] > 0 {
+			continue
+		}
+		takers := map[string]int{}
+		able := 0
+		for c, ts := range ann.Able {
+			if !slices.Contains(ts, t) {
+				continue
+			}
+			able++
+			if other := ann.Target[c]; other != nil {
+				takers[other.Kind.Name]++
+			}
+		}
+		if able == 0 {
+			// Operators it takes may sit inside other targets' composites.
+			inside := map[string]int{}
+			for c, other := range ann.Target {
+				f, ok := c.Fn.(*graph.Function)
+				if !ok || other == t {
+					continue
+				}
+				graph.PostOrder(f.Body, func(e graph.Expr) {
+					if in, ok := e.(*graph.Call); ok && in.Op != nil && backend.Of(t.Kind).Supports(in) == nil {
+						inside[other.Kind.Name]++
+					}
+				})
+			}
+			if len(inside) == 0 {
+				out = append(out, fmt.Sprintf("%s receives nothing: it takes none of the model's operators", t.Kind.Name))
+				continue
+			}
+			var by []string
+			for k, n := range inside {
+				by = append(by, fmt.Sprintf("%s (%d)", k, n))
+			}
+			sort.Strings(by)
+			out = append(out, fmt.Sprintf("%s receives nothing: the operators it takes are inside the composites of %s (composite patterns are matched before single operators are assigned); measure (--partition measured) to compare", t.Kind.Name, strings.Join(by, ", ")))
+			continue
+		}
+		var by []string
+		for k, n := range takers {
+			by = append(by, fmt.Sprintf("%s (%d)", k, n))
+		}
+		sort.Strings(by)
+		if measured {
+			where := "the host"
+			if len(by) > 0 {
+				where = strings.Join(by, ", ") + " and the host"
+			}
+			out = append(out, fmt.Sprintf("%s receives nothing: measured partitioning found the %d call(s) it takes faster on %s", t.Kind.Name, able, where))
+			continue
+		}
+		if len(by) == 0 {
+			out = append(out, fmt.Sprintf("%s receives nothing: the %d call(s) it takes stay on the host", t.Kind.Name, able))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s receives nothing: the %d call(s) it takes go to %s, earlier in the target list; list %s first or measure (--partition measured)", t.Kind.Name, able, strings.Join(by, ", "), t.Kind.Name))
+	}
+	return out
 }

@@ -272,3 +272,56 @@ func TestRequireOffloadAndReport(t *testing.T) {
 		t.Errorf("no targets: %v %+v", err, rep.Nodes)
 	}
 }
+
+// TestWarnings: an external target that takes nothing, one shadowed by an
+// earlier target, and a Decider's choices, each with the report's
+// warning; SlowRegions names a region whose measured costs exceed the
+// host's.
+func TestWarnings(t *testing.T) {
+	src := `def @main(%x: ` + vec + `, %y: ` + vec + `) {
+  %0 = add(%x, %y);
+  %1 = nn.relu(%0);
+  tanh(%1)
+}`
+	first, second, none := extTarget(t, "first", op.Add, op.Relu), extTarget(t, "second", op.Relu), extTarget(t, "none", op.Multiply)
+	_, rep, err := Partition(parse(t, src), []*targets.Target{first, second, none}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"second receives nothing: the 1 call(s) it takes go to first (1), earlier in the target list; list second first or measure (--partition measured)",
+		"none receives nothing: it takes none of the model's operators",
+	}
+	if fmt.Sprint(rep.Warnings) != fmt.Sprint(want) {
+		t.Errorf("warnings\n%q\nwant\n%q", rep.Warnings, want)
+	}
+	// A Decider that keeps everything on the host: the able targets are
+	// told so, and the calls say why.
+	host := func(c *graph.Call, able []*targets.Target) (*targets.Target, string) { return nil, "measured: host" }
+	_, rep, err = Partition(parse(t, src), []*targets.Target{first}, Options{Decide: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Warnings) != 1 || rep.Warnings[0] != "first receives nothing: measured partitioning found the 2 call(s) it takes faster on the host" || rep.Counts["first"] != 0 {
+		t.Errorf("with a host decider: warnings %q, counts %v", rep.Warnings, rep.Counts)
+	}
+	for _, n := range rep.Nodes {
+		if n.Op != "tanh" && !strings.Contains(strings.Join(n.Why, "; "), "measured: host") {
+			t.Errorf("%s: why %q", n.Op, n.Why)
+		}
+	}
+	// The entries link to their inputs.
+	if len(rep.Nodes) != 3 || fmt.Sprint(rep.Nodes[1].Inputs) != "[0]" || fmt.Sprint(rep.Nodes[2].Inputs) != "[1]" || rep.Nodes[0].Bytes != 4*4 {
+		t.Errorf("inputs and bytes: %+v", rep.Nodes)
+	}
+	// SlowRegions from measured costs.
+	r := &Report{Nodes: []NodeReport{
+		{Node: "a", Target: "ext", Region: 0, CostMs: map[string]float64{"ext": 2, HostTarget: 1}},
+		{Node: "b", Target: "ext", Region: 0, CostMs: map[string]float64{"ext": 1, HostTarget: 0.5}},
+		{Node: "c", Target: "ext", Region: 1, CostMs: map[string]float64{"ext": 1, HostTarget: 3}},
+		{Node: "d", Target: HostTarget, Region: -1, CostMs: map[string]float64{HostTarget: 1}},
+	}}
+	if got := r.SlowRegions(); len(got) != 1 || got[0] != "ext #0 (2 calls) measured 3.000 ms per run on ext, where the host took 1.500 ms" {
+		t.Errorf("SlowRegions: %q", got)
+	}
+}

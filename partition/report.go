@@ -28,6 +28,40 @@ type Report struct {
 	// Measured is what measured partitioning measured and chose (nil for
 	// greedy partitioning).
 	Measured *Measured `json:"measured,omitempty"`
+	// Warnings are what looks odd: an external target that receives
+	// nothing (and why), a region measured slower than the host.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// SlowRegions warns about every region whose calls measured slower on
+// its target than on the host (from the entries' CostMs).
+func (r *Report) SlowRegions() []string {
+	type key struct {
+		target string
+		region int
+	}
+	on, host := map[key]float64{}, map[key]float64{}
+	calls := map[key]int{}
+	var order []key
+	for _, n := range r.Nodes {
+		if n.Region < 0 {
+			continue
+		}
+		k := key{n.Target, n.Region}
+		if calls[k] == 0 {
+			order = append(order, k)
+		}
+		calls[k]++
+		on[k] += n.CostMs[n.Target]
+		host[k] += n.CostMs[HostTarget]
+	}
+	var out []string
+	for _, k := range order {
+		if on[k] > 0 && host[k] > 0 && on[k] > host[k] {
+			out = append(out, fmt.Sprintf("%s #%d (%d calls) measured %.3f ms per run on %s, where the host took %.3f ms", k.target, k.region, calls[k], on[k], k.target, host[k]))
+		}
+	}
+	return out
 }
 
 // Measured is what measured partitioning (driver.CompileMeasured)

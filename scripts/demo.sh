@@ -3,7 +3,8 @@
 # exported from PyTorch, shipped in examples/models/mlp) for the host CPU,
 # run and benchmark the compiled artifact, and compare its outputs with
 # PyTorch's; then the same with oneDNN as an external backend (-t "dnnl,
-# c", printing the partition report) and on the reference interpreter.
+# c", measured partitioning, printing the partition report) and on the
+# reference interpreter.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_go
@@ -39,7 +40,7 @@ echo "== comparing the compiled model with PyTorch's outputs (rtol 1e-3, atol 1e
 out/kiln test-onnx --engine compiled -t c -v "$MODEL"
 
 echo
-echo "== kiln compile $MODEL -t \"dnnl, c\" (BYOC: oneDNN takes what it supports; the partition report says where each ONNX node went)"
+echo "== kiln compile $MODEL -t \"dnnl, c\" (BYOC with measured partitioning: candidates are run on this machine and the fastest kept; the partition report says where each ONNX node went and what each cost)"
 out/kiln compile "$MODEL/model.onnx" -t "dnnl, c" -o "$ART-dnnl" -v | sed -n '/^partition:/,$p'
 
 echo
