@@ -40,6 +40,11 @@ type htmlNode struct {
 	Fill         string
 	Title        string // tooltip: node name, ONNX node, device, why
 	Dashed, Oval bool
+	// Heat, with a measured partition, is the node's measured time on
+	// its target: HeatW the bar's width (proportional to the slowest
+	// node's), HeatFill its colour (white to red by the same share).
+	HeatW    int
+	HeatFill string
 }
 
 // htmlEdge is one edge: a cubic curve from the bottom of one box to the
@@ -98,6 +103,7 @@ func layoutHTML(info *ModelInfo, rep *partition.Report) *htmlPage {
 		layer int
 		order float64
 		args  []int
+		ms    float64 // measured time on its target, or 0
 	}
 	var boxes []*box
 	index := map[string]int{}
@@ -136,6 +142,10 @@ func layoutHTML(info *ModelInfo, rep *partition.Report) *htmlPage {
 		if r, ok := why[reportKey{n.Span, n.Op}]; ok {
 			if r.Composite != "" {
 				tip = append(tip, "composite "+r.Composite)
+			}
+			if c := r.Costs(); c != "" {
+				tip = append(tip, "measured: "+c)
+				b.ms = r.CostMs[r.Target]
 			}
 			if len(r.Why) > 0 {
 				tip = append(tip, "why: "+strings.Join(r.Why, "; "))
@@ -195,6 +205,20 @@ func layoutHTML(info *ModelInfo, rep *partition.Report) *htmlPage {
 		}
 	}
 	page := &htmlPage{Width: width + 2*htmlMargin, Height: len(layers)*(htmlBoxH+htmlGapY) - htmlGapY + 2*htmlMargin}
+	// Measured times: a bar along each box's bottom, its length and
+	// redness the node's share of the slowest node's time.
+	slowest := 0.0
+	for _, b := range boxes {
+		slowest = max(slowest, b.ms)
+	}
+	for _, b := range boxes {
+		if b.ms > 0 && slowest > 0 {
+			f := b.ms / slowest
+			b.node.HeatW = max(2, int(f*float64(htmlBoxW-8)))
+			g := int(255 * (1 - f))
+			b.node.HeatFill = fmt.Sprintf("#ff%02x%02x", g, g)
+		}
+	}
 	colour := map[string]string{partition.HostTarget: htmlHostColour}
 	count := map[string]int{}
 	var order []string
@@ -252,6 +276,7 @@ var htmlTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"add":   func(a, b int) int { return a + b },
 	"join":  func(s []string) string { return strings.Join(s, "; ") },
 	"where": partition.NodeReport.Where,
+	"costs": partition.NodeReport.Costs,
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -288,6 +313,9 @@ svg text { font-size: 11px; }
 {{- else}}
 <rect x="{{.X}}" y="{{.Y}}" width="168" height="46" rx="4" fill="{{if .Fill}}{{.Fill}}{{else}}#ffffff{{end}}" stroke="#555"/>
 {{- end}}
+{{- if .HeatW}}
+<rect x="{{add .X 4}}" y="{{add .Y 39}}" width="{{.HeatW}}" height="5" fill="{{.HeatFill}}" stroke="#a00" stroke-width="0.5"/>
+{{- end}}
 <text x="{{add .X 84}}" y="{{add .Y 19}}" text-anchor="middle" font-weight="bold">{{.Label}}</text>
 {{- if .Sub}}
 <text x="{{add .X 84}}" y="{{add .Y 35}}" text-anchor="middle" fill="#444">{{.Sub}}</text>
@@ -298,6 +326,9 @@ svg text { font-size: 11px; }
 </div>
 {{- with .Report}}
 <h2>Partition report</h2>
+{{- with .Measured}}
+<p>{{.Summary}}. The bar under each node is its measured time on its target, as a share of the slowest node's.</p>
+{{- end}}
 <table>
 <tr><th>target</th><th>nodes</th><th>regions</th></tr>
 {{- range $.Legend}}
@@ -315,9 +346,9 @@ svg text { font-size: 11px; }
 {{- end}}
 <h2>Every node</h2>
 <table>
-<tr><th>ONNX node</th><th>op</th><th>target</th><th>notes</th></tr>
+<tr><th>ONNX node</th><th>op</th><th>target</th><th>measured</th><th>notes</th></tr>
 {{- range .Nodes}}
-<tr><td>{{.Node}}</td><td>{{.Op}}</td><td>{{where .}}</td><td>{{join .Why}}</td></tr>
+<tr><td>{{.Node}}</td><td>{{.Op}}</td><td>{{where .}}</td><td>{{costs .}}</td><td>{{join .Why}}</td></tr>
 {{- end}}
 </table>
 {{- end}}

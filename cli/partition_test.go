@@ -38,6 +38,14 @@ func TestPartitionFlags(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "kiln: warning: ccompiler receives nothing: the operators it takes are inside the composites of dnnl (3)") {
 		t.Errorf("shadowed ccompiler: exit %d, stderr %q", code, stderr)
 	}
+	// The HTML report shows the measurement and a time bar per node.
+	page := filepath.Join(t.TempDir(), "r.html")
+	if code, _, stderr := kiln("compile", mlpDir, "-t", "dnnl, c", "-o", out, "--report-html", page); code != 0 {
+		t.Fatalf("--report-html: exit %d: %s", code, stderr)
+	}
+	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), "measured partitioning (1 thread(s), from the cache)") || !strings.Contains(string(b), `stroke="#a00"`) {
+		t.Errorf("HTML report without the measurement or time bars: %v", err)
+	}
 	code, stdout, stderr = kiln("compile", mlpDir, "-t", "dnnl, c", "-o", out, "--explain", "/0/Gemm")
 	if code != 0 || !strings.Contains(stdout, `"/0/Gemm" (nn.dense)`) || !strings.Contains(stdout, "measured: dnnl ") {
 		t.Errorf("measured --explain: exit %d\n%s\n%s", code, stdout, stderr)
