@@ -193,6 +193,13 @@ func anchorComposite(spec string, x, w []int64, attrs ir.Attrs, biasAsAdd bool) 
 			// relu6-like bounds that cut both tails of the random data.
 			e = call(op.Clip, ir.Attrs{"a_min": -0.5, "a_max": 0.75}, e)
 		}
+		if cs.HardSwish {
+			// As exporters write it: y * clip(y * (1/6) + 1/2, 0, 1), the
+			// constants in both operand orders.
+			scaled := call(op.Multiply, nil, graph.NewConstant(tensor.Scalar(ir.Float32, 1.0/6)), e)
+			hs := call(op.Clip, ir.Attrs{"a_min": 0.0, "a_max": 1.0}, call(op.Add, nil, scaled, graph.NewConstant(tensor.Scalar(ir.Float32, 0.5))))
+			e = call(op.Multiply, nil, hs, e)
+		}
 		return outer, composite(spec, params, e, args...), inputs
 	}}
 }
@@ -217,6 +224,10 @@ func TestOpsAgainstReference(t *testing.T) {
 		anchorComposite(CompositeConv2DBiasAddRelu, []int64{2, 16, 8, 8}, []int64{16, 16, 3, 3}, conv([]int64{1, 1}, []int64{1, 1, 1, 1}, []int64{1, 1}, 1), false),
 		anchorComposite(CompositeDenseBias, []int64{4, 32}, []int64{10, 32}, nil, true),
 		anchorComposite(CompositeConv2DBiasClip, []int64{1, 16, 12, 12}, []int64{16, 1, 3, 3}, conv([]int64{1, 1}, []int64{1, 1, 1, 1}, []int64{1, 1}, 16), false),
+		anchorComposite(CompositeConv2DBiasHardSwish, []int64{1, 8, 10, 10}, []int64{16, 8, 3, 3}, conv([]int64{1, 1}, []int64{1, 1, 1, 1}, []int64{1, 1}, 1), false),
+		anchorComposite(CompositeConv2DHardSwish, []int64{1, 16, 12, 12}, []int64{16, 1, 3, 3}, conv([]int64{2, 2}, []int64{1, 1, 1, 1}, []int64{1, 1}, 16), false),
+		anchorComposite(CompositeDenseBiasHardSwish, []int64{4, 32}, []int64{24, 32}, nil, true),
+		anchorComposite(CompositeDenseHardSwish, []int64{3, 40}, []int64{16, 40}, nil, false),
 		anchorComposite(CompositeConv2DClip, []int64{1, 8, 10, 10}, []int64{16, 8, 1, 1}, conv([]int64{1, 1}, []int64{0, 0, 0, 0}, []int64{1, 1}, 1), false),
 		anchorComposite(CompositeDenseRelu, []int64{3, 2, 16}, []int64{8, 16}, nil, false),
 		anchorComposite(CompositeDenseBiasRelu, []int64{4, 32}, []int64{10, 32}, nil, false),
@@ -468,8 +479,8 @@ func TestCompositesAreDocumented(t *testing.T) {
 		}
 		seen[c.Name] = true
 	}
-	if len(seen) != 12 {
-		t.Errorf("%d composites, want 12", len(seen))
+	if len(seen) != 16 {
+		t.Errorf("%d composites, want 16", len(seen))
 	}
 }
 

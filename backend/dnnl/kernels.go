@@ -492,17 +492,17 @@ func queryMD(pd C.dnnl_primitive_desc_t, what C.dnnl_query_t) C.dnnl_memory_desc
 	return C.kd_query_md(C.const_dnnl_primitive_desc_t(pd), what)
 }
 
-// activation is the eltwise post-op of an anchor: none, relu, or clip to
-// [lo, hi].
+// activation is the eltwise post-op of an anchor: none, relu, clip to
+// [lo, hi], or hard-swish.
 type activation struct {
-	relu, clip bool
-	lo, hi     float64
+	relu, clip, hardSwish bool
+	lo, hi                float64
 }
 
 // activationOf reads a composite's activation (clip bounds from the
 // kernel attributes clip_min and clip_max).
 func activationOf(spec *CompositeSpec, attrs ir.Attrs) (activation, error) {
-	a := activation{relu: spec.Relu, clip: spec.Clip}
+	a := activation{relu: spec.Relu, clip: spec.Clip, hardSwish: spec.HardSwish}
 	if spec.Clip {
 		var err error
 		if a.lo, err = attrFloat(attrs, "clip_min"); err != nil {
@@ -517,7 +517,7 @@ func activationOf(spec *CompositeSpec, attrs ir.Attrs) (activation, error) {
 
 // postOps builds the attribute with a sum (when sum) and the activation.
 func postOps(sum bool, act activation) (C.dnnl_primitive_attr_t, error) {
-	relu := act.relu || act.clip
+	relu := act.relu || act.clip || act.hardSwish
 	var attr C.dnnl_primitive_attr_t
 	if st := C.dnnl_primitive_attr_create(&attr); st != C.dnnl_success {
 		return nil, dnnlError("attributes", st)
@@ -534,6 +534,8 @@ func postOps(sum bool, act activation) (C.dnnl_primitive_attr_t, error) {
 		C.dnnl_post_ops_append_sum(po, 1)
 	}
 	switch {
+	case act.hardSwish:
+		C.dnnl_post_ops_append_eltwise(po, 1, C.dnnl_eltwise_hardswish, 0, 0)
 	case act.clip:
 		C.dnnl_post_ops_append_eltwise(po, 1, C.dnnl_eltwise_clip, C.float(act.lo), C.float(act.hi))
 	case act.relu:

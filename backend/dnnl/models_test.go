@@ -64,6 +64,23 @@ func TestMobileNetV2(t *testing.T) {
 	}
 }
 
+// TestMobileNetV3 checks that MobileNetV3's hard-swish activations (as
+// exported: y * clip(y/6 + 1/2, 0, 1)) become hard-swish post-ops of the
+// convolutions and the classifier's first dense, and that the outputs
+// match.
+func TestMobileNetV3(t *testing.T) {
+	rep := compileShared(t, "mobilenet_v3_large")
+	ops := map[string]int{}
+	for _, n := range rep.Nodes {
+		if n.Op == "nn.conv2d" || n.Op == "nn.dense" {
+			ops[n.Composite]++
+		}
+	}
+	if ops[CompositeConv2DBiasHardSwish] != 20 || ops[CompositeDenseHardSwish] != 1 {
+		t.Errorf("anchors by composite %v, want 20 %s and 1 %s", ops, CompositeConv2DBiasHardSwish, CompositeDenseHardSwish)
+	}
+}
+
 // compileShared compiles ../shared/models/NAME with "dnnl, c", runs the
 // artifact on the stored inputs, compares with PyTorch's outputs (rtol
 // 1e-3, atol 1e-4) and returns the partition report.

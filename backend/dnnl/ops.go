@@ -24,6 +24,13 @@ const (
 	CompositeConv2DBiasClip    = "dnnl.conv2d_bias_clip"
 	CompositeConv2DClip        = "dnnl.conv2d_clip"
 	CompositeDenseBiasRelu     = "dnnl.dense_bias_relu"
+	// The hard-swish composites: x * clip(x/6 + 1/2, 0, 1) of the biased
+	// anchor, as ONNX exporters write HardSwish (HardSigmoid times its
+	// input: MobileNetV3), run as oneDNN's hardswish post-op.
+	CompositeConv2DBiasHardSwish = "dnnl.conv2d_bias_hardswish"
+	CompositeConv2DHardSwish     = "dnnl.conv2d_hardswish"
+	CompositeDenseBiasHardSwish  = "dnnl.dense_bias_hardswish"
+	CompositeDenseHardSwish      = "dnnl.dense_hardswish"
 )
 
 // CompositeSpec describes one composite: the operator pattern its
@@ -54,11 +61,19 @@ type CompositeSpec struct {
 	// as oneDNN's eltwise clip post-op; the bounds travel as the
 	// kernel attributes clip_min and clip_max.
 	Clip bool
+	// HardSwish is a final multiply(y, clip(add(multiply(y, 1/6), 1/2),
+	// 0, 1)) of the anchor's (biased) result y, either operand order,
+	// run as oneDNN's eltwise hardswish post-op.
+	HardSwish bool
 }
 
 // Composites lists the composite functions dnnl takes, in the priority
 // order a pattern table should try them (largest first).
 var Composites = []CompositeSpec{
+	{Name: CompositeConv2DBiasHardSwish, Doc: "multiply(y, clip(add(multiply(y, 1/6), 1/2), 0, 1)) with y = nn.bias_add(nn.conv2d(x, w), b)", Anchor: op.Conv2D, Bias: true, HardSwish: true},
+	{Name: CompositeDenseBiasHardSwish, Doc: "multiply(y, clip(add(multiply(y, 1/6), 1/2), 0, 1)) with y = nn.bias_add(nn.dense(x, w), b)", Anchor: op.Dense, Bias: true, HardSwish: true},
+	{Name: CompositeConv2DHardSwish, Doc: "multiply(y, clip(add(multiply(y, 1/6), 1/2), 0, 1)) with y = nn.conv2d(x, w)", Anchor: op.Conv2D, HardSwish: true},
+	{Name: CompositeDenseHardSwish, Doc: "multiply(y, clip(add(multiply(y, 1/6), 1/2), 0, 1)) with y = nn.dense(x, w)", Anchor: op.Dense, HardSwish: true},
 	{Name: CompositeConv2DBiasAddRelu, Doc: "nn.relu(add(nn.bias_add(nn.conv2d(x, w), b), y))", Anchor: op.Conv2D, Bias: true, Add: true, Relu: true},
 	{Name: CompositeConv2DBiasAdd, Doc: "add(nn.bias_add(nn.conv2d(x, w), b), y)", Anchor: op.Conv2D, Bias: true, Add: true},
 	{Name: CompositeConv2DAddRelu, Doc: "nn.relu(add(nn.conv2d(x, w), y))", Anchor: op.Conv2D, Add: true, Relu: true},
@@ -219,6 +234,13 @@ func matchComposite(spec *CompositeSpec, fn *graph.Function) (*compositeMatch, e
 		}
 		e = c.Args[0]
 	}
+	if spec.HardSwish {
+		y, err := hardSwishInput(e)
+		if err != nil {
+			return nil, err
+		}
+		e = y
+	}
 	var clip *graph.Call
 	if spec.Clip {
 		c, ok := isCall(e, op.Clip)
@@ -276,6 +298,48 @@ func matchComposite(spec *CompositeSpec, fn *graph.Function) (*compositeMatch, e
 		}
 	}
 	return m, nil
+}
+
+// hardSwishInput returns y when e is multiply(y, clip(add(multiply(y,
+// c1), c2), 0, 1)) (either operand order of each multiply and the add)
+// with scalar constants c1 = 1/6 and c2 = 1/2 as float32 rounds them:
+// y * hard_sigmoid(y), which is hard-swish.
+func hardSwishInput(e graph.Expr) (graph.Expr, error) {
+	mul, ok := e.(*graph.Call)
+	if !ok || mul.Op != op.Multiply {
+		return nil, fmt.Errorf("body is %s, want multiply (hard-swish)", graph.Describe(e))
+	}
+	for k := 0; k < 2; k++ {
+		y, hs := mul.Args[k], mul.Args[1-k]
+		clip, ok := hs.(*graph.Call)
+		if !ok || clip.Op != op.Clip || clip.Attrs.Float("a_min") != 0 || clip.Attrs.Float("a_max") != 1 {
+			continue
+		}
+		add, ok := clip.Args[0].(*graph.Call)
+		if !ok || add.Op != op.Add {
+			continue
+		}
+		for j := 0; j < 2; j++ {
+			scaled, ok := add.Args[j].(*graph.Call)
+			if !ok || scaled.Op != op.Multiply || !isScalar(add.Args[1-j], 0.5) {
+				continue
+			}
+			if scaled.Args[0] == y && isScalar(scaled.Args[1], 1.0/6) || scaled.Args[1] == y && isScalar(scaled.Args[0], 1.0/6) {
+				return y, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%s is not y * clip(y/6 + 1/2, 0, 1) (hard-swish)", graph.Describe(e))
+}
+
+// isScalar reports whether e is a float32 constant of one element equal
+// to v rounded to float32.
+func isScalar(e graph.Expr, v float64) bool {
+	c, ok := e.(*graph.Constant)
+	if !ok || c.Value.DType != ir.Float32 || c.Value.Len() != 1 {
+		return false
+	}
+	return c.Value.Float32s()[0] == float32(v)
 }
 
 // splitChain tells which argument of an add leads to the anchor.

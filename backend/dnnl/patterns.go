@@ -11,7 +11,8 @@ import (
 // composite of Composites, in the same (priority) order: the anchor
 // (nn.conv2d or nn.dense of any two inputs), then the bias (nn.bias_add,
 // or add, of any input), the residual add (either operand order) and
-// nn.relu or clip as the composite asks. Each entry's check asks Supported about
+// nn.relu, clip or hard-swish (y * clip(y/6 + 1/2, 0, 1)) as the
+// composite asks. Each entry's check asks Supported about
 // the composite call the match would become, so a match oneDNN cannot
 // run here (another dtype, a bias of the wrong shape) is refused with
 // the reason and its operators are partitioned one by one.
@@ -33,6 +34,12 @@ func compositePatterns() []pattern.Entry {
 		}
 		if spec.Clip {
 			p = pattern.IsOp(op.Clip, p)
+		}
+		if spec.HardSwish {
+			// p appears twice: a pattern bound once must meet the same
+			// expression again.
+			hs := pattern.IsOp(op.Clip, pattern.IsOp(op.Add, pattern.IsOp(op.Multiply, p, pattern.IsConstant()), pattern.IsConstant()))
+			p = pattern.IsOp(op.Multiply, p, hs)
 		}
 		out = append(out, pattern.Entry{Name: name, Pattern: p, Check: func(r *pattern.Result) error {
 			c, err := r.Outline(ir.Attrs{graph.AttrComposite: name})
