@@ -320,16 +320,26 @@ func measureCandidate(ctx context.Context, dir string, mo MeasureOptions, c *can
 
 // nodeCosts attributes a candidate's profile to ONNX nodes: milliseconds
 // per run, each kernel's time (each inner step's, inside an external
-// region) shared equally by the nodes it computes.
+// region) shared by the nodes it computes in proportion to their weight
+// (sourceWeight: an elementwise tail fused into a convolution costs the
+// convolution's kernel little, so it gets little of its time).
 func nodeCosts(c *candidate) map[string]float64 {
+	ops := map[string][]string{}
+	for _, n := range c.rep.Nodes {
+		ops[n.Node] = append(ops[n.Node], n.Op)
+	}
 	out := map[string]float64{}
 	add := func(total time.Duration, sources []string) {
 		if len(sources) == 0 {
 			return
 		}
-		ms := float64(total.Nanoseconds()) / 1e6 / float64(max(c.runs, 1)) / float64(len(sources))
+		ms := float64(total.Nanoseconds()) / 1e6 / float64(max(c.runs, 1))
+		sum := 0.0
 		for _, s := range sources {
-			out[s] += ms
+			sum += sourceWeight(ops[s])
+		}
+		for _, s := range sources {
+			out[s] += ms * sourceWeight(ops[s]) / sum
 		}
 	}
 	for _, st := range c.steps {
@@ -342,6 +352,30 @@ func nodeCosts(c *candidate) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// lightOps are operators that cost little next to a convolution or a
+// matrix product they are fused with: elementwise arithmetic and
+// activations, layout-free reshapes.
+var lightOps = map[string]bool{
+	"nn.relu": true, "clip": true, "add": true, "subtract": true, "multiply": true, "divide": true,
+	"nn.bias_add": true, "sigmoid": true, "tanh": true, "exp": true, "erf": true, "sqrt": true,
+	"negative": true, "maximum": true, "minimum": true, "power": true, "cast": true,
+	"reshape": true, "squeeze": true, "expand_dims": true, "nn.batch_flatten": true,
+}
+
+// sourceWeight is an ONNX node's share weight in a kernel's time: 1 when
+// one of its operators is heavy (or unknown), 0.1 when all are light.
+func sourceWeight(ops []string) float64 {
+	if len(ops) == 0 {
+		return 1
+	}
+	for _, o := range ops {
+		if !lightOps[o] {
+			return 1
+		}
+	}
+	return 0.1
 }
 
 // refine is the "T refined" candidate from the T-only candidate's report
