@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Benchmarks kiln against ONNX Runtime in the same run, on the real models
-# in ../shared/models, at 1 and 2 threads, and prints a Markdown table for
-# docs/performance.md. Extra arguments are passed to `kiln bench` (for
-# example --threads is set here; use TARGETS="c -mcpu=x86-64" for a portable
-# build).
+# in ../shared/models (MODELS), at 1 and 2 threads (THREADS), and prints a
+# Markdown table for docs/performance.md. Extra arguments are passed to
+# `kiln compile` (for example --partition greedy; use TARGETS="c
+# -mcpu=x86-64" for a portable build, TARGETS="dnnl, c" for oneDNN, whose
+# ISA ONEDNN_MAX_CPU_ISA=AVX2 limits). With an external target the compile
+# measures its partition at 1 thread (compile's --partition-threads).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_go
@@ -24,6 +26,7 @@ export OMP_PROC_BIND=${OMP_PROC_BIND:-true}
 
 MODELS=${MODELS:-"resnet18 mobilenet_v2 squeezenet1_1 tiny_bert"}
 RUNS=${RUNS:-30}
+THREADS=${THREADS:-"1 2"}
 TARGETS=${TARGETS:-c}
 SHARED=../shared
 build_kiln
@@ -48,7 +51,7 @@ for m in $MODELS; do
 	t3=$(date +%s.%N)
 	cold=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	cached=$(awk -v a="$t2" -v b="$t3" 'BEGIN { printf "%.2f", b - a }')
-	for th in 1 2; do
+	for th in $THREADS; do
 		k=$(out/kiln bench "out/bench/$m" --json --threads "$th" --runs "$RUNS")
 		km=$(sed -n 's/.*"median_ms":\([0-9.]*\).*/\1/p' <<<"$k")
 		kn=$(sed -n 's/.*"min_ms":\([0-9.]*\).*/\1/p' <<<"$k")
