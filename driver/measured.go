@@ -182,36 +182,57 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 	TrackTemp(scratch)
 	defer removeTemp(scratch)
 	var all []*candidate
-	run := func(c *candidate) error {
+	var failed []string
+	// run compiles and measures a candidate. A candidate that fails to
+	// compile or run is left out (with the reason in the report's
+	// warnings); only a cancelled compile stops the measurement.
+	run := func(c *candidate) (bool, error) {
 		sub := cfg
-		sub.Out = filepath.Join(scratch, fmt.Sprintf("c%d", len(all)))
+		sub.Out = filepath.Join(scratch, fmt.Sprintf("c%d", len(all)+len(failed)))
 		sub.Report = &c.rep
 		sub.Progress, sub.DumpGraph, sub.DumpDir = nil, nil, ""
 		sub.Decide = c.decider(byKind)
 		sub.Executor = ExecutorGraph
-		if _, err := CompileContext(ctx, mod, outputNames, sub); err != nil {
-			return fmt.Errorf("measured partitioning: compiling candidate %q: %w", c.name, err)
+		_, err := CompileContext(ctx, mod, outputNames, sub)
+		if err == nil {
+			err = measureCandidate(ctx, sub.Out, mo, c)
 		}
-		if err := measureCandidate(ctx, sub.Out, mo, c); err != nil {
-			return fmt.Errorf("measured partitioning: running candidate %q: %w", c.name, err)
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("measured partitioning left out candidate %q: %v", c.name, err))
+			if mo.Log != nil {
+				fmt.Fprintf(mo.Log, "measured partitioning: %-24s failed: %v\n", c.name, err)
+			}
+			return false, nil
 		}
 		all = append(all, c)
 		if mo.Log != nil {
 			fmt.Fprintf(mo.Log, "measured partitioning: %-24s %9.3f ms\n", c.name, c.median)
 		}
-		return nil
+		return true, nil
 	}
 	host := &candidate{name: partition.HostTarget, spans: map[string]string{}}
-	if err := run(host); err != nil {
+	hostOK, err := run(host)
+	if err != nil {
 		return nil, err
 	}
-	hostCost := nodeCosts(host)
-	costs := map[string]map[string]float64{partition.HostTarget: hostCost}
+	costs := map[string]map[string]float64{}
+	var hostCost map[string]float64
+	if hostOK {
+		hostCost = nodeCosts(host)
+		costs[partition.HostTarget] = hostCost
+	}
 	var refined []*candidate
 	for _, t := range ext {
 		only := &candidate{name: t.Kind.Name, spans: map[string]string{}, def: t}
-		if err := run(only); err != nil {
+		ok, err := run(only)
+		if err != nil {
 			return nil, err
+		}
+		if !ok || !hostOK {
+			continue
 		}
 		tc := nodeCosts(only)
 		costs[t.Kind.Name] = tc
@@ -219,21 +240,30 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 		if r == nil {
 			continue
 		}
-		if err := run(r); err != nil {
+		if ok, err := run(r); err != nil {
 			return nil, err
+		} else if ok {
+			refined = append(refined, r)
 		}
-		refined = append(refined, r)
 	}
 	if len(ext) > 1 {
 		greedy := &candidate{name: "greedy", spans: map[string]string{}, greedy: true}
-		if err := run(greedy); err != nil {
+		if _, err := run(greedy); err != nil {
 			return nil, err
 		}
 		if comb := combine(refined, hostCost, costs); comb != nil {
-			if err := run(comb); err != nil {
+			if _, err := run(comb); err != nil {
 				return nil, err
 			}
 		}
+	}
+	if len(all) == 0 {
+		// Nothing could be measured: partition greedily, and say so.
+		res, err := CompileContext(ctx, mod, outputNames, cfg)
+		if err == nil && cfg.Report != nil {
+			cfg.Report.Warnings = append(cfg.Report.Warnings, append(failed, "measured partitioning measured nothing: partitioned greedily (the first target in the list that takes a call gets it)")...)
+		}
+		return res, err
 	}
 	best := all[0]
 	for _, c := range all[1:] {
@@ -255,7 +285,12 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 	if cfg.Report != nil {
 		cfg.Report.Measured = m
 		cfg.Report.AddCosts(costs)
+		cfg.Report.Warnings = append(cfg.Report.Warnings, failed...)
 		cfg.Report.Warnings = append(cfg.Report.Warnings, cfg.Report.SlowRegions()...)
+	}
+	if len(failed) > 0 {
+		// A choice made without every candidate is not kept.
+		return res, nil
 	}
 	def := ""
 	if best.def != nil {

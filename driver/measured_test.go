@@ -25,13 +25,15 @@ import (
 // calls and runs each, correctly, in Go; slowKind then waits slowDelay,
 // freeKind does not. Their modules are JSON graphs run by package jsonrt.
 const (
-	slowKind  = "kiln_test_slow"
-	freeKind  = "kiln_test_free"
-	slowDelay = 3 * time.Millisecond
+	slowKind   = "kiln_test_slow"
+	freeKind   = "kiln_test_free"
+	brokenKind = "kiln_test_broken" // its kernels fail at run time
+	slowDelay  = 3 * time.Millisecond
+	broken     = -1 // the delay that marks brokenKind's kernels
 )
 
 var registerFakeLoaders = sync.OnceValue(func() error {
-	for kind, delay := range map[string]time.Duration{slowKind: slowDelay, freeKind: 0} {
+	for kind, delay := range map[string]time.Duration{slowKind: slowDelay, freeKind: 0, brokenKind: broken} {
 		if err := runtime.RegisterLoader(jsonrt.NewLoader(kind, func() (jsonrt.KernelSet, error) { return fakeKernels{delay}, nil })); err != nil {
 			return err
 		}
@@ -55,6 +57,9 @@ func (s fakeKernels) Prepare(ctx *jsonrt.PrepareContext) (jsonrt.Kernel, error) 
 type fakeRelu struct{ delay time.Duration }
 
 func (k fakeRelu) Run(args []*runtime.NDArray) error {
+	if k.delay == broken {
+		return fmt.Errorf("this backend is broken")
+	}
 	in, err := args[0].ToTensor()
 	if err != nil {
 		return err
@@ -80,11 +85,7 @@ func fakeRegistry(t *testing.T) *targets.Registry {
 	}
 	r := targets.NewRegistry()
 	kinds := []*targets.Kind{targets.C}
-	for _, name := range []string{slowKind, freeKind} {
-		delay := time.Duration(0)
-		if name == slowKind {
-			delay = slowDelay
-		}
+	for name, delay := range map[string]time.Duration{slowKind: slowDelay, freeKind: 0, brokenKind: broken} {
 		kinds = append(kinds, &targets.Kind{Name: name, DeviceType: targets.CPU, Keys: []string{"cpu"}, Flow: &backend.Flow{
 			Supports: func(c *graph.Call) error {
 				if c.Op != op.Relu {
@@ -258,5 +259,40 @@ func TestRefine(t *testing.T) {
 	// Nothing to move: no candidate.
 	if r := refine(only, tgt, map[string]float64{"a": 9, "b": 9, "c": 9, "d": 9, "e": 9, "f": 9}, ext); r != nil {
 		t.Errorf("refined %v where the target wins everywhere", r.spans)
+	}
+}
+
+// TestMeasuredPartitioningSurvivesABrokenBackend: a backend whose kernels
+// fail at run time is left out of the measurement with a warning that
+// says why; the model compiles for the candidates that ran, and the
+// choice is not cached.
+func TestMeasuredPartitioningSurvivesABrokenBackend(t *testing.T) {
+	testenv.Cgo(t)
+	r := fakeRegistry(t)
+	l, err := r.ParseList(brokenKind + ", c -mcpu=x86-64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := shared.Path("models", "lenet")
+	if err != nil {
+		t.Skip(err)
+	}
+	m, err := onnx.LoadFile(filepath.Join(dir, "model.onnx"), onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	for round := 0; round < 2; round++ {
+		var rep partition.Report
+		cfg := Config{Host: l.Host, Targets: l.Targets, Out: filepath.Join(t.TempDir(), "m"), Report: &rep}
+		if _, err := CompileMeasured(t.Context(), m.Module, nil, cfg, MeasureOptions{Runs: 2, CacheDir: cache}); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Measured == nil || rep.Measured.Cached || rep.Measured.Chosen != partition.HostTarget || rep.Counts[brokenKind] != 0 {
+			t.Fatalf("round %d: measurement %+v, counts %v", round, rep.Measured, rep.Counts)
+		}
+		if w := strings.Join(rep.Warnings, "\n"); !strings.Contains(w, `left out candidate "kiln_test_broken"`) || !strings.Contains(w, "this backend is broken") {
+			t.Errorf("round %d: warnings %q", round, rep.Warnings)
+		}
 	}
 }
