@@ -142,7 +142,7 @@ func compileModel(m *onnx.Model, opts compileOptions) (*driver.Result, time.Dura
 		cfg.Report = &partition.Report{}
 	}
 	var res *driver.Result
-	if mo, ok := opts.Partition.measure(opts.Place); ok {
+	if mo, ok := opts.Partition.measure(opts.Place, opts.RequireOffload); ok {
 		if opts.Cache != nil {
 			mo.CacheDir = opts.Cache.Dir()
 		}

@@ -50,10 +50,11 @@ func (p partitionFlags) forThreads(threads int) *partitionFlags {
 }
 
 // measure returns the measurement options for a compile of place, and
-// whether to measure: with --partition measured, external targets in -t
-// and a kiln that can run what it compiles.
-func (p *partitionFlags) measure(place *placement) (driver.MeasureOptions, bool) {
-	if p == nil || p.mode != partitionMeasured || place == nil || !driver.HasExternal(place.list.Targets) || !krt.CanRun {
+// whether to measure: with --partition measured, external targets in -t,
+// no --require-offload (which asks for every call on the external
+// targets, however fast) and a kiln that can run what it compiles.
+func (p *partitionFlags) measure(place *placement, requireOffload bool) (driver.MeasureOptions, bool) {
+	if p == nil || p.mode != partitionMeasured || requireOffload || place == nil || !driver.HasExternal(place.list.Targets) || !krt.CanRun {
 		return driver.MeasureOptions{}, false
 	}
 	return driver.MeasureOptions{Threads: max(p.threads, 1)}, true
