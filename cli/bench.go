@@ -283,18 +283,9 @@ func latencyStats(ms []float64) (median, lo, mean, p90, hi float64) {
 	return median, s[0], mean, s[max(rank, 0)], s[n-1]
 }
 
-// randomTensor makes a value for an input: floats uniform in [-1, 1),
-// integers in [0, 2) (small enough to be valid indices), booleans at random.
+// randomTensor makes a value for an input (driver.RandomInput: floats
+// uniform in [-1, 1), integers in [0, 2), small enough to be valid
+// indices).
 func randomTensor(rng *rand.Rand, d DeclaredInput) *tensor.Tensor {
-	shape := make(ir.Shape, len(d.Dims))
-	copy(shape, d.Dims)
-	t := tensor.New(d.DType, shape)
-	for i := 0; i < t.Len(); i++ {
-		if d.DType.IsFloat() {
-			t.SetFloat(i, rng.Float64()*2-1)
-		} else {
-			t.SetInt(i, int64(rng.IntN(2)))
-		}
-	}
-	return t
+	return driver.RandomInput(rng, d.DType, ir.Shape(d.Dims))
 }

@@ -6,8 +6,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/device"
+	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/targets"
@@ -134,11 +134,7 @@ func deviceNote(mod *graph.Module, e graph.Expr) string {
 // and returns the report and, per call of mod's main, the target it goes
 // to ("ccompiler", or "host"). Without external targets it returns nil.
 func partitionView(mod *graph.Module, p *placement) (*partition.Report, func(graph.Expr) string, error) {
-	external := false
-	for _, t := range p.list.Targets {
-		external = external || backend.Of(t.Kind).Supports != nil
-	}
-	if !external {
+	if !driver.HasExternal(p.list.Targets) {
 		return nil, nil, nil
 	}
 	_, rep, err := partition.Partition(mod, p.list.Targets, partition.Options{})

@@ -66,17 +66,6 @@ func (h *hookEnv) context(t *targets.Target) (*backend.HookContext, error) {
 	}, nil
 }
 
-// hasExternal reports whether a target of the list is an external code
-// generator partitioning hands work to.
-func hasExternal(cfg *device.CompilationConfig) bool {
-	for _, t := range cfg.Primitives {
-		if backend.Of(t.Kind).Supports != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // runRelayToRuntime gives every target with a RelayToRuntime hook the
 // functions it owns, records the modules it returns and the constants
 // its ConstantUpdater asks for, and replaces the calls by calls of the

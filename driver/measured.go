@@ -318,15 +318,7 @@ func measureCandidate(ctx context.Context, dir string, mo MeasureOptions, c *can
 		if err != nil {
 			return err
 		}
-		t := tensor.New(dt, ir.Shape(append([]int64(nil), in.Shape...)))
-		for i := 0; i < t.Len(); i++ {
-			if dt.IsFloat() {
-				t.SetFloat(i, rng.Float64()*2-1)
-			} else {
-				t.SetInt(i, int64(rng.IntN(2)))
-			}
-		}
-		if err := art.Exec.SetInput(in.Name, t); err != nil {
+		if err := art.Exec.SetInput(in.Name, RandomInput(rng, dt, in.Shape)); err != nil {
 			return err
 		}
 	}
@@ -351,6 +343,22 @@ func measureCandidate(ctx context.Context, dir string, mo MeasureOptions, c *can
 	c.steps, err = art.Exec.Profile(mo.Runs)
 	c.runs = mo.Runs
 	return err
+}
+
+// RandomInput makes a seeded random value for a model input of dtype dt
+// and shape: floats uniform in [-1, 1), integers (and booleans) 0 or 1,
+// small enough to be valid indices. kiln bench, kiln tune and measured
+// partitioning run models on such inputs.
+func RandomInput(rng *rand.Rand, dt ir.DType, shape ir.Shape) *tensor.Tensor {
+	t := tensor.New(dt, append(ir.Shape(nil), shape...))
+	for i := 0; i < t.Len(); i++ {
+		if dt.IsFloat() {
+			t.SetFloat(i, rng.Float64()*2-1)
+		} else {
+			t.SetInt(i, int64(rng.IntN(2)))
+		}
+	}
+	return t
 }
 
 // nodeCosts attributes a candidate's profile to ONNX nodes: milliseconds

@@ -295,7 +295,7 @@ func stagePrepare(_ context.Context, s *state) error {
 // stageGraphPasses runs the graph pass list, partitioning included.
 func stageGraphPasses(_ context.Context, s *state) error {
 	var part *transform.Pass
-	if hasExternal(s.ccfg) {
+	if HasExternal(s.ccfg.Primitives) {
 		part = &transform.Pass{Name: "partition", Required: true, Run: func(m *graph.Module) (*graph.Module, error) {
 			out, rep, err := partition.Partition(m, s.ccfg.Primitives, partition.Options{ModuleName: s.cfg.ModuleName, RequireOffload: s.cfg.RequireOffload, Decide: s.cfg.Decide})
 			s.report = rep

@@ -326,19 +326,10 @@ func idleTargets(tgts []*targets.Target, ann *Annotation, measured bool) []strin
 				out = append(out, fmt.Sprintf("%s receives nothing: it takes none of the model's operators", t.Kind.Name))
 				continue
 			}
-			var by []string
-			for k, n := range inside {
-				by = append(by, fmt.Sprintf("%s (%d)", k, n))
-			}
-			sort.Strings(by)
-			out = append(out, fmt.Sprintf("%s receives nothing: the operators it takes are inside the composites of %s (composite patterns are matched before single operators are assigned); measure (--partition measured) to compare", t.Kind.Name, strings.Join(by, ", ")))
+			out = append(out, fmt.Sprintf("%s receives nothing: the operators it takes are inside the composites of %s (composite patterns are matched before single operators are assigned); measure (--partition measured) to compare", t.Kind.Name, strings.Join(countList(inside), ", ")))
 			continue
 		}
-		var by []string
-		for k, n := range takers {
-			by = append(by, fmt.Sprintf("%s (%d)", k, n))
-		}
-		sort.Strings(by)
+		by := countList(takers)
 		if measured {
 			where := "the host"
 			if len(by) > 0 {
@@ -353,5 +344,15 @@ func idleTargets(tgts []*targets.Target, ann *Annotation, measured bool) []strin
 		}
 		out = append(out, fmt.Sprintf("%s receives nothing: the %d call(s) it takes go to %s, earlier in the target list; list %s first or measure (--partition measured)", t.Kind.Name, able, strings.Join(by, ", "), t.Kind.Name))
 	}
+	return out
+}
+
+// countList is "name (count)" per entry of counts, sorted.
+func countList(counts map[string]int) []string {
+	out := make([]string, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, fmt.Sprintf("%s (%d)", k, n))
+	}
+	sort.Strings(out)
 	return out
 }

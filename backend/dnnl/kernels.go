@@ -1097,15 +1097,17 @@ func (b *builder) binary(o *op.Op, attrs ir.Attrs, ins []*ir.TensorType, out *ir
 		if perr != nil {
 			return main, perr
 		}
-		if mdEqual(&plain, &src0) && err == nil {
-			// Already plain: keep what there is.
-		} else if ppd, psrc1, perr := try(plain); perr == nil && (err != nil || !isReference(ppd)) {
-			if pd != nil {
-				C.dnnl_primitive_desc_destroy(pd)
+		if err != nil || !mdEqual(&plain, &src0) {
+			if ppd, psrc1, perr := try(plain); perr == nil {
+				if err == nil && isReference(ppd) {
+					C.dnnl_primitive_desc_destroy(ppd) // no better: keep the first
+				} else {
+					if pd != nil {
+						C.dnnl_primitive_desc_destroy(pd)
+					}
+					pd, src1, src0, err = ppd, psrc1, plain, nil
+				}
 			}
-			pd, src1, src0, err = ppd, psrc1, plain, nil
-		} else if perr == nil {
-			C.dnnl_primitive_desc_destroy(ppd)
 		}
 		if err != nil {
 			return main, err
