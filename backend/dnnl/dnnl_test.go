@@ -186,19 +186,27 @@ func anchorComposite(spec string, x, w []int64, attrs ir.Attrs, biasAsAdd bool) 
 			inputs = append(inputs, randTensor(rng, oshape...))
 			e = call(op.Add, nil, py, e)
 		}
-		if cs.Relu {
+		switch cs.Act {
+		case ActRelu:
 			e = call(op.Relu, nil, e)
-		}
-		if cs.Clip {
+		case ActClip:
 			// relu6-like bounds that cut both tails of the random data.
 			e = call(op.Clip, ir.Attrs{"a_min": -0.5, "a_max": 0.75}, e)
-		}
-		if cs.HardSwish {
+		case ActHardSwish:
 			// As exporters write it: y * clip(y * (1/6) + 1/2, 0, 1), the
 			// constants in both operand orders.
 			scaled := call(op.Multiply, nil, graph.NewConstant(tensor.Scalar(ir.Float32, 1.0/6)), e)
 			hs := call(op.Clip, ir.Attrs{"a_min": 0.0, "a_max": 1.0}, call(op.Add, nil, scaled, graph.NewConstant(tensor.Scalar(ir.Float32, 0.5))))
 			e = call(op.Multiply, nil, hs, e)
+		case ActHardSigmoid:
+			// ONNX's default alpha, so that the random data reaches both
+			// bounds; the constant first in the multiply.
+			scaled := call(op.Multiply, nil, graph.NewConstant(tensor.Scalar(ir.Float32, 2.5)), e)
+			e = call(op.Clip, ir.Attrs{"a_min": 0.0, "a_max": 1.0}, call(op.Add, nil, scaled, graph.NewConstant(tensor.Scalar(ir.Float32, 0.5))))
+		case ActSigmoid:
+			e = call(op.Sigmoid, nil, e)
+		case ActSiLU:
+			e = call(op.Multiply, nil, call(op.Sigmoid, nil, e), e)
 		}
 		return outer, composite(spec, params, e, args...), inputs
 	}}
@@ -228,6 +236,12 @@ func TestOpsAgainstReference(t *testing.T) {
 		anchorComposite(CompositeConv2DHardSwish, []int64{1, 16, 12, 12}, []int64{16, 1, 3, 3}, conv([]int64{2, 2}, []int64{1, 1, 1, 1}, []int64{1, 1}, 16), false),
 		anchorComposite(CompositeDenseBiasHardSwish, []int64{4, 32}, []int64{24, 32}, nil, true),
 		anchorComposite(CompositeDenseHardSwish, []int64{3, 40}, []int64{16, 40}, nil, false),
+		anchorComposite(CompositeConv2DBiasHardSigmoid, []int64{1, 8, 10, 10}, []int64{16, 8, 1, 1}, conv([]int64{1, 1}, []int64{0, 0, 0, 0}, []int64{1, 1}, 1), true),
+		anchorComposite(CompositeConv2DBiasSigmoid, []int64{1, 8, 5, 5}, []int64{16, 8, 1, 1}, conv([]int64{1, 1}, []int64{0, 0, 0, 0}, []int64{1, 1}, 1), false),
+		anchorComposite(CompositeConv2DBiasSiLU, []int64{1, 16, 12, 12}, []int64{16, 1, 3, 3}, conv([]int64{1, 1}, []int64{1, 1, 1, 1}, []int64{1, 1}, 16), false),
+		anchorComposite("dnnl.dense_bias_silu", []int64{4, 32}, []int64{24, 32}, nil, true),
+		anchorComposite("dnnl.conv2d_silu", []int64{1, 8, 6, 6}, []int64{8, 8, 3, 3}, conv([]int64{1, 1}, []int64{1, 1, 1, 1}, []int64{1, 1}, 1), false),
+		anchorComposite("dnnl.dense_bias_sigmoid", []int64{3, 16}, []int64{8, 16}, nil, false),
 		anchorComposite(CompositeConv2DClip, []int64{1, 8, 10, 10}, []int64{16, 8, 1, 1}, conv([]int64{1, 1}, []int64{0, 0, 0, 0}, []int64{1, 1}, 1), false),
 		anchorComposite(CompositeDenseRelu, []int64{3, 2, 16}, []int64{8, 16}, nil, false),
 		anchorComposite(CompositeDenseBiasRelu, []int64{4, 32}, []int64{10, 32}, nil, false),
@@ -479,8 +493,8 @@ func TestCompositesAreDocumented(t *testing.T) {
 		}
 		seen[c.Name] = true
 	}
-	if len(seen) != 16 {
-		t.Errorf("%d composites, want 16", len(seen))
+	if len(seen) != 26 {
+		t.Errorf("%d composites, want 26", len(seen))
 	}
 }
 
@@ -609,5 +623,77 @@ func TestProfileShowsKernelsInsideRegion(t *testing.T) {
 	want := []string{"nn.conv2d [conv_node]", "nn.relu [relu_node]", "add [add_node]"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("inner steps %q, want %q", got, want)
+	}
+}
+
+// TestCompositeOrder checks that the spelled-out composite names are in
+// the table and that a composite whose pattern contains another's is
+// tried first.
+func TestCompositeOrder(t *testing.T) {
+	seen := map[string]int{}
+	for i, c := range Composites {
+		seen[c.Name] = i
+	}
+	for _, n := range []string{CompositeConv2DBias, CompositeConv2DRelu, CompositeConv2DBiasRelu, CompositeConv2DAdd, CompositeConv2DAddRelu,
+		CompositeConv2DBiasAdd, CompositeConv2DBiasAddRelu, CompositeDenseBias, CompositeDenseRelu, CompositeConv2DBiasClip, CompositeConv2DClip,
+		CompositeDenseBiasRelu, CompositeConv2DBiasHardSwish, CompositeConv2DHardSwish, CompositeDenseBiasHardSwish, CompositeDenseHardSwish,
+		CompositeConv2DBiasHardSigmoid, CompositeConv2DBiasSiLU, CompositeConv2DBiasSigmoid} {
+		if _, ok := seen[n]; !ok {
+			t.Errorf("%s is not in Composites", n)
+		}
+	}
+	// Larger patterns first: SiLU contains sigmoid, hard-swish contains
+	// hard-sigmoid, and every biased or residual form contains the bare
+	// anchor's.
+	before := [][2]string{
+		{"dnnl.conv2d_bias_silu", "dnnl.conv2d_bias_sigmoid"}, {"dnnl.conv2d_silu", "dnnl.conv2d_sigmoid"},
+		{"dnnl.conv2d_bias_hardswish", "dnnl.conv2d_bias_hardsigmoid"}, {"dnnl.conv2d_hardswish", "dnnl.conv2d_hardsigmoid"},
+		{"dnnl.conv2d_bias_sigmoid", "dnnl.conv2d_bias"}, {"dnnl.conv2d_bias_add_relu", "dnnl.conv2d_bias_add"},
+		{"dnnl.conv2d_bias_relu", "dnnl.conv2d_bias"}, {"dnnl.dense_bias_silu", "dnnl.dense_bias"}, {"dnnl.dense_bias_relu", "dnnl.dense_bias"},
+	}
+	for _, p := range before {
+		a, okA := seen[p[0]]
+		b, okB := seen[p[1]]
+		if !okA || !okB || a > b {
+			t.Errorf("%s (at %d, listed %v) must come before %s (at %d, listed %v)", p[0], a, okA, p[1], b, okB)
+		}
+	}
+}
+
+// TestSqueezeExciteSiLU partitions an EfficientNet-style block as an
+// exporter writes it (SiLU as x * sigmoid(x), the squeeze-excite gate a
+// sigmoid, the gate multiplied into the wide tensor): the SiLUs and the
+// gate become post-ops of their convolutions, and the outputs match.
+func TestSqueezeExciteSiLU(t *testing.T) {
+	rng := rand.New(rand.NewSource(13))
+	x := fvar("x", 1, 16, 10, 10)
+	convBias := func(in graph.Expr, attrs ir.Attrs, w ...int64) graph.Expr {
+		c := call(op.Conv2D, attrs, in, graph.NewConstant(randTensor(rng, w...)))
+		return call(op.Add, nil, c, graph.NewConstant(randTensor(rng, w[0], 1, 1)))
+	}
+	silu := func(e graph.Expr) graph.Expr { return call(op.Multiply, nil, e, call(op.Sigmoid, nil, e)) }
+	dw := silu(convBias(x, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "groups": int64(16)}, 16, 1, 3, 3))
+	s := silu(convBias(call(op.GlobalAvgPool2D, nil, dw), nil, 4, 16, 1, 1))
+	gate := call(op.Sigmoid, nil, convBias(s, nil, 16, 4, 1, 1))
+	out := convBias(call(op.Multiply, nil, dw, gate), nil, 8, 16, 1, 1)
+	mod := graph.NewModule(graph.NewFunction([]*graph.Var{x}, out, nil))
+	if err := graph.InferTypes(mod); err != nil {
+		t.Fatal(err)
+	}
+	var rep partition.Report
+	inputs := []*tensor.Tensor{randTensor(rng, 1, 16, 10, 10)}
+	dir := compile(t, mod, "dnnl, c -mcpu=x86-64", &rep)
+	checkAgainstRef(t, mod, inputs, runArtifact(t, dir, mod, inputs))
+	anchors := map[string]int{}
+	for _, n := range rep.Nodes {
+		if n.Op == "nn.conv2d" {
+			anchors[n.Composite]++
+		}
+	}
+	if anchors[CompositeConv2DBiasSiLU] != 2 || anchors[CompositeConv2DBiasSigmoid] != 1 || anchors[CompositeConv2DBias] != 1 {
+		t.Errorf("convolutions by composite %v, want 2 %s, 1 %s and 1 %s", anchors, CompositeConv2DBiasSiLU, CompositeConv2DBiasSigmoid, CompositeConv2DBias)
+	}
+	if rep.Counts[partition.HostTarget] != 0 {
+		t.Errorf("report counts %v, want everything on dnnl", rep.Counts)
 	}
 }

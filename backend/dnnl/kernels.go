@@ -495,53 +495,71 @@ func queryMD(pd C.dnnl_primitive_desc_t, what C.dnnl_query_t) C.dnnl_memory_desc
 // activation is the eltwise post-op of an anchor: none, relu, clip to
 // [lo, hi], or hard-swish.
 type activation struct {
-	relu, clip, hardSwish bool
-	lo, hi                float64
+	kind   Activation
+	lo, hi float64 // clip bounds
+	a, b   float64 // hard-sigmoid's alpha and beta
 }
 
 // activationOf reads a composite's activation (clip bounds from the
-// kernel attributes clip_min and clip_max).
+// kernel attributes clip_min and clip_max, hard-sigmoid's from hs_alpha
+// and hs_beta).
 func activationOf(spec *CompositeSpec, attrs ir.Attrs) (activation, error) {
-	a := activation{relu: spec.Relu, clip: spec.Clip, hardSwish: spec.HardSwish}
-	if spec.Clip {
-		var err error
-		if a.lo, err = attrFloat(attrs, "clip_min"); err != nil {
-			return a, err
-		}
-		if a.hi, err = attrFloat(attrs, "clip_max"); err != nil {
-			return a, err
+	a := activation{kind: spec.Act}
+	var err error
+	read := func(dst *float64, name string) {
+		if err == nil {
+			*dst, err = attrFloat(attrs, name)
 		}
 	}
-	return a, nil
+	switch spec.Act {
+	case ActClip:
+		read(&a.lo, "clip_min")
+		read(&a.hi, "clip_max")
+	case ActHardSigmoid:
+		read(&a.a, "hs_alpha")
+		read(&a.b, "hs_beta")
+	}
+	return a, err
 }
 
 // postOps builds the attribute with a sum (when sum) and the activation.
 func postOps(sum bool, act activation) (C.dnnl_primitive_attr_t, error) {
-	relu := act.relu || act.clip || act.hardSwish
 	var attr C.dnnl_primitive_attr_t
 	if st := C.dnnl_primitive_attr_create(&attr); st != C.dnnl_success {
 		return nil, dnnlError("attributes", st)
 	}
-	if !sum && !relu {
+	if !sum && act.kind == ActNone {
 		return attr, nil
 	}
 	var po C.dnnl_post_ops_t
 	if st := C.dnnl_post_ops_create(&po); st != C.dnnl_success {
+		C.dnnl_primitive_attr_destroy(attr)
 		return nil, dnnlError("post-ops", st)
 	}
 	defer C.dnnl_post_ops_destroy(po)
 	if sum {
 		C.dnnl_post_ops_append_sum(po, 1)
 	}
-	switch {
-	case act.hardSwish:
-		C.dnnl_post_ops_append_eltwise(po, 1, C.dnnl_eltwise_hardswish, 0, 0)
-	case act.clip:
-		C.dnnl_post_ops_append_eltwise(po, 1, C.dnnl_eltwise_clip, C.float(act.lo), C.float(act.hi))
-	case act.relu:
-		C.dnnl_post_ops_append_eltwise(po, 1, C.dnnl_eltwise_relu, 0, 0)
+	eltwise := func(alg C.dnnl_alg_kind_t, alpha, beta float64) {
+		C.dnnl_post_ops_append_eltwise(po, 1, alg, C.float(alpha), C.float(beta))
+	}
+	switch act.kind {
+	case ActRelu:
+		eltwise(C.dnnl_eltwise_relu, 0, 0)
+	case ActClip:
+		eltwise(C.dnnl_eltwise_clip, act.lo, act.hi)
+	case ActHardSwish:
+		eltwise(C.dnnl_eltwise_hardswish, 0, 0)
+	case ActHardSigmoid:
+		eltwise(C.dnnl_eltwise_linear, act.a, act.b)
+		eltwise(C.dnnl_eltwise_clip, 0, 1)
+	case ActSigmoid:
+		eltwise(C.dnnl_eltwise_logistic, 0, 0)
+	case ActSiLU:
+		eltwise(C.dnnl_eltwise_swish, 1, 0)
 	}
 	if st := C.dnnl_primitive_attr_set_post_ops(attr, po); st != C.dnnl_success {
+		C.dnnl_primitive_attr_destroy(attr)
 		return nil, dnnlError("post-ops", st)
 	}
 	return attr, nil

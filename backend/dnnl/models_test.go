@@ -66,8 +66,9 @@ func TestMobileNetV2(t *testing.T) {
 
 // TestMobileNetV3 checks that MobileNetV3's hard-swish activations (as
 // exported: y * clip(y/6 + 1/2, 0, 1)) become hard-swish post-ops of the
-// convolutions and the classifier's first dense, and that the outputs
-// match.
+// convolutions and the classifier's first dense, that its squeeze-excite
+// gates (HardSigmoid) become linear and clip post-ops, and that the
+// outputs match.
 func TestMobileNetV3(t *testing.T) {
 	rep := compileShared(t, "mobilenet_v3_large")
 	ops := map[string]int{}
@@ -76,8 +77,9 @@ func TestMobileNetV3(t *testing.T) {
 			ops[n.Composite]++
 		}
 	}
-	if ops[CompositeConv2DBiasHardSwish] != 20 || ops[CompositeDenseHardSwish] != 1 {
-		t.Errorf("anchors by composite %v, want 20 %s and 1 %s", ops, CompositeConv2DBiasHardSwish, CompositeDenseHardSwish)
+	if ops[CompositeConv2DBiasHardSwish] != 20 || ops[CompositeDenseHardSwish] != 1 || ops[CompositeConv2DBiasHardSigmoid] != 8 {
+		t.Errorf("anchors by composite %v, want 20 %s, 1 %s and 8 %s (the squeeze-excite gates)", ops,
+			CompositeConv2DBiasHardSwish, CompositeDenseHardSwish, CompositeConv2DBiasHardSigmoid)
 	}
 }
 

@@ -10,7 +10,9 @@ import (
 
 // Composite function names dnnl takes (the Composite attribute that
 // MergeComposite sets). Each is one oneDNN primitive with the bias as the
-// primitive's bias and the rest as post-ops.
+// primitive's bias and the rest as post-ops. Composites lists them all;
+// the names follow one scheme, "dnnl." + anchor + "_bias" + "_add" +
+// "_" + activation, of which these are spelled out.
 const (
 	CompositeConv2DBias        = "dnnl.conv2d_bias"
 	CompositeConv2DRelu        = "dnnl.conv2d_relu"
@@ -31,19 +33,70 @@ const (
 	CompositeConv2DHardSwish     = "dnnl.conv2d_hardswish"
 	CompositeDenseBiasHardSwish  = "dnnl.dense_bias_hardswish"
 	CompositeDenseHardSwish      = "dnnl.dense_hardswish"
+	// CompositeConv2DBiasHardSigmoid is a squeeze-excite gate:
+	// clip(y*alpha + beta, 0, 1) of the biased convolution.
+	CompositeConv2DBiasHardSigmoid = "dnnl.conv2d_bias_hardsigmoid"
+	// CompositeConv2DBiasSiLU is y * sigmoid(y) (SiLU, swish) of the
+	// biased convolution, as EfficientNet-style models write it.
+	CompositeConv2DBiasSiLU = "dnnl.conv2d_bias_silu"
+	// CompositeConv2DBiasSigmoid is sigmoid(y) of the biased
+	// convolution (a squeeze-excite gate).
+	CompositeConv2DBiasSigmoid = "dnnl.conv2d_bias_sigmoid"
 )
+
+// Activation is the elementwise tail of a composite, run as the
+// primitive's eltwise post-ops.
+type Activation int
+
+// The activations a composite may end with.
+const (
+	// ActNone: no activation.
+	ActNone Activation = iota
+	// ActRelu: nn.relu(y).
+	ActRelu
+	// ActClip: clip(y) with any bounds (MobileNet's relu6), which travel
+	// as the kernel attributes clip_min and clip_max.
+	ActClip
+	// ActHardSwish: multiply(y, clip(add(multiply(y, 1/6), 1/2), 0, 1)),
+	// either operand order of each multiply and the add.
+	ActHardSwish
+	// ActHardSigmoid: clip(add(multiply(y, alpha), beta), 0, 1) with
+	// scalar constants alpha and beta (ONNX HardSigmoid), run as a
+	// linear then a clip post-op; alpha and beta travel as the kernel
+	// attributes hs_alpha and hs_beta.
+	ActHardSigmoid
+	// ActSigmoid: sigmoid(y), oneDNN's logistic.
+	ActSigmoid
+	// ActSiLU: multiply(y, sigmoid(y)) either order, oneDNN's swish.
+	ActSiLU
+)
+
+// actNames are the activations' name parts and the ops of their
+// patterns, innermost last, for the docs.
+var actNames = [...]struct{ name, doc string }{
+	ActNone:        {"", "%s"},
+	ActRelu:        {"relu", "nn.relu(%s)"},
+	ActClip:        {"clip", "clip(%s)"},
+	ActHardSwish:   {"hardswish", "multiply(y, clip(add(multiply(y, 1/6), 1/2), 0, 1)) with y = %s"},
+	ActHardSigmoid: {"hardsigmoid", "clip(add(multiply(%s, alpha), beta), 0, 1)"},
+	ActSigmoid:     {"sigmoid", "sigmoid(%s)"},
+	ActSiLU:        {"silu", "multiply(y, sigmoid(y)) with y = %s"},
+}
+
+// String is the activation's name part ("relu"; "" for ActNone).
+func (a Activation) String() string { return actNames[a].name }
 
 // CompositeSpec describes one composite: the operator pattern its
 // function body must have. Every composite is an anchor (nn.conv2d or
 // nn.dense) followed, innermost first, by an optional bias, an optional
-// residual add and an optional relu:
+// residual add and an optional activation:
 //
 //	bias:  nn.bias_add(anchor, b) (axis 1 for conv2d, the last axis for
 //	       dense), or add(anchor, b) / add(b, anchor) with b a constant or
 //	       parameter of shape [C,1,1] or [1,C,1,1] (conv2d) or [N] or
 //	       [1,N] (dense)
 //	add:   add(inner, y) or add(y, inner), y of the output's shape
-//	relu:  nn.relu(inner)
+//	act:   see Activation
 //
 // The operands (data, weight, bias, y) are the composite's parameters or
 // constants; the weight of a conv2d may be either (a constant is
@@ -55,37 +108,60 @@ type CompositeSpec struct {
 	Doc string
 	// Anchor is the operator the composite is built around.
 	Anchor *op.Op
-	// Bias, Add and Relu say which of the three follow the anchor.
-	Bias, Add, Relu bool
-	// Clip is a final clip (MobileNet's relu6) instead of the relu, run
-	// as oneDNN's eltwise clip post-op; the bounds travel as the
-	// kernel attributes clip_min and clip_max.
-	Clip bool
-	// HardSwish is a final multiply(y, clip(add(multiply(y, 1/6), 1/2),
-	// 0, 1)) of the anchor's (biased) result y, either operand order,
-	// run as oneDNN's eltwise hardswish post-op.
-	HardSwish bool
+	// Bias and Add say which of the two follow the anchor.
+	Bias, Add bool
+	// Act is the final activation.
+	Act Activation
+}
+
+// newComposite makes a spec with its name and doc from the scheme.
+func newComposite(anchor *op.Op, bias, add bool, act Activation) CompositeSpec {
+	name, doc := "dnnl."+anchor.Name[len("nn."):], anchor.Name+"(x, w)"
+	if bias {
+		name += "_bias"
+		doc = "nn.bias_add(" + doc + ", b)"
+	}
+	if add {
+		name += "_add"
+		doc = "add(" + doc + ", y)"
+	}
+	if act != ActNone {
+		name += "_" + act.String()
+	}
+	return CompositeSpec{Name: name, Doc: fmt.Sprintf(actNames[act].doc, doc), Anchor: anchor, Bias: bias, Add: add, Act: act}
 }
 
 // Composites lists the composite functions dnnl takes, in the priority
-// order a pattern table should try them (largest first).
+// order a pattern table should try them: a composite whose pattern
+// contains another's comes first (SiLU before sigmoid, every biased form
+// before the unbiased one), so that the larger match wins.
 var Composites = []CompositeSpec{
-	{Name: CompositeConv2DBiasHardSwish, Doc: "multiply(y, clip(add(multiply(y, 1/6), 1/2), 0, 1)) with y = nn.bias_add(nn.conv2d(x, w), b)", Anchor: op.Conv2D, Bias: true, HardSwish: true},
-	{Name: CompositeDenseBiasHardSwish, Doc: "multiply(y, clip(add(multiply(y, 1/6), 1/2), 0, 1)) with y = nn.bias_add(nn.dense(x, w), b)", Anchor: op.Dense, Bias: true, HardSwish: true},
-	{Name: CompositeConv2DHardSwish, Doc: "multiply(y, clip(add(multiply(y, 1/6), 1/2), 0, 1)) with y = nn.conv2d(x, w)", Anchor: op.Conv2D, HardSwish: true},
-	{Name: CompositeDenseHardSwish, Doc: "multiply(y, clip(add(multiply(y, 1/6), 1/2), 0, 1)) with y = nn.dense(x, w)", Anchor: op.Dense, HardSwish: true},
-	{Name: CompositeConv2DBiasAddRelu, Doc: "nn.relu(add(nn.bias_add(nn.conv2d(x, w), b), y))", Anchor: op.Conv2D, Bias: true, Add: true, Relu: true},
-	{Name: CompositeConv2DBiasAdd, Doc: "add(nn.bias_add(nn.conv2d(x, w), b), y)", Anchor: op.Conv2D, Bias: true, Add: true},
-	{Name: CompositeConv2DAddRelu, Doc: "nn.relu(add(nn.conv2d(x, w), y))", Anchor: op.Conv2D, Add: true, Relu: true},
-	{Name: CompositeConv2DBiasRelu, Doc: "nn.relu(nn.bias_add(nn.conv2d(x, w), b))", Anchor: op.Conv2D, Bias: true, Relu: true},
-	{Name: CompositeConv2DBiasClip, Doc: "clip(nn.bias_add(nn.conv2d(x, w), b))", Anchor: op.Conv2D, Bias: true, Clip: true},
-	{Name: CompositeConv2DAdd, Doc: "add(nn.conv2d(x, w), y)", Anchor: op.Conv2D, Add: true},
-	{Name: CompositeConv2DBias, Doc: "nn.bias_add(nn.conv2d(x, w), b)", Anchor: op.Conv2D, Bias: true},
-	{Name: CompositeConv2DRelu, Doc: "nn.relu(nn.conv2d(x, w))", Anchor: op.Conv2D, Relu: true},
-	{Name: CompositeConv2DClip, Doc: "clip(nn.conv2d(x, w))", Anchor: op.Conv2D, Clip: true},
-	{Name: CompositeDenseBiasRelu, Doc: "nn.relu(nn.bias_add(nn.dense(x, w), b)) or nn.relu(add(nn.dense(x, w), b))", Anchor: op.Dense, Bias: true, Relu: true},
-	{Name: CompositeDenseBias, Doc: "nn.bias_add(nn.dense(x, w), b) or add(nn.dense(x, w), b)", Anchor: op.Dense, Bias: true},
-	{Name: CompositeDenseRelu, Doc: "nn.relu(nn.dense(x, w))", Anchor: op.Dense, Relu: true},
+	newComposite(op.Conv2D, true, false, ActHardSwish),
+	newComposite(op.Dense, true, false, ActHardSwish),
+	newComposite(op.Conv2D, false, false, ActHardSwish),
+	newComposite(op.Dense, false, false, ActHardSwish),
+	newComposite(op.Conv2D, true, false, ActSiLU),
+	newComposite(op.Dense, true, false, ActSiLU),
+	newComposite(op.Conv2D, false, false, ActSiLU),
+	newComposite(op.Dense, false, false, ActSiLU),
+	newComposite(op.Conv2D, true, false, ActHardSigmoid),
+	newComposite(op.Dense, true, false, ActHardSigmoid),
+	newComposite(op.Conv2D, true, false, ActSigmoid),
+	newComposite(op.Dense, true, false, ActSigmoid),
+	newComposite(op.Conv2D, true, true, ActRelu),
+	newComposite(op.Conv2D, true, true, ActNone),
+	newComposite(op.Conv2D, false, true, ActRelu),
+	newComposite(op.Conv2D, true, false, ActRelu),
+	newComposite(op.Conv2D, true, false, ActClip),
+	newComposite(op.Conv2D, false, true, ActNone),
+	newComposite(op.Conv2D, false, false, ActHardSigmoid),
+	newComposite(op.Conv2D, false, false, ActSigmoid),
+	newComposite(op.Conv2D, true, false, ActNone),
+	newComposite(op.Conv2D, false, false, ActRelu),
+	newComposite(op.Conv2D, false, false, ActClip),
+	newComposite(op.Dense, true, false, ActRelu),
+	newComposite(op.Dense, true, false, ActNone),
+	newComposite(op.Dense, false, false, ActRelu),
 }
 
 // Operators dnnl takes as single calls (float32 only, see Supported).
@@ -227,27 +303,9 @@ func matchComposite(spec *CompositeSpec, fn *graph.Function) (*compositeMatch, e
 		c, ok := e.(*graph.Call)
 		return c, ok && c.Op == o
 	}
-	if spec.Relu {
-		c, ok := isCall(e, op.Relu)
-		if !ok {
-			return nil, fmt.Errorf("body is %s, want nn.relu", graph.Describe(e))
-		}
-		e = c.Args[0]
-	}
-	if spec.HardSwish {
-		y, err := hardSwishInput(e)
-		if err != nil {
-			return nil, err
-		}
-		e = y
-	}
-	var clip *graph.Call
-	if spec.Clip {
-		c, ok := isCall(e, op.Clip)
-		if !ok {
-			return nil, fmt.Errorf("body is %s, want clip", graph.Describe(e))
-		}
-		clip, e = c, c.Args[0]
+	actAttrs, e, err := matchActivation(spec.Act, e)
+	if err != nil {
+		return nil, err
 	}
 	if spec.Add {
 		c, ok := isCall(e, op.Add)
@@ -280,9 +338,8 @@ func matchComposite(spec *CompositeSpec, fn *graph.Function) (*compositeMatch, e
 		return nil, fmt.Errorf("want %s, found %s", spec.Anchor.Name, graph.Describe(e))
 	}
 	m := &compositeMatch{attrs: anchor.Attrs.Clone(), operands: []graph.Expr{anchor.Args[0], anchor.Args[1]}}
-	if clip != nil {
-		m.attrs["clip_min"] = clip.Attrs.Float("a_min")
-		m.attrs["clip_max"] = clip.Attrs.Float("a_max")
+	for k, v := range actAttrs {
+		m.attrs[k] = v
 	}
 	if bias != nil {
 		m.operands = append(m.operands, bias)
@@ -298,6 +355,95 @@ func matchComposite(spec *CompositeSpec, fn *graph.Function) (*compositeMatch, e
 		}
 	}
 	return m, nil
+}
+
+// matchActivation checks that e is activation a of some y and returns
+// y and the kernel attributes the activation carries (clip_min and
+// clip_max, hs_alpha and hs_beta).
+func matchActivation(a Activation, e graph.Expr) (ir.Attrs, graph.Expr, error) {
+	is := func(e graph.Expr, o *op.Op) (*graph.Call, error) {
+		c, ok := e.(*graph.Call)
+		if !ok || c.Op != o {
+			return nil, fmt.Errorf("body is %s, want %s", graph.Describe(e), o.Name)
+		}
+		return c, nil
+	}
+	switch a {
+	case ActRelu:
+		c, err := is(e, op.Relu)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, c.Args[0], nil
+	case ActClip:
+		c, err := is(e, op.Clip)
+		if err != nil {
+			return nil, nil, err
+		}
+		return ir.Attrs{"clip_min": c.Attrs.Float("a_min"), "clip_max": c.Attrs.Float("a_max")}, c.Args[0], nil
+	case ActHardSwish:
+		y, err := hardSwishInput(e)
+		return nil, y, err
+	case ActHardSigmoid:
+		y, alpha, beta, err := hardSigmoidInput(e)
+		if err != nil {
+			return nil, nil, err
+		}
+		return ir.Attrs{"hs_alpha": alpha, "hs_beta": beta}, y, nil
+	case ActSigmoid:
+		c, err := is(e, op.Sigmoid)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, c.Args[0], nil
+	case ActSiLU:
+		mul, err := is(e, op.Multiply)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k := 0; k < 2; k++ {
+			if s, ok := mul.Args[1-k].(*graph.Call); ok && s.Op == op.Sigmoid && s.Args[0] == mul.Args[k] {
+				return nil, mul.Args[k], nil
+			}
+		}
+		return nil, nil, fmt.Errorf("%s is not y * sigmoid(y) (SiLU)", graph.Describe(e))
+	}
+	return nil, e, nil
+}
+
+// hardSigmoidInput returns y, alpha and beta when e is clip(add(
+// multiply(y, alpha), beta), 0, 1) (either operand order of the multiply
+// and the add) with float32 scalar constants alpha and beta.
+func hardSigmoidInput(e graph.Expr) (y graph.Expr, alpha, beta float64, err error) {
+	clip, ok := e.(*graph.Call)
+	if !ok || clip.Op != op.Clip || clip.Attrs.Float("a_min") != 0 || clip.Attrs.Float("a_max") != 1 {
+		return nil, 0, 0, fmt.Errorf("body is %s, want clip(..., 0, 1) (hard-sigmoid)", graph.Describe(e))
+	}
+	add, ok := clip.Args[0].(*graph.Call)
+	if ok && add.Op == op.Add {
+		for j := 0; j < 2; j++ {
+			scaled, ok := add.Args[j].(*graph.Call)
+			b, okb := scalarValue(add.Args[1-j])
+			if !ok || scaled.Op != op.Multiply || !okb {
+				continue
+			}
+			for k := 0; k < 2; k++ {
+				if a, ok := scalarValue(scaled.Args[1-k]); ok {
+					return scaled.Args[k], a, b, nil
+				}
+			}
+		}
+	}
+	return nil, 0, 0, fmt.Errorf("%s is not clip(y * alpha + beta, 0, 1) (hard-sigmoid)", graph.Describe(e))
+}
+
+// scalarValue returns the value of a float32 constant of one element.
+func scalarValue(e graph.Expr) (float64, bool) {
+	c, ok := e.(*graph.Constant)
+	if !ok || c.Value.DType != ir.Float32 || c.Value.Len() != 1 {
+		return 0, false
+	}
+	return float64(c.Value.Float32s()[0]), true
 }
 
 // hardSwishInput returns y when e is multiply(y, clip(add(multiply(y,
@@ -335,11 +481,8 @@ func hardSwishInput(e graph.Expr) (graph.Expr, error) {
 // isScalar reports whether e is a float32 constant of one element equal
 // to v rounded to float32.
 func isScalar(e graph.Expr, v float64) bool {
-	c, ok := e.(*graph.Constant)
-	if !ok || c.Value.DType != ir.Float32 || c.Value.Len() != 1 {
-		return false
-	}
-	return c.Value.Float32s()[0] == float32(v)
+	x, ok := scalarValue(e)
+	return ok && float32(x) == float32(v)
 }
 
 // splitChain tells which argument of an add leads to the anchor.
