@@ -90,6 +90,10 @@ type candidate struct {
 	rep    partition.Report
 	steps  []runtime.StepTime
 	runs   int
+	// art is the loaded artifact, open until the final timing; err is
+	// why a timed run failed.
+	art *Artifact
+	err error
 }
 
 // decider is the partition.Decider of a candidate.
@@ -175,18 +179,30 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 		return res, err
 	}
 
+	var all []*candidate
+	var failed []string
+	fail := func(c *candidate, err error) {
+		failed = append(failed, fmt.Sprintf("measured partitioning left out candidate %q: %v", c.name, err))
+		if mo.Log != nil {
+			fmt.Fprintf(mo.Log, "measured partitioning: %-24s failed: %v\n", c.name, err)
+		}
+	}
 	scratch, err := os.MkdirTemp("", "kiln-measure-")
 	if err != nil {
 		return nil, fmt.Errorf("measured partitioning: %w", err)
 	}
 	TrackTemp(scratch)
 	defer removeTemp(scratch)
-	var all []*candidate
-	var failed []string
-	// run compiles and measures a candidate. A candidate that fails to
-	// compile or run is left out (with the reason in the report's
-	// warnings); only a cancelled compile stops the measurement.
-	run := func(c *candidate) (bool, error) {
+	defer func() {
+		for _, c := range all {
+			c.close()
+		}
+	}()
+	// run compiles and loads a candidate, and profiles it when its
+	// per-node costs are needed. A candidate that fails to compile or
+	// run is left out (with the reason in the report's warnings); only a
+	// cancelled compile stops the measurement.
+	run := func(c *candidate, profile bool) (bool, error) {
 		sub := cfg
 		sub.Out = filepath.Join(scratch, fmt.Sprintf("c%d", len(all)+len(failed)))
 		sub.Report = &c.rep
@@ -195,26 +211,22 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 		sub.Executor = ExecutorGraph
 		_, err := CompileContext(ctx, mod, outputNames, sub)
 		if err == nil {
-			err = measureCandidate(ctx, sub.Out, mo, c)
+			err = prepareCandidate(ctx, sub.Out, mo, c, profile)
 		}
 		if ctx.Err() != nil {
+			c.close()
 			return false, ctx.Err()
 		}
 		if err != nil {
-			failed = append(failed, fmt.Sprintf("measured partitioning left out candidate %q: %v", c.name, err))
-			if mo.Log != nil {
-				fmt.Fprintf(mo.Log, "measured partitioning: %-24s failed: %v\n", c.name, err)
-			}
+			c.close()
+			fail(c, err)
 			return false, nil
 		}
 		all = append(all, c)
-		if mo.Log != nil {
-			fmt.Fprintf(mo.Log, "measured partitioning: %-24s %9.3f ms\n", c.name, c.median)
-		}
 		return true, nil
 	}
 	host := &candidate{name: partition.HostTarget, spans: map[string]string{}}
-	hostOK, err := run(host)
+	hostOK, err := run(host, true)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +239,7 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 	var refined []*candidate
 	for _, t := range ext {
 		only := &candidate{name: t.Kind.Name, spans: map[string]string{}, def: t}
-		ok, err := run(only)
+		ok, err := run(only, true)
 		if err != nil {
 			return nil, err
 		}
@@ -240,7 +252,7 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 		if r == nil {
 			continue
 		}
-		if ok, err := run(r); err != nil {
+		if ok, err := run(r, false); err != nil {
 			return nil, err
 		} else if ok {
 			refined = append(refined, r)
@@ -248,13 +260,36 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 	}
 	if len(ext) > 1 {
 		greedy := &candidate{name: "greedy", spans: map[string]string{}, greedy: true}
-		if _, err := run(greedy); err != nil {
+		if _, err := run(greedy, false); err != nil {
 			return nil, err
 		}
 		if comb := combine(refined, hostCost, costs); comb != nil {
-			if _, err := run(comb); err != nil {
+			if _, err := run(comb, false); err != nil {
 				return nil, err
 			}
+		}
+	}
+	// Time every candidate in the same rounds, so that a burst of load
+	// on a shared machine slows them all alike instead of deciding the
+	// choice.
+	if err := timeCandidates(ctx, mo, all); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		kept := all[:0]
+		for _, c := range all {
+			if c.err != nil {
+				c.close()
+				fail(c, c.err)
+				continue
+			}
+			kept = append(kept, c)
+		}
+		all = kept
+	}
+	if mo.Log != nil {
+		for _, c := range all {
+			fmt.Fprintf(mo.Log, "measured partitioning: %-24s %9.3f ms\n", c.name, c.median)
 		}
 	}
 	if len(all) == 0 {
@@ -300,14 +335,15 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 	return res, nil
 }
 
-// measureCandidate loads the artifact in dir, runs it on seeded random
-// inputs (3 warm-up runs, then mo.Runs timed) and profiles as many runs.
-func measureCandidate(ctx context.Context, dir string, mo MeasureOptions, c *candidate) error {
+// prepareCandidate loads the artifact in dir into c (open until
+// c.close), sets seeded random inputs, warms it up with 3 runs and, when
+// profile, profiles mo.Runs runs for the per-node costs.
+func prepareCandidate(ctx context.Context, dir string, mo MeasureOptions, c *candidate, profile bool) error {
 	art, err := LoadArtifact(dir)
 	if err != nil {
 		return err
 	}
-	defer art.Close()
+	c.art = art
 	if art.Exec == nil {
 		return fmt.Errorf("not a graph-executor artifact")
 	}
@@ -322,27 +358,70 @@ func measureCandidate(ctx context.Context, dir string, mo MeasureOptions, c *can
 			return err
 		}
 	}
-	times := make([]float64, 0, mo.Runs)
-	for i := 0; i < 3+mo.Runs; i++ {
+	for range 3 {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		t0 := time.Now()
 		if err := art.Exec.Run(); err != nil {
 			return err
 		}
-		if i >= 3 {
-			times = append(times, float64(time.Since(t0).Nanoseconds())/1e6)
+	}
+	if profile {
+		c.steps, err = art.Exec.Profile(mo.Runs)
+		c.runs = mo.Runs
+	}
+	return err
+}
+
+// close releases the candidate's artifact.
+func (c *candidate) close() {
+	if c.art != nil {
+		c.art.Close()
+		c.art = nil
+	}
+}
+
+// timeCandidates times mo.Runs rounds, each running every candidate once
+// (in an order that rotates from round to round), and sets each
+// candidate's median. A candidate whose run fails gets the error in
+// c.err and drops out of later rounds; the returned error says that
+// some failed (or that ctx ended).
+func timeCandidates(ctx context.Context, mo MeasureOptions, cands []*candidate) error {
+	times := make([][]float64, len(cands))
+	var failed error
+	for r := range mo.Runs {
+		for j := range cands {
+			i := (j + r) % len(cands)
+			c := cands[i]
+			if c.err != nil {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			if err := c.art.Exec.Run(); err != nil {
+				c.err, failed = err, err
+				continue
+			}
+			times[i] = append(times[i], float64(time.Since(t0).Nanoseconds())/1e6)
 		}
 	}
-	sort.Float64s(times)
-	c.median = times[len(times)/2]
-	if len(times)%2 == 0 {
-		c.median = (times[len(times)/2-1] + times[len(times)/2]) / 2
+	for i, c := range cands {
+		if c.err == nil {
+			c.median = median(times[i])
+		}
 	}
-	c.steps, err = art.Exec.Profile(mo.Runs)
-	c.runs = mo.Runs
-	return err
+	return failed
+}
+
+// median is the median of v (not empty); it sorts v.
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	if len(v)%2 == 0 {
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return v[len(v)/2]
 }
 
 // RandomInput makes a seeded random value for a model input of dtype dt

@@ -28,12 +28,17 @@ const (
 	slowKind   = "kiln_test_slow"
 	freeKind   = "kiln_test_free"
 	brokenKind = "kiln_test_broken" // its kernels fail at run time
+	flakyKind  = "kiln_test_flaky"  // its kernels fail from their 11th run
 	slowDelay  = 3 * time.Millisecond
 	broken     = -1 // the delay that marks brokenKind's kernels
+	flaky      = -2 // the delay that marks flakyKind's kernels
 )
 
+// fakeKinds are the fake backends by the delay of their kernels.
+var fakeKinds = map[string]time.Duration{slowKind: slowDelay, freeKind: 0, brokenKind: broken, flakyKind: flaky}
+
 var registerFakeLoaders = sync.OnceValue(func() error {
-	for kind, delay := range map[string]time.Duration{slowKind: slowDelay, freeKind: 0, brokenKind: broken} {
+	for kind, delay := range fakeKinds {
 		if err := runtime.RegisterLoader(jsonrt.NewLoader(kind, func() (jsonrt.KernelSet, error) { return fakeKernels{delay}, nil })); err != nil {
 			return err
 		}
@@ -51,13 +56,17 @@ func (fakeKernels) Check(g *jsonrt.Graph, id int) error {
 }
 
 func (s fakeKernels) Prepare(ctx *jsonrt.PrepareContext) (jsonrt.Kernel, error) {
-	return fakeRelu(s), nil
+	return &fakeRelu{delay: s.delay}, nil
 }
 
-type fakeRelu struct{ delay time.Duration }
+type fakeRelu struct {
+	delay time.Duration
+	runs  int
+}
 
-func (k fakeRelu) Run(args []*runtime.NDArray) error {
-	if k.delay == broken {
+func (k *fakeRelu) Run(args []*runtime.NDArray) error {
+	k.runs++
+	if k.delay == broken || k.delay == flaky && k.runs > 10 {
 		return fmt.Errorf("this backend is broken")
 	}
 	in, err := args[0].ToTensor()
@@ -85,7 +94,7 @@ func fakeRegistry(t *testing.T) *targets.Registry {
 	}
 	r := targets.NewRegistry()
 	kinds := []*targets.Kind{targets.C}
-	for name, delay := range map[string]time.Duration{slowKind: slowDelay, freeKind: 0, brokenKind: broken} {
+	for name, delay := range fakeKinds {
 		kinds = append(kinds, &targets.Kind{Name: name, DeviceType: targets.CPU, Keys: []string{"cpu"}, Flow: &backend.Flow{
 			Supports: func(c *graph.Call) error {
 				if c.Op != op.Relu {
@@ -268,8 +277,16 @@ func TestRefine(t *testing.T) {
 // choice is not cached.
 func TestMeasuredPartitioningSurvivesABrokenBackend(t *testing.T) {
 	testenv.Cgo(t)
+	for _, kind := range []string{brokenKind, flakyKind} {
+		t.Run(kind, func(t *testing.T) { survives(t, kind) })
+	}
+}
+
+// survives checks that kind, whose kernels fail when they run (from the
+// start, or only in the timed rounds), is left out of the measurement.
+func survives(t *testing.T, kind string) {
 	r := fakeRegistry(t)
-	l, err := r.ParseList(brokenKind + ", c -mcpu=x86-64")
+	l, err := r.ParseList(kind + ", c -mcpu=x86-64")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,13 +302,15 @@ func TestMeasuredPartitioningSurvivesABrokenBackend(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		var rep partition.Report
 		cfg := Config{Host: l.Host, Targets: l.Targets, Out: filepath.Join(t.TempDir(), "m"), Report: &rep}
-		if _, err := CompileMeasured(t.Context(), m.Module, nil, cfg, MeasureOptions{Runs: 2, CacheDir: cache}); err != nil {
+		// 3 warm-up and 4 profiled runs, then the flaky kernels fail in
+		// the fourth timed round.
+		if _, err := CompileMeasured(t.Context(), m.Module, nil, cfg, MeasureOptions{Runs: 4, CacheDir: cache}); err != nil {
 			t.Fatal(err)
 		}
-		if rep.Measured == nil || rep.Measured.Cached || rep.Measured.Chosen != partition.HostTarget || rep.Counts[brokenKind] != 0 {
+		if rep.Measured == nil || rep.Measured.Cached || rep.Measured.Chosen != partition.HostTarget || rep.Counts[kind] != 0 {
 			t.Fatalf("round %d: measurement %+v, counts %v", round, rep.Measured, rep.Counts)
 		}
-		if w := strings.Join(rep.Warnings, "\n"); !strings.Contains(w, `left out candidate "kiln_test_broken"`) || !strings.Contains(w, "this backend is broken") {
+		if w := strings.Join(rep.Warnings, "\n"); !strings.Contains(w, `left out candidate "`+kind+`"`) || !strings.Contains(w, "this backend is broken") {
 			t.Errorf("round %d: warnings %q", round, rep.Warnings)
 		}
 	}
