@@ -17,6 +17,8 @@ type OptionInfo struct {
 	Doc     string `json:"doc,omitempty"`
 	// Common marks the options every kind accepts.
 	Common bool `json:"common,omitempty"`
+	// Choices are the values a string option accepts (empty: any).
+	Choices []string `json:"choices,omitempty"`
 }
 
 // KindInfo describes one registered kind for `kiln targets`.
@@ -55,7 +57,7 @@ func Describe(r *Registry) []KindInfo {
 		for i, o := range k.AllOptions() {
 			ki.Options = append(ki.Options, OptionInfo{
 				Name: o.Name, Kind: kindName(o.Kind), Default: o.Default, Doc: o.Doc,
-				Common: i >= len(k.Options),
+				Common: i >= len(k.Options), Choices: o.Choices,
 			})
 		}
 		out = append(out, ki)
@@ -139,6 +141,9 @@ func writeOptions(b *strings.Builder, opts []OptionInfo) {
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
 	for _, o := range opts {
 		typ := o.Kind
+		if len(o.Choices) > 0 {
+			typ = strings.Join(o.Choices, "|")
+		}
 		if o.Default != nil {
 			typ += " = " + formatOptionValue(o.Default, nil)
 		}

@@ -108,6 +108,8 @@ func TestRegisterValidation(t *testing.T) {
 		{&Kind{Name: "k", Options: []Option{{Name: "x", Kind: ir.AttrFloat}}}, "unsupported kind float"},
 		{&Kind{Name: "k", Options: []Option{{Name: "x", Kind: ir.AttrInt, Default: "3"}}}, "is not a int"},
 		{&Kind{Name: "k", Options: []Option{{Name: "x", Kind: AttrTarget, Default: "c"}}}, "cannot have a default"},
+		{&Kind{Name: "k", Options: []Option{{Name: "x", Kind: ir.AttrInt, Choices: []string{"1"}}}}, "has choices but is not a string option"},
+		{&Kind{Name: "k", Options: []Option{{Name: "x", Kind: ir.AttrString, Default: "c", Choices: []string{"a", "b"}}}}, `default "c" is not one of its choices`},
 	}
 	for _, c := range cases {
 		if err := NewRegistry().Register(c.k); err == nil || !strings.Contains(err.Error(), c.says) {

@@ -25,6 +25,10 @@ type Option struct {
 	Kind    ir.AttrKind
 	Default any // nil: no default (the attribute is absent unless given)
 	Doc     string
+	// Choices, for a string option, are the values it accepts (nil:
+	// any string); a target with another value is an error that lists
+	// them.
+	Choices []string
 }
 
 // Kind is a registered family of targets.
@@ -102,6 +106,20 @@ var commonOptions = []Option{
 	{Name: "device", Kind: ir.AttrString, Doc: "device name"},
 	{Name: "libs", Kind: ir.AttrStrings, Doc: "external libraries to link"},
 	{Name: "host", Kind: AttrTarget, Doc: "target that runs this target's host-side code (stored in Target.Host)"},
+}
+
+// allows reports whether v is one of the option's choices (any value
+// when it has none).
+func (o *Option) allows(v string) bool {
+	if len(o.Choices) == 0 {
+		return true
+	}
+	for _, c := range o.Choices {
+		if c == v {
+			return true
+		}
+	}
+	return false
 }
 
 // Option returns the declaration of an option (common ones included), or nil.
@@ -187,6 +205,12 @@ func (r *Registry) Register(k *Kind) error {
 		}
 		if o.Default != nil && ir.KindOf(o.Default) != o.Kind {
 			return fmt.Errorf("target kind %q: option %q default %v is not a %s", k.Name, o.Name, o.Default, o.Kind)
+		}
+		if len(o.Choices) > 0 && o.Kind != ir.AttrString {
+			return fmt.Errorf("target kind %q: option %q has choices but is not a string option", k.Name, o.Name)
+		}
+		if d, ok := o.Default.(string); ok && len(o.Choices) > 0 && !o.allows(d) {
+			return fmt.Errorf("target kind %q: option %q default %q is not one of its choices", k.Name, o.Name, d)
 		}
 	}
 	if !validName(k.Name) {

@@ -476,6 +476,16 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("New(c, %v) = %v, want an error saying %q", tc.attrs, err, tc.says)
 		}
 	}
+	k := &Kind{Name: "chooser", Options: []Option{{Name: "layout", Kind: ir.AttrString, Choices: []string{"any", "blocked"}}}}
+	if err := r.Register(k); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(k, ir.Attrs{"layout": "tiled"}); err == nil || !strings.Contains(err.Error(), `option -layout is "tiled", want one of any, blocked`) {
+		t.Errorf("New with a value not among the choices = %v", err)
+	}
+	if tg, err := New(k, ir.Attrs{"layout": "blocked"}); err != nil || tg.Str("layout") != "blocked" {
+		t.Errorf("New with a choice = %v, %v", tg, err)
+	}
 	h := mk(t, r, "c", nil, nil)
 	tg, err := New(c, ir.Attrs{"host": h})
 	if err != nil || tg.Host != h || tg.Attrs.Has("host") {

@@ -42,6 +42,9 @@ func New(k *Kind, attrs ir.Attrs) (*Target, error) {
 		if tv, ok := v.(*Target); ok && tv == nil {
 			return nil, fmt.Errorf("target %q: option -%s is a nil target", k.Name, name)
 		}
+		if sv, ok := v.(string); ok && !o.allows(sv) {
+			return nil, fmt.Errorf("target %q: option -%s is %q, want one of %s", k.Name, name, sv, strings.Join(o.Choices, ", "))
+		}
 		if name == "host" {
 			host = v.(*Target)
 			continue

@@ -32,6 +32,8 @@ package dnnl
 import (
 	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/runtime/jsonrt"
 	"github.com/kiln-dev/kiln/targets"
@@ -47,6 +49,8 @@ var Kind = &targets.Kind{
 	DeviceType: targets.CPU,
 	Keys:       []string{"dnnl", "cpu"},
 	Doc:        "oneDNN (libdnnl) external codegen: conv2d, dense/matmul, pooling, relu, clip, add, batch_norm, concatenate as a JSON graph run with oneDNN primitives",
+	Options: []targets.Option{{Name: OptionLayout, Kind: ir.AttrString, Choices: []string{LayoutAny, LayoutBlocked},
+		Doc: "activation layout of convolutions: any (oneDNN picks per primitive and ISA; also when unset) or blocked (nChw16c with AVX-512, nChw8c with AVX2, when the channels divide)"}},
 	Flow: &backend.Flow{
 		Hooks:      backend.Hooks{RelayToRuntime: relayToRuntime, ConstantUpdater: constantUpdater},
 		Supports:   Supported,
@@ -68,11 +72,34 @@ func Register(r *targets.Registry) error {
 	return r.Register(Kind)
 }
 
-// relayToRuntime generates the JSON graph of one partitioned function.
-func relayToRuntime(_ *backend.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
+// The target option that picks the activation layout of convolutions,
+// and its values. Which is faster depends on the model, oneDNN's version
+// and the ISA: oneDNN 2.6 on AVX-512 picks NHWC brgemm kernels when
+// free, and on the Zen 5 machine of docs/performance.md mobilenet_v2 ran
+// within noise of that on nChw16c's direct and depthwise kernels.
+const (
+	OptionLayout  = "layout"
+	LayoutAny     = "any"
+	LayoutBlocked = "blocked"
+)
+
+// relayToRuntime generates the JSON graph of one partitioned function,
+// with the target's -layout on each convolution (the kernel attribute
+// layout).
+func relayToRuntime(ctx *backend.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
 	g, _, err := Generate(fn, symbol)
 	if err != nil {
 		return nil, err
+	}
+	if l := ctx.Target.Str(OptionLayout); l != "" && l != LayoutAny {
+		for i := range g.Nodes {
+			n := &g.Nodes[i]
+			if spec, ok := compositeSpec(n.Name); n.Op == jsonrt.OpKernel && (n.Name == op.Conv2D.Name || ok && spec.Anchor == op.Conv2D) {
+				attrs := n.AttrMap()
+				attrs[attrLayout] = l
+				n.SetAttrs(attrs)
+			}
+		}
 	}
 	set, err := newKernelSet()
 	if err != nil {

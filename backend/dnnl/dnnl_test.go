@@ -407,22 +407,36 @@ func TestChainKeepsBlockedLayouts(t *testing.T) {
 	g := call(op.GlobalAvgPool2D, nil, s)
 	mod := offload(t, []*graph.Var{x}, graph.NewTuple([]graph.Expr{g, s}))
 	inputs := []*tensor.Tensor{randTensor(rng, 1, 16, 12, 12)}
-	dir := compile(t, mod, "dnnl, c -mcpu=x86-64", nil)
-	for range 2 {
-		checkAgainstRef(t, mod, inputs, runArtifact(t, dir, mod, inputs))
-	}
-	mods, _ := filepath.Glob(filepath.Join(dir, "modules", "*."+ModuleKind))
-	if len(mods) != 1 {
-		t.Fatalf("dnnl modules in the artifact: %v", mods)
-	}
-	data, err := os.ReadFile(mods[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"dnnl.conv2d_bias_relu"`, `"dnnl.conv2d_bias_add_relu"`, `"concatenate"`, `"nn.global_avg_pool2d"`, `"op": "const"`} {
-		if !strings.Contains(string(data), want) {
-			t.Errorf("the saved graph lacks %s", want)
+	// Both activation layouts: oneDNN's pick, and channel blocks (the
+	// convolutions carry the kernel attribute layout).
+	for _, layout := range []string{"", LayoutBlocked} {
+		tgt, want := "dnnl, c -mcpu=x86-64", `"layout"`
+		if layout != "" {
+			tgt, want = "dnnl -layout="+layout+", c -mcpu=x86-64", `"`+layout+`"`
 		}
+		dir := compile(t, mod, tgt, nil)
+		for range 2 {
+			checkAgainstRef(t, mod, inputs, runArtifact(t, dir, mod, inputs))
+		}
+		mods, _ := filepath.Glob(filepath.Join(dir, "modules", "*."+ModuleKind))
+		if len(mods) != 1 {
+			t.Fatalf("dnnl modules in the artifact: %v", mods)
+		}
+		data, err := os.ReadFile(mods[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`"dnnl.conv2d_bias_relu"`, `"dnnl.conv2d_bias_add_relu"`, `"concatenate"`, `"nn.global_avg_pool2d"`, `"op": "const"`} {
+			if !strings.Contains(string(data), want) {
+				t.Errorf("the saved graph lacks %s", want)
+			}
+		}
+		if strings.Contains(string(data), want) != (layout != "") {
+			t.Errorf("-t %q: the saved graph has %s: %v", tgt, want, layout != "")
+		}
+	}
+	if err := checkOp(CompositeConv2DRelu, ir.Attrs{"layout": "tiled"}, nil, &ir.TensorType{DType: ir.Float32}); err == nil || !strings.Contains(err.Error(), `attribute layout is tiled, want "any" or "blocked"`) {
+		t.Errorf("a bad layout attribute: %v", err)
 	}
 }
 

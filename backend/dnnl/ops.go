@@ -514,6 +514,24 @@ func leadsTo(e graph.Expr, anchor *op.Op) bool {
 	return false
 }
 
+// attrLayout is the kernel attribute that carries the target's -layout
+// on a convolution.
+const attrLayout = "layout"
+
+// layoutAttr reads a convolution's layout attribute (LayoutAny when
+// absent); another value is an error (the attribute comes from the
+// artifact, which may come from anyone).
+func layoutAttr(a ir.Attrs) (string, error) {
+	v, ok := a[attrLayout]
+	if !ok {
+		return LayoutAny, nil
+	}
+	if s, ok := v.(string); ok && (s == LayoutAny || s == LayoutBlocked) {
+		return s, nil
+	}
+	return "", fmt.Errorf("attribute layout is %v, want %q or %q", v, LayoutAny, LayoutBlocked)
+}
+
 // checkConcat accepts a concatenate of 1 to maxConcatInputs non-empty
 // operands of rank 1 to 12 along a valid axis.
 func checkConcat(attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorType) error {
@@ -563,6 +581,9 @@ func checkOp(name string, attrs ir.Attrs, ins []*ir.TensorType, out *ir.TensorTy
 	}
 	if out.DType != ir.Float32 {
 		return fmt.Errorf("result is %s, only float32 is supported", out.DType)
+	}
+	if _, err := layoutAttr(attrs); err != nil {
+		return err
 	}
 	if spec, ok := compositeSpec(name); ok {
 		want := 2

@@ -270,6 +270,21 @@ func (m *Module) prepare() error {
 	layouts := make([]Layout, nEntries)
 	kernels := make([]Kernel, len(g.Nodes))
 	bufs := make([]*runtime.NDArray, nEntries)
+	// Intermediates share memory: an entry's buffer returns to the pool
+	// after its last consumer, and later outputs take the smallest free
+	// buffer that fits (never one of their own node's inputs), so the
+	// working set stays in cache instead of growing with the graph.
+	lastUse := make([]int, nEntries)
+	for i := range lastUse {
+		lastUse[i] = -1
+	}
+	for id := range g.Nodes {
+		for _, e := range g.Nodes[id].Inputs {
+			lastUse[m.entryOf[e.Node][e.Index]] = id
+		}
+	}
+	var pool bufferPool
+	raws := make([]*runtime.NDArray, nEntries)
 	for id := range g.Nodes {
 		n := &g.Nodes[id]
 		if n.Op == OpConst {
@@ -305,15 +320,34 @@ func (m *Module) prepare() error {
 			}
 			ent := m.entryOf[id][j]
 			layouts[ent] = ctx.outLayouts[j]
+			if ctx.plainOut[j] {
+				// A graph output is written straight into the caller's
+				// array (see call).
+				continue
+			}
 			dt, shape := g.Type(Entry{Node: id, Index: j})
 			plain := shape.NumElements() * int64(dt.Size())
-			nbytes := max(plain, ctx.outBytes[j], 1)
-			raw, err := runtime.Empty(ir.Uint8, ir.Shape{nbytes}, runtime.CPUDevice(0))
+			raw, err := pool.take(max(plain, ctx.outBytes[j], 1))
 			if err != nil {
 				return fmt.Errorf("jsonrt: %s: node %d (%s): %w", g.Symbol, id, n.Name, err)
 			}
+			raws[ent] = raw
 			if bufs[ent], err = raw.View(dt, shape, 0); err != nil {
 				return err
+			}
+		}
+		// Only now, with this node's outputs placed, do its inputs (and
+		// its unused outputs) give their memory back.
+		for _, e := range n.Inputs {
+			if ent := m.entryOf[e.Node][e.Index]; lastUse[ent] == id && raws[ent] != nil {
+				pool.put(raws[ent])
+				raws[ent] = nil
+			}
+		}
+		for _, ent := range m.entryOf[id] {
+			if lastUse[ent] == -1 && raws[ent] != nil {
+				pool.put(raws[ent])
+				raws[ent] = nil
 			}
 		}
 	}
@@ -425,3 +459,29 @@ func (m *Module) call(args []*runtime.NDArray) error {
 	}
 	return nil
 }
+
+// bufferPool hands out byte buffers for intermediates, reusing those
+// returned to it.
+type bufferPool struct {
+	free []*runtime.NDArray
+}
+
+// take returns the smallest free buffer of at least n bytes, or a new
+// one.
+func (p *bufferPool) take(n int64) (*runtime.NDArray, error) {
+	best := -1
+	for i, b := range p.free {
+		if c := b.Shape()[0]; c >= n && (best < 0 || c < p.free[best].Shape()[0]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return runtime.Empty(ir.Uint8, ir.Shape{n}, runtime.CPUDevice(0))
+	}
+	b := p.free[best]
+	p.free = append(p.free[:best], p.free[best+1:]...)
+	return b, nil
+}
+
+// put returns a buffer to the pool.
+func (p *bufferPool) put(b *runtime.NDArray) { p.free = append(p.free, b) }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/runtime"
@@ -385,5 +386,69 @@ func TestSetNumThreadsRebuildsKernels(t *testing.T) {
 	}
 	if plain.SetNumThreads(2) {
 		t.Errorf("SetNumThreads on a kernel set without threads = true")
+	}
+}
+
+// TestIntermediatesShareMemory runs a chain whose intermediates die one
+// after another: they share buffers (fewer buffers than intermediates),
+// no kernel writes over one of its own inputs, and the result is the
+// chain's.
+func TestIntermediatesShareMemory(t *testing.T) {
+	k := func(name string, attrs ir.Attrs, in ...int) Node {
+		n := Node{Op: OpKernel, Name: name, Shape: [][]int64{{2, 3}}, DType: []string{"float32"}}
+		for _, i := range in {
+			n.Inputs = append(n.Inputs, Entry{Node: i})
+		}
+		n.SetAttrs(attrs)
+		return n
+	}
+	g := &Graph{Symbol: "f", Nodes: []Node{
+		f32("x", 2, 3),
+		k("scale", ir.Attrs{"factor": 2.0}, 0),  // 1: 2x
+		k("scale", ir.Attrs{"factor": 3.0}, 1),  // 2: 6x
+		k("add", nil, 2, 1),                     // 3: 8x
+		k("scale", ir.Attrs{"factor": 0.5}, 3),  // 4: 4x
+		k("add", nil, 4, 3),                     // 5: 12x
+		k("scale", ir.Attrs{"factor": 0.25}, 5), // 6: 3x
+		k("add", nil, 6, 6),                     // 7: 6x
+		k("neg", nil, 7),                        // 8: -6x
+		k("neg", nil, 0),                        // 9: -x, unused
+		k("add", nil, 8, 0),                     // 10: -5x
+	}, Heads: []Entry{{Node: 10}, {Node: 10}, {Node: 0}}}
+	m, err := New("kiln_test_json", g, &goKernels{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := tensor.New(ir.Float32, ir.Shape{2, 3})
+	for i, v := range x.Float32s() {
+		x.Float32s()[i] = v + float32(i) - 2.5
+	}
+	out := run(t, m, x)
+	for i, v := range x.Float32s() {
+		if out[0][i] != -5*v || out[1][i] != -5*v || out[2][i] != v {
+			t.Fatalf("element %d: got %v, %v, %v, want %v, %v, %v", i, out[0][i], out[1][i], out[2][i], -5*v, -5*v, v)
+		}
+	}
+	ptr := func(ent int) unsafe.Pointer {
+		p, err := m.bufs[ent].DataPtr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	distinct := map[unsafe.Pointer]bool{}
+	inter := 0
+	for id := 1; id < 10; id++ {
+		ent := m.entryOf[id][0]
+		distinct[ptr(ent)] = true
+		inter++
+		for _, e := range g.Nodes[id].Inputs {
+			if e.Node != 0 && ptr(m.entryOf[e.Node][0]) == ptr(ent) {
+				t.Errorf("node %d writes over its input from node %d", id, e.Node)
+			}
+		}
+	}
+	if len(distinct) >= inter {
+		t.Errorf("%d intermediates in %d buffers, want fewer buffers", inter, len(distinct))
 	}
 }
