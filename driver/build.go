@@ -211,19 +211,46 @@ func CompileContext(ctx context.Context, mod *graph.Module, outputNames []string
 	return res, nil
 }
 
+// encodeParams is runtime.SaveParams into a buffer grown once to the
+// encoding's size (growing it by doubling cleared and copied resnet18's
+// 45 MB of weights several times: 0.8 s of a 1.5 s cached compile).
+func encodeParams(params map[string]*tensor.Tensor) ([]byte, error) {
+	var buf bytes.Buffer
+	size := 64
+	for n, t := range params {
+		size += len(n) + len(t.Data) + 64 + 8*len(t.Shape)
+	}
+	buf.Grow(size)
+	if err := runtime.SaveParams(&buf, params); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// writeParamsFile writes params with runtime.SaveParams to a new file at
+// path.
+func writeParamsFile(path string, params map[string]*tensor.Tensor) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("build: %w", err)
+	}
+	if err := runtime.SaveParams(f, params); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("build: %w", err)
+	}
+	return nil
+}
+
 // stageLink builds the library: the generated C, every C source module
 // and (with LinkParams) the weights.
 func stageLink(ctx context.Context, s *state) error {
-	var pbuf bytes.Buffer
-	size := 64
-	for n, t := range s.prog.params {
-		size += len(n) + len(t.Data) + 64 + 8*len(t.Shape)
-	}
-	pbuf.Grow(size)
-	if err := runtime.SaveParams(&pbuf, s.prog.params); err != nil {
+	var err error
+	if s.paramsBin, err = encodeParams(s.prog.params); err != nil {
 		return err
 	}
-	s.paramsBin = pbuf.Bytes()
 	bopts := cgen.BuildOptionsForTarget(s.low.cfg.Host)
 	applyCCodegen(s.low.cfg, nil, &bopts)
 	bopts.Cache = s.cfg.Cache
@@ -293,20 +320,21 @@ func (s *state) packageGraph() error {
 	if !s.cfg.LinkParams {
 		files["params.bin"] = s.paramsBin
 	}
-	if len(low.consts) > 0 {
-		var cbuf bytes.Buffer
-		if err := runtime.SaveParams(&cbuf, low.consts); err != nil {
-			return err
-		}
-		files[constantsFile] = cbuf.Bytes()
-		md.Constants = constantsFile
-	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(s.tmp, name), data, 0o644); err != nil {
 			return fmt.Errorf("build: %w", err)
 		}
 	}
 	hashed := []string{"kiln_lib.so"}
+	if len(low.consts) > 0 {
+		// Streamed to the file: the external modules' weights can be
+		// most of the model.
+		if err := writeParamsFile(filepath.Join(s.tmp, constantsFile), low.consts); err != nil {
+			return err
+		}
+		md.Constants = constantsFile
+		hashed = append(hashed, constantsFile)
+	}
 	for name := range files {
 		hashed = append(hashed, name)
 	}

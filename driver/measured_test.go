@@ -307,8 +307,20 @@ func survives(t *testing.T, kind string) {
 		if _, err := CompileMeasured(t.Context(), m.Module, nil, cfg, MeasureOptions{Runs: 4, CacheDir: cache}); err != nil {
 			t.Fatal(err)
 		}
-		if rep.Measured == nil || rep.Measured.Cached || rep.Measured.Chosen != partition.HostTarget || rep.Counts[kind] != 0 {
+		if rep.Measured == nil || rep.Measured.Cached || rep.Measured.Chosen == kind {
 			t.Fatalf("round %d: measurement %+v, counts %v", round, rep.Measured, rep.Counts)
+		}
+		for _, c := range rep.Measured.Candidates {
+			if c.Name == kind {
+				t.Errorf("round %d: the failing candidate was measured: %+v", round, rep.Measured.Candidates)
+			}
+		}
+		// The broken kernels fail everywhere, so every candidate with
+		// one is out. The flaky ones fail only in the timed rounds of
+		// the candidate that ran them longest (its profile ran too): the
+		// refined candidate, timed after fewer runs, may stay and win.
+		if kind == brokenKind && (rep.Measured.Chosen != partition.HostTarget || rep.Counts[kind] != 0) {
+			t.Errorf("round %d: measurement %+v, counts %v", round, rep.Measured, rep.Counts)
 		}
 		if w := strings.Join(rep.Warnings, "\n"); !strings.Contains(w, `left out candidate "`+kind+`"`) || !strings.Contains(w, "this backend is broken") {
 			t.Errorf("round %d: warnings %q", round, rep.Warnings)

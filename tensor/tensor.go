@@ -77,6 +77,25 @@ func FromBytes(dt ir.DType, shape ir.Shape, raw []byte) (*Tensor, error) {
 	return t, nil
 }
 
+// Adopt is FromBytes without the copy: the tensor takes raw as its data
+// when raw is 8-byte aligned (as Go's allocator places any slice of 8
+// bytes or more), and copies it otherwise. The caller gives raw up: it
+// must not use it afterwards. The ONNX importer adopts the weights the
+// protobuf decoder just allocated instead of copying them.
+func Adopt(dt ir.DType, shape ir.Shape, raw []byte) (*Tensor, error) {
+	want, err := ir.CheckBytes(dt, shape)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) != want {
+		return nil, fmt.Errorf("tensor %s%v needs %d bytes, got %d", dt, shape, want, len(raw))
+	}
+	if len(raw) == 0 || uintptr(unsafe.Pointer(&raw[0]))%8 != 0 {
+		return FromBytes(dt, shape, raw)
+	}
+	return &Tensor{DType: dt, Shape: shape.Clone(), Data: raw[:len(raw):len(raw)]}, nil
+}
+
 // Type returns the tensor's type.
 func (t *Tensor) Type() *ir.TensorType { return ir.NewTensorType(t.DType, t.Shape) }
 

@@ -137,7 +137,7 @@ func (imp *importer) importGraph(g *pb.GraphProto, parent *scope, args []graph.E
 			// parameter, so this is a real duplicate.
 			return nil, fmt.Errorf("initializer %q is defined twice", name)
 		}
-		v, err := tensorFromProto(t, imp.baseDir)
+		v, err := initializerTensor(t, imp.baseDir)
 		if err != nil {
 			return nil, fmt.Errorf("initializer %q: %w", name, err)
 		}

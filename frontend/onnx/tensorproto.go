@@ -121,7 +121,18 @@ func ExternalTensorFromProto(p *pb.TensorProto, baseDir string) (*tensor.Tensor,
 	return tensorFromProto(p, baseDir)
 }
 
-func tensorFromProto(p *pb.TensorProto, baseDir string) (t *tensor.Tensor, err error) {
+func tensorFromProto(p *pb.TensorProto, baseDir string) (*tensor.Tensor, error) {
+	return convertTensorProto(p, baseDir, false)
+}
+
+// initializerTensor is tensorFromProto for an initializer of a model the
+// importer decoded itself: the tensor adopts the decoded raw data
+// instead of copying it (for resnet18, 45 MB less to copy and fault in).
+func initializerTensor(p *pb.TensorProto, baseDir string) (*tensor.Tensor, error) {
+	return convertTensorProto(p, baseDir, true)
+}
+
+func convertTensorProto(p *pb.TensorProto, baseDir string, adopt bool) (t *tensor.Tensor, err error) {
 	if p == nil {
 		return nil, fmt.Errorf("tensor is missing")
 	}
@@ -146,10 +157,10 @@ func tensorFromProto(p *pb.TensorProto, baseDir string) (t *tensor.Tensor, err e
 		if err != nil {
 			return nil, err
 		}
-		return rawTensor(dt, shape, n, raw)
+		return rawTensor(dt, shape, n, raw, true)
 	}
 	if p.RawData != nil {
-		return rawTensor(dt, shape, n, p.RawData)
+		return rawTensor(dt, shape, n, p.RawData, adopt)
 	}
 	var have int
 	switch dt {
@@ -215,11 +226,15 @@ func tensorFromProto(p *pb.TensorProto, baseDir string) (t *tensor.Tensor, err e
 
 // rawTensor builds a tensor from little-endian bytes, checking the length
 // and normalising booleans to 0/1.
-func rawTensor(dt ir.DType, shape ir.Shape, n int64, raw []byte) (*tensor.Tensor, error) {
+func rawTensor(dt ir.DType, shape ir.Shape, n int64, raw []byte, adopt bool) (*tensor.Tensor, error) {
 	if want := n * int64(dt.Size()); int64(len(raw)) != want {
 		return nil, fmt.Errorf("%s%v needs %d bytes of raw data, got %d", dt, shape, want, len(raw))
 	}
-	t, err := tensor.FromBytes(dt, shape, raw)
+	fromBytes := tensor.FromBytes
+	if adopt {
+		fromBytes = tensor.Adopt
+	}
+	t, err := fromBytes(dt, shape, raw)
 	if err != nil {
 		return nil, err
 	}
