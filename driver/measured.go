@@ -657,12 +657,12 @@ func combine(refined []*candidate, hostCost map[string]float64, costs map[string
 	return c
 }
 
-// measuredKey identifies a measured choice: the model's graph, the
-// targets and the processor they resolve to, the pass configuration, the
-// thread count and oneDNN's ISA limit.
+// measuredKey identifies a measured choice: the kiln build that measured
+// it, the model's graph, the targets and the processor they resolve to,
+// the pass configuration, the thread count and oneDNN's ISA limit.
 func measuredKey(mod *graph.Module, cfg Config, mo MeasureOptions) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "kiln %s measured-partition v1\n", Version)
+	fmt.Fprintf(h, "kiln %s measured-partition v1\nbuild %s\n", Version, executableID())
 	for _, t := range cfg.Targets {
 		fmt.Fprintf(h, "target %s\n", t)
 	}
