@@ -314,12 +314,7 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 		}
 		return res, err
 	}
-	best := all[0]
-	for _, c := range all[1:] {
-		if c.median < best.median {
-			best = c
-		}
-	}
+	best := fastest(all)
 	m := &partition.Measured{Chosen: best.name, Threads: mo.Threads}
 	for _, c := range all {
 		m.Candidates = append(m.Candidates, partition.MeasuredCandidate{Name: c.name, MedianMs: c.median})
@@ -347,6 +342,28 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 	}
 	writeMeasuredCache(mo.CacheDir, key, &measuredCache{Chosen: best.name, Default: def, Spans: best.spans, Candidates: m.Candidates, Costs: costs})
 	return res, nil
+}
+
+// tieMargin is how much slower than the fastest candidate a simpler one
+// may be and still be chosen: differences below it are the measurement's
+// noise on a shared machine, and a choice decided by noise flips from
+// one compile to the next.
+const tieMargin = 0.03
+
+// fastest chooses among measured candidates, listed simplest first (the
+// host, each target alone, refined, greedy, combined): the first whose
+// median is within tieMargin of the lowest.
+func fastest(cands []*candidate) *candidate {
+	low := cands[0].median
+	for _, c := range cands[1:] {
+		low = min(low, c.median)
+	}
+	for _, c := range cands {
+		if c.median <= low*(1+tieMargin) {
+			return c
+		}
+	}
+	return cands[0]
 }
 
 // prepareCandidate loads the artifact in dir into c (open until

@@ -340,3 +340,28 @@ func TestScaleCosts(t *testing.T) {
 		t.Errorf("scaleCosts of zero costs = %v", got)
 	}
 }
+
+// TestFastestBreaksTiesBySimplicity: the simplest candidate within the
+// noise margin of the fastest wins; a clearly faster one wins outright.
+func TestFastestBreaksTiesBySimplicity(t *testing.T) {
+	cands := func(ms ...float64) []*candidate {
+		var out []*candidate
+		for i, m := range ms {
+			out = append(out, &candidate{name: fmt.Sprint(i), median: m})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		ms   []float64
+		want string
+	}{
+		{[]float64{1.020, 1.014, 1.5}, "0"}, // a tie: the host
+		{[]float64{1.2, 1.0, 0.99}, "1"},    // the target alone, within 3 % of refined
+		{[]float64{1.2, 1.1, 0.9}, "2"},     // clearly faster
+		{[]float64{0.5}, "0"},
+	} {
+		if got := fastest(cands(c.ms...)); got.name != c.want {
+			t.Errorf("fastest(%v) = candidate %s, want %s", c.ms, got.name, c.want)
+		}
+	}
+}

@@ -36,6 +36,7 @@ func Passes(fuse FuseOptions) []Pass {
 	return []Pass{
 		{Name: "fold_constant", Run: FoldConstant, OptLevel: 1},
 		{Name: "simplify_expr", Run: SimplifyExpr, OptLevel: 2},
+		{Name: "conv1d_as_conv2d", Run: Conv1DAsConv2D, OptLevel: 2},
 		{Name: "dead_code_elimination", Run: DeadCodeElimination, OptLevel: 1},
 		{Name: "alter_conv_layout", Run: AlterConvLayout, OptLevel: 3},
 		{Name: "alter_dense_layout", Run: AlterDenseLayout, OptLevel: 3},
@@ -56,6 +57,8 @@ var passOrder = []constraint{
 	{"fold_constant", "fuse_ops", "fused primitive functions are opaque to folding"},
 	{"simplify_expr", "fuse_ops", "fused primitive functions are opaque to simplification"},
 	{"dead_code_elimination", "fuse_ops", "fusion should not spend work on unused functions"},
+	{"conv1d_as_conv2d", "alter_conv_layout", "the layout rewrite packs the nn.conv2d the 1-D convolutions become"},
+	{"conv1d_as_conv2d", "fuse_ops", "fused primitive functions are opaque to the rewrite"},
 	{"fold_constant", "alter_conv_layout", "only convolutions with constant weights are repacked"},
 	{"simplify_expr", "alter_conv_layout", "simplification matches nn.conv2d, not the packed form"},
 	{"alter_conv_layout", "fuse_ops", "fused primitive functions are opaque to the layout rewrite"},
