@@ -86,17 +86,17 @@ func Of(k *targets.Kind) *Flow {
 // HookNames lists the hooks the flow registers, in flow order.
 func (f *Flow) HookNames() []string {
 	var out []string
-	if f.Hooks.RelayToRuntime != nil {
-		out = append(out, HookRelayToRuntime)
-	}
 	if f.Hooks.RelayToTIR != nil {
 		out = append(out, HookRelayToTIR)
 	}
-	if f.Hooks.TIRToRuntime != nil {
-		out = append(out, HookTIRToRuntime)
+	if f.Hooks.RelayToRuntime != nil {
+		out = append(out, HookRelayToRuntime)
 	}
 	if f.Hooks.ConstantUpdater != nil {
 		out = append(out, HookConstantUpdater)
+	}
+	if f.Hooks.TIRToRuntime != nil {
+		out = append(out, HookTIRToRuntime)
 	}
 	return out
 }

@@ -12,17 +12,21 @@ import (
 
 // Hooks are a kind's customisations of the compilation flow, held as Go
 // function values (never looked up by name). A nil hook means the default
-// flow. The build driver (package driver) consults them in this order, each
-// kind once, in the order of the compilation's target list:
+// flow. The build driver (package driver) consults them in the order of
+// seed 000 (RelayToTIR, then RelayToRuntime, before the default
+// lowering), each kind once, in the order of the compilation's target
+// list:
 //
-//  1. RelayToRuntime, per function the target owns (see HookContext.Owns),
-//     after partitioning, device planning and fusion;
-//  2. RelayToTIR, once per target, on the whole graph module, before the
-//     default lowering (LowerTE) of what remains;
-//  3. after the TIR passes, TIRToRuntime on the PrimFuncs whose "target"
-//     attribute names the kind, instead of the default C code generation;
-//  4. ConstantUpdater, per function RelayToRuntime compiled, to collect
-//     the constants its runtime module needs.
+//  1. RelayToTIR, once per target, on the whole graph module, after
+//     partitioning, device planning and fusion;
+//  2. RelayToRuntime, per function the target still owns (see
+//     HookContext.Owns; a function RelayToTIR lowered is no longer owned);
+//  3. ConstantUpdater, once every RelayToRuntime hook has run, per
+//     function RelayToRuntime compiled, to collect the constants its
+//     runtime module needs;
+//  4. the default lowering (LowerTE) of what remains, the TIR passes,
+//     then TIRToRuntime on the PrimFuncs whose "target" attribute names
+//     the kind, instead of the default C code generation.
 type Hooks struct {
 	// RelayToRuntime compiles one partitioned function (its Compiler
 	// attribute or placement names the target) straight to a runtime

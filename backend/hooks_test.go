@@ -84,7 +84,7 @@ func exampleKind(seen *[]int64) *targets.Kind {
 func TestHookNames(t *testing.T) {
 	var seen []int64
 	k := exampleKind(&seen)
-	want := []string{"RelayToRuntime", "RelayToTIR", "TIRToRuntime", "ConstantUpdater"}
+	want := []string{"RelayToTIR", "RelayToRuntime", "ConstantUpdater", "TIRToRuntime"}
 	if got := k.HookNames(); !reflect.DeepEqual(got, want) {
 		t.Errorf("HookNames = %v, want %v", got, want)
 	}

@@ -170,8 +170,8 @@ func Compile(mod *graph.Module, outputNames []string, cfg Config) (*Result, erro
 // directory. outputNames names main's outputs in order (empty: out0,
 // out1, ...). It runs the stages of NewPipeline(cfg) in order — placement
 // and targets; the graph passes with partitioning and device planning;
-// the targets' hooks (RelayToRuntime, then RelayToTIR, each kind once, in
-// target-list order); LowerTE for the remaining primitive calls, each
+// the targets' hooks (RelayToTIR, then RelayToRuntime, then constant
+// updating, each kind once, in target-list order); LowerTE for the remaining primitive calls, each
 // for the target planning chose; the TIR passes; the executor program;
 // per target its TIRToRuntime hook or the default C code generation; the
 // link of one library holding the default code and every C source module

@@ -66,11 +66,19 @@ func (h *hookEnv) context(t *targets.Target) (*backend.HookContext, error) {
 	}, nil
 }
 
+// compiledFunction is a function a RelayToRuntime hook compiled.
+type compiledFunction struct {
+	target *targets.Target
+	fn     *graph.Function
+	symbol string
+}
+
 // runRelayToRuntime gives every target with a RelayToRuntime hook the
-// functions it owns, records the modules it returns and the constants
-// its ConstantUpdater asks for, and replaces the calls by calls of the
-// modules' symbols.
-func runRelayToRuntime(env *hookEnv, mod *graph.Module, prims *tir.Module, res *lowered) error {
+// functions it still owns (RelayToTIR ran before it), records the
+// modules it returns, replaces the calls by calls of the modules'
+// symbols and returns what it compiled, for constant updating.
+func runRelayToRuntime(env *hookEnv, mod *graph.Module, prims *tir.Module, res *lowered) ([]compiledFunction, error) {
+	var out []compiledFunction
 	for _, t := range env.cfg.Primitives {
 		hooks := backend.Of(t.Kind).Hooks
 		if hooks.RelayToRuntime == nil {
@@ -78,35 +86,47 @@ func runRelayToRuntime(env *hookEnv, mod *graph.Module, prims *tir.Module, res *
 		}
 		ctx, err := env.context(t)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, of := range backend.OwnedFunctions(ctx, mod, prims) {
 			m, err := hooks.RelayToRuntime(ctx, of.Fn, of.Symbol)
 			if err != nil {
-				return fmt.Errorf("target %s: RelayToRuntime of @%s: %w", t.Kind.Name, of.Symbol, err)
+				return nil, fmt.Errorf("target %s: RelayToRuntime of @%s: %w", t.Kind.Name, of.Symbol, err)
 			}
 			if m == nil {
-				return fmt.Errorf("target %s: RelayToRuntime of @%s returned no module", t.Kind.Name, of.Symbol)
-			}
-			if hooks.ConstantUpdater != nil {
-				consts, err := hooks.ConstantUpdater(of.Fn, of.Symbol)
-				if err != nil {
-					return fmt.Errorf("target %s: ConstantUpdater of @%s: %w", t.Kind.Name, of.Symbol, err)
-				}
-				for name, v := range consts {
-					if _, dup := res.consts[name]; dup {
-						return fmt.Errorf("target %s: ConstantUpdater of @%s: constant %q is already defined", t.Kind.Name, of.Symbol, name)
-					}
-					if v == nil {
-						return fmt.Errorf("target %s: ConstantUpdater of @%s: constant %q is nil", t.Kind.Name, of.Symbol, name)
-					}
-					res.consts[name] = v
-				}
+				return nil, fmt.Errorf("target %s: RelayToRuntime of @%s returned no module", t.Kind.Name, of.Symbol)
 			}
 			if _, err := backend.ReplaceWithSymbol(ctx, mod, of); err != nil {
-				return err
+				return nil, err
 			}
 			res.external = append(res.external, externalModule{target: t, module: m, symbols: []string{of.Symbol}})
+			out = append(out, compiledFunction{target: t, fn: of.Fn, symbol: of.Symbol})
+		}
+	}
+	return out, nil
+}
+
+// updateConstants asks the ConstantUpdater of each compiled function's
+// target for the constants its runtime module needs and collects them
+// in res.consts (a name defined twice, or a nil value, is an error).
+func updateConstants(compiled []compiledFunction, res *lowered) error {
+	for _, c := range compiled {
+		hook := backend.Of(c.target.Kind).Hooks.ConstantUpdater
+		if hook == nil {
+			continue
+		}
+		consts, err := hook(c.fn, c.symbol)
+		if err != nil {
+			return fmt.Errorf("target %s: ConstantUpdater of @%s: %w", c.target.Kind.Name, c.symbol, err)
+		}
+		for name, v := range consts {
+			if _, dup := res.consts[name]; dup {
+				return fmt.Errorf("target %s: ConstantUpdater of @%s: constant %q is already defined", c.target.Kind.Name, c.symbol, name)
+			}
+			if v == nil {
+				return fmt.Errorf("target %s: ConstantUpdater of @%s: constant %q is nil", c.target.Kind.Name, c.symbol, name)
+			}
+			res.consts[name] = v
 		}
 	}
 	return nil

@@ -477,3 +477,82 @@ func TestHookCCodegenKernelSources(t *testing.T) {
 		}
 	}
 }
+
+// TestHookOrderWithBothHooks: a kind with RelayToTIR, RelayToRuntime and
+// ConstantUpdater has them called in seed 000's order. Its RelayToTIR
+// lowers one of its two functions (add as subtract); RelayToRuntime gets
+// only the other, and constant updating comes after it. main(x, y) =
+// relu(g(f(x, y), y) + 100) with f = x - y (lowered) and g = (a + b) * 3
+// (the runtime module) is 3x + 100, clamped at 0.
+func TestHookOrderWithBothHooks(t *testing.T) {
+	testenv.Cgo(t)
+	if err := registerScaleLoader(); err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	lowerOnly := func(ctx *backend.HookContext, mod *graph.Module, prims *tir.Module) error {
+		calls = append(calls, "RelayToTIR")
+		for _, of := range backend.OwnedFunctions(ctx, mod, prims) {
+			if of.Symbol != "lowered_fn" {
+				continue
+			}
+			body := graph.Rewrite(of.Fn.Body, func(e graph.Expr) graph.Expr {
+				if c, ok := e.(*graph.Call); ok && c.Op == op.Add {
+					return graph.MustCall(op.Subtract, c.Args, nil)
+				}
+				return e
+			})
+			fn := graph.NewFunction(of.Fn.Params, body, nil)
+			if err := graph.InferFunction(nil, fn); err != nil {
+				return err
+			}
+			pf, err := lower.LowerFunction(of.Symbol, fn, ctx.Target, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := backend.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	r := targets.NewRegistry()
+	for _, k := range []*targets.Kind{
+		targets.C,
+		{Name: "both", DeviceType: targets.CPU, Keys: []string{"cpu"}, Flow: &backend.Flow{Hooks: backend.Hooks{
+			RelayToTIR: lowerOnly,
+			RelayToRuntime: func(ctx *backend.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
+				calls = append(calls, "RelayToRuntime @"+symbol)
+				return &scaleModule{Symbol: symbol, Const: symbol + "_scale"}, nil
+			},
+			ConstantUpdater: func(fn *graph.Function, symbol string) (map[string]*tensor.Tensor, error) {
+				calls = append(calls, "ConstantUpdater @"+symbol)
+				return map[string]*tensor.Tensor{symbol + "_scale": tensor.Scalar(ir.Float32, 3)}, nil
+			},
+		}}},
+	} {
+		if err := r.Register(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tt := ir.NewTensorType(ir.Float32, ir.Shape{8})
+	owned := func(symbol string) *graph.Function {
+		a, b := graph.NewVar("a", tt), graph.NewVar("b", tt)
+		return graph.NewFunction([]*graph.Var{a, b}, graph.MustCall(op.Add, []graph.Expr{a, b}, nil),
+			ir.Attrs{graph.AttrCompiler: "both", graph.AttrPrimitive: true, graph.AttrGlobalSymbol: symbol})
+	}
+	x, y := graph.NewVar("x", tt), graph.NewVar("y", tt)
+	f := graph.NewFuncCall(owned("lowered_fn"), []graph.Expr{x, y})
+	g := graph.NewFuncCall(owned("runtime_fn"), []graph.Expr{f, y})
+	body := graph.MustCall(op.Relu, []graph.Expr{graph.MustCall(op.Add, []graph.Expr{g, graph.NewConstant(tensor.Scalar(ir.Float32, 100))}, nil)}, nil)
+	mod := graph.NewModule(graph.NewFunction([]*graph.Var{x, y}, body, nil))
+	if err := graph.InferTypes(mod); err != nil {
+		t.Fatal(err)
+	}
+	_, got := compileHooked(t, r, mod, "both, c -mcpu=x86-64", nil, nil)
+	checkValues(t, got, func(x, y float32) float32 { return 3 * x })
+	want := []string{"RelayToTIR", "RelayToRuntime @runtime_fn", "ConstantUpdater @runtime_fn"}
+	if !reflect.DeepEqual(calls, want) {
+		t.Errorf("hook calls %q, want %q", calls, want)
+	}
+}

@@ -28,7 +28,10 @@ func graphPasses(pc *passconfig.Config, part *transform.Pass) []transform.Pass {
 	var out []transform.Pass
 	for _, p := range transform.Passes(fuse) {
 		switch p.Name {
-		case "alter_conv_layout":
+		case "conv1d_as_conv2d":
+			// Partitioning sees the model's own operators (an external
+			// target may take nn.conv1d); the rewrites after it touch only
+			// what stayed on the host.
 			if part != nil {
 				out = append(out, *part)
 			}

@@ -109,7 +109,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 	if len(tgts) == 0 {
 		tgts = []*targets.Target{cfg.Host}
 	}
-	var ext, r2rt, r2tir, t2rt, tirp, tirk []string
+	var ext, r2rt, r2tir, cu, t2rt, tirp, tirk []string
 	for _, t := range tgts {
 		k := t.Kind
 		if backend.Of(k).Supports != nil {
@@ -119,7 +119,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 			r2rt = append(r2rt, k.Name+".RelayToRuntime")
 		}
 		if backend.Of(k).Hooks.ConstantUpdater != nil {
-			r2rt = append(r2rt, k.Name+".ConstantUpdater")
+			cu = append(cu, k.Name+".ConstantUpdater")
 		}
 		if backend.Of(k).Hooks.RelayToTIR != nil {
 			r2tir = append(r2tir, k.Name+".RelayToTIR")
@@ -152,7 +152,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 		{Name: "prepare", Doc: "placement rules, the targets' devices and the compilation config (device.Prepare)", Run: stagePrepare},
 		{Name: "graph-passes", Doc: "graph optimisation, partitioning for external code generators, device planning, fusion", Steps: graphSteps, Run: stageGraphPasses},
 		{Name: "plan-devices", Doc: "the program's outputs and the device of every fused call (device.PlanDevices)", Run: stagePlan},
-		{Name: "target-hooks", Doc: "the targets' graph-level hooks, each kind once, in target-list order", Steps: append(r2rt, r2tir...), Run: stageTargetHooks},
+		{Name: "target-hooks", Doc: "the targets' graph-level hooks in the seeds' order: RelayToTIR, RelayToRuntime, then constant updating, each kind once, in target-list order", Steps: append(append(r2tir, r2rt...), cu...), Run: stageTargetHooks},
 		{Name: "lower", Doc: "every remaining primitive function to TIR for its planned target (LowerTE)", Run: stageLower},
 		{Name: "tir-passes", Doc: "the TIR pass pipeline, plus the passes target kinds add for their PrimFuncs", Steps: append(tirp, tirk...), Run: stageTIRPasses},
 	}}
@@ -339,8 +339,9 @@ func stagePlan(_ context.Context, s *state) error {
 	return nil
 }
 
-// stageTargetHooks runs the RelayToRuntime hooks (with ConstantUpdater),
-// then the RelayToTIR hooks, and plans again when they rebuilt calls.
+// stageTargetHooks runs the RelayToTIR hooks, then the RelayToRuntime
+// hooks, then the ConstantUpdater hooks of the functions RelayToRuntime
+// compiled, and plans again when they rebuilt calls.
 func stageTargetHooks(_ context.Context, s *state) error {
 	ccfg := s.ccfg
 	s.env = &hookEnv{cfg: ccfg, labels: s.cfg.Labels, scratch: s.scratch, placed: map[*graph.Function]*targets.Target{}}
@@ -357,9 +358,9 @@ func stageTargetHooks(_ context.Context, s *state) error {
 	work := planned.ShallowCopy()
 	prims := &tir.Module{}
 	res := &lowered{cfg: ccfg, consts: map[string]*tensor.Tensor{}, prims: prims}
-	if err := runRelayToRuntime(s.env, work, prims, res); err != nil {
-		return err
-	}
+	// The seeds' order (000): RelayToTIR for every target, then
+	// RelayToRuntime on the functions still owned, then constant
+	// updating; TIRToRuntime comes at code generation.
 	for _, t := range ccfg.Primitives {
 		hook := backend.Of(t.Kind).Hooks.RelayToTIR
 		if hook == nil {
@@ -378,6 +379,13 @@ func stageTargetHooks(_ context.Context, s *state) error {
 		if err := graph.InferTypes(work); err != nil {
 			return fmt.Errorf("target %s: RelayToTIR left an ill-typed module: %w", t.Kind.Name, err)
 		}
+	}
+	compiled, err := runRelayToRuntime(s.env, work, prims, res)
+	if err != nil {
+		return err
+	}
+	if err := updateConstants(compiled, res); err != nil {
+		return err
 	}
 	if len(res.external) > 0 || prims.Len() > 0 {
 		// The hooks rebuilt calls; plan again (planning is idempotent) so

@@ -18,8 +18,9 @@ import (
 //
 // so that a 1-D convolution (keyword spotting, audio, sequence models)
 // gets the 2-D convolution's schedules (packed, register-blocked,
-// vectorised, and each external backend's conv2d) instead of the direct
-// loop of its own compute. The reshapes keep the row-major data as it is
+// vectorised) instead of the direct loop of its own compute. The driver
+// runs it after partitioning, so an external target still sees, and may
+// take, nn.conv1d (functions of external compilers are left alone). The reshapes keep the row-major data as it is
 // (a constant weight becomes a constant of the 4-D shape over the same
 // bytes), and a bias and activation follow the output's reshape as they
 // followed the conv1d. The values are the same: the height dimension has one row, no

@@ -36,8 +36,8 @@ func Passes(fuse FuseOptions) []Pass {
 	return []Pass{
 		{Name: "fold_constant", Run: FoldConstant, OptLevel: 1},
 		{Name: "simplify_expr", Run: SimplifyExpr, OptLevel: 2},
-		{Name: "conv1d_as_conv2d", Run: Conv1DAsConv2D, OptLevel: 2},
 		{Name: "dead_code_elimination", Run: DeadCodeElimination, OptLevel: 1},
+		{Name: "conv1d_as_conv2d", Run: Conv1DAsConv2D, OptLevel: 2},
 		{Name: "alter_conv_layout", Run: AlterConvLayout, OptLevel: 3},
 		{Name: "alter_dense_layout", Run: AlterDenseLayout, OptLevel: 3},
 		{Name: "fuse_ops", Run: func(m *graph.Module) (*graph.Module, error) { return FuseOpsWith(m, fuse) }, Required: true},

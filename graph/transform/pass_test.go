@@ -81,7 +81,7 @@ func TestPipeline(t *testing.T) {
 	for _, s := range p.Stats {
 		stats = append(stats, s.Name)
 	}
-	if want := []string{"fold_constant", "simplify_expr", "conv1d_as_conv2d", "dead_code_elimination", "alter_conv_layout", "alter_dense_layout", "fuse_ops"}; !reflect.DeepEqual(stats, want) {
+	if want := []string{"fold_constant", "simplify_expr", "dead_code_elimination", "conv1d_as_conv2d", "alter_conv_layout", "alter_dense_layout", "fuse_ops"}; !reflect.DeepEqual(stats, want) {
 		t.Errorf("stats for %v, want %v", stats, want)
 	}
 	d := dump.String()
@@ -98,7 +98,7 @@ func TestPipeline(t *testing.T) {
 	for _, f := range files {
 		base = append(base, filepath.Base(f))
 	}
-	want := []string{"00_input.txt", "01_fold_constant.txt", "02_simplify_expr.txt", "03_conv1d_as_conv2d.txt", "04_dead_code_elimination.txt", "05_alter_conv_layout.txt", "06_alter_dense_layout.txt", "07_fuse_ops.txt"}
+	want := []string{"00_input.txt", "01_fold_constant.txt", "02_simplify_expr.txt", "03_dead_code_elimination.txt", "04_conv1d_as_conv2d.txt", "05_alter_conv_layout.txt", "06_alter_dense_layout.txt", "07_fuse_ops.txt"}
 	if !reflect.DeepEqual(base, want) {
 		t.Errorf("dump files %v, want %v", base, want)
 	}
@@ -125,7 +125,7 @@ func TestPipelineDisable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.Stats[1].Skipped || !p.Stats[3].Skipped || p.Stats[0].Skipped || p.Stats[2].Skipped {
+	if !p.Stats[1].Skipped || !p.Stats[2].Skipped || p.Stats[0].Skipped || p.Stats[3].Skipped {
 		t.Errorf("stats %+v", p.Stats)
 	}
 	if _, ok := out.Funcs["unused"]; !ok {
