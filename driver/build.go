@@ -52,6 +52,13 @@ type Config struct {
 	// (the -t list); Host is added when it is not among them. Empty means
 	// Host alone.
 	Targets []*targets.Target
+	// Kinds is where the build finds the kind a function of an already
+	// partitioned module names in its Compiler attribute when no target
+	// of that kind is in Targets (UMA's partition-then-build with only
+	// the host as target): such a kind joins the compilation with its
+	// default options, for its hooks only (partitioning does not give it
+	// more). nil means targets.Default.
+	Kinds *targets.Registry
 	// Labels are the compilation's target labels (--target-label and the
 	// static ones); nil means none. Placement rules and on_device
 	// annotations name devices through them.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,6 +85,9 @@ type state struct {
 	// stage on), so --verify checks it (device.VerifyPlan).
 	planned bool
 	ccfg    *device.CompilationConfig
+	// implied are the targets added for Compiler attributes of an
+	// already partitioned module (Config.Kinds): hooks only.
+	implied []*targets.Target
 	report  *partition.Report
 	env     *hookEnv
 	low     *lowered
@@ -281,6 +285,12 @@ func stagePrepare(_ context.Context, s *state) error {
 	if len(tgts) == 0 {
 		tgts = []*targets.Target{s.cfg.Host}
 	}
+	implied, err := impliedTargets(s.mod, tgts, s.cfg.Host, s.cfg.Kinds)
+	if err != nil {
+		return err
+	}
+	s.implied = implied
+	tgts = append(append([]*targets.Target{}, tgts...), implied...)
 	prepared, ccfg, err := device.Prepare(s.mod, device.Spec{Targets: tgts, Host: s.cfg.Host, Labels: s.cfg.Labels, Rules: s.cfg.Placement})
 	if err != nil {
 		return err
@@ -292,12 +302,69 @@ func stagePrepare(_ context.Context, s *state) error {
 	return nil
 }
 
+// impliedTargets returns a target (default options, host attached) for
+// each kind that a function of mod names in its Compiler attribute when
+// no target of tgts has that kind, looked up in kinds (nil:
+// targets.Default), in the order the functions appear. A name no
+// registry knows is left to the hooks stage, whose error names it.
+func impliedTargets(mod *graph.Module, tgts []*targets.Target, host *targets.Target, kinds *targets.Registry) ([]*targets.Target, error) {
+	if kinds == nil {
+		kinds = targets.Default
+	}
+	have := map[string]bool{}
+	for _, t := range tgts {
+		have[t.Kind.Name] = true
+	}
+	var out []*targets.Target
+	add := func(f *graph.Function) error {
+		name := f.StrAttr(graph.AttrCompiler)
+		if name == "" || have[name] {
+			return nil
+		}
+		have[name] = true
+		k, ok := kinds.Lookup(name)
+		if !ok {
+			return nil
+		}
+		t, err := targets.New(k, nil)
+		if err != nil {
+			return fmt.Errorf("build: the target of kind %q that a partitioned function names: %w", name, err)
+		}
+		out = append(out, t.WithHost(host))
+		return nil
+	}
+	for _, name := range mod.Names() {
+		f := mod.Funcs[name]
+		if err := add(f); err != nil {
+			return nil, err
+		}
+		var err error
+		graph.PostOrder(f.Body, func(e graph.Expr) {
+			if c, ok := e.(*graph.Call); ok && err == nil {
+				if fn, ok := c.Fn.(*graph.Function); ok {
+					err = add(fn)
+				}
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // stageGraphPasses runs the graph pass list, partitioning included.
 func stageGraphPasses(_ context.Context, s *state) error {
 	var part *transform.Pass
-	if HasExternal(s.ccfg.Primitives) {
+	var listed []*targets.Target
+	for _, t := range s.ccfg.Primitives {
+		if !slices.Contains(s.implied, t) {
+			listed = append(listed, t)
+		}
+	}
+	if HasExternal(listed) {
 		part = &transform.Pass{Name: "partition", Required: true, Run: func(m *graph.Module) (*graph.Module, error) {
-			out, rep, err := partition.Partition(m, s.ccfg.Primitives, partition.Options{ModuleName: s.cfg.ModuleName, RequireOffload: s.cfg.RequireOffload, Decide: s.cfg.Decide})
+			out, rep, err := partition.Partition(m, listed, partition.Options{ModuleName: s.cfg.ModuleName, RequireOffload: s.cfg.RequireOffload, Decide: s.cfg.Decide})
 			s.report = rep
 			return out, err
 		}}
