@@ -58,9 +58,9 @@ func (f *deviceFlags) resolve(tgts string) (*placement, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--placement: %w", err)
 		}
-		rules, err := device.ParseRules(string(src))
+		rules, err := device.ParseRulesNamed(f.placement, string(src))
 		if err != nil {
-			return nil, fmt.Errorf("--placement %s: %w", f.placement, err)
+			return nil, fmt.Errorf("--placement: %w", err)
 		}
 		p.rules = append(p.rules, rules...)
 	}
@@ -74,13 +74,13 @@ func (f *deviceFlags) resolve(tgts string) (*placement, error) {
 		}
 		rules, err := device.ParseRules(v)
 		if err != nil {
-			return nil, fmt.Errorf("--place %q: %s", v, strings.TrimPrefix(err.Error(), "placement line 1: "))
+			return nil, fmt.Errorf("--place %q: %s", v, strings.Replace(err.Error(), "placement line 1, column ", "column ", 1))
 		}
 		if len(rules) == 0 {
 			return nil, fmt.Errorf("--place %q: no rule", v)
 		}
 		r := rules[0]
-		r.Line = 0
+		r.Line, r.Column, r.Source = 0, 0, "--place"
 		if seen[ruleKey(r)] {
 			return nil, fmt.Errorf("--place %q: %s is placed twice", v, ruleKey(r))
 		}

@@ -33,7 +33,7 @@ func TestDeviceFlagErrors(t *testing.T) {
 		{[]string{"-t", "c", "--place", "op:nn.frob = cpu"}, `unknown operator "nn.frob"`},
 		{[]string{"-t", "c", "--place", "node:/nope = cpu:1"}, `no node named "/nope"`},
 		{[]string{"-t", "c", "--place", "op:nn.relu = cpu", "--place", "op:nn.relu = cpu:1"}, "op:nn.relu is placed twice"},
-		{[]string{"-t", "c", "--target-label", "little=c", "--placement", placeFile}, "placement line 3"},
+		{[]string{"-t", "c", "--target-label", "little=c", "--placement", placeFile}, "place.txt:3:1: want `node:NAME = DEVICE`"},
 		{[]string{"-t", "c", "--placement", filepath.Join(t.TempDir(), "missing.txt")}, "--placement"},
 		{[]string{"-t", "c", "--target-label", "little=c -mcpu=x86-64", "--place", "op:nn.relu = little"}, "not among the compilation targets"},
 	}

@@ -17,8 +17,28 @@ type Rule struct {
 	NodeName string
 	OpType   string
 	Device   string
-	// Line is the rule's line in its placement file (0 when built in code).
-	Line int
+	// Line is the rule's line in its placement file (0 when built in
+	// code or given as a flag), Column the column (1-based, in bytes) of
+	// its device in that line.
+	Line, Column int
+	// Source says where the rule came from: its placement file's name,
+	// or the flag that gave it ("--place"); "" when built in code.
+	Source string
+}
+
+// Where says where the rule came from, for errors: "FILE:LINE:COLUMN"
+// for a rule of a named file, "line L, column C" for one of an unnamed
+// text, `--place "RULE"` for a flag's, and the rule itself otherwise.
+func (r Rule) Where() string {
+	switch {
+	case r.Line > 0 && r.Source != "":
+		return fmt.Sprintf("%s:%d:%d", r.Source, r.Line, r.Column)
+	case r.Line > 0:
+		return fmt.Sprintf("line %d, column %d", r.Line, r.Column)
+	case r.Source != "":
+		return fmt.Sprintf("%s %q", r.Source, r.String())
+	}
+	return r.String()
 }
 
 // String prints the rule in the placement file syntax.
@@ -37,47 +57,66 @@ func (r Rule) String() string {
 //
 // `node:NAME` matches the call imported from the ONNX node NAME; `op:OP`
 // matches every call of graph operator OP. A node rule wins over an op
-// rule. Blank lines are ignored. Errors name the line.
-func ParseRules(src string) ([]Rule, error) {
+// rule. Blank lines are ignored. Errors name the line and the column.
+func ParseRules(src string) ([]Rule, error) { return ParseRulesNamed("", src) }
+
+// ParseRulesNamed is ParseRules for the file name: its errors, and the
+// rules' Where, read "NAME:LINE:COLUMN".
+func ParseRulesNamed(name, src string) ([]Rule, error) {
 	var rules []Rule
 	seen := map[string]int{}
-	for i, line := range strings.Split(src, "\n") {
+	for i, raw := range strings.Split(src, "\n") {
 		n := i + 1
+		fail := func(col int, format string, args ...any) error {
+			msg := fmt.Sprintf(format, args...)
+			if name != "" {
+				return fmt.Errorf("%s:%d:%d: %s", name, n, col, msg)
+			}
+			return fmt.Errorf("placement line %d, column %d: %s", n, col, msg)
+		}
+		line := raw
 		if j := strings.IndexByte(line, '#'); j >= 0 {
 			line = line[:j]
 		}
-		line = strings.TrimSpace(line)
-		if line == "" {
+		// col is the 1-based column in raw of the first non-space byte of
+		// s, a part of line starting at byte offset off.
+		col := func(off int, s string) int { return off + len(s) - len(strings.TrimLeft(s, " \t")) + 1 }
+		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		lhs, rhs, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("placement line %d: want `node:NAME = DEVICE` or `op:OP = DEVICE`, got %q", n, line)
+		eq := strings.IndexByte(line, '=')
+		if eq < 0 {
+			return nil, fail(col(0, line), "want `node:NAME = DEVICE` or `op:OP = DEVICE`, got %q", strings.TrimSpace(line))
 		}
-		lhs, rhs = strings.TrimSpace(lhs), strings.TrimSpace(rhs)
-		kind, name, ok := strings.Cut(lhs, ":")
-		name = strings.TrimSpace(name)
-		if !ok || name == "" {
-			return nil, fmt.Errorf("placement line %d: selector %q must be node:NAME or op:OP", n, lhs)
+		lhsRaw, rhsRaw := line[:eq], line[eq+1:]
+		lhs, rhs := strings.TrimSpace(lhsRaw), strings.TrimSpace(rhsRaw)
+		lhsCol, rhsCol := col(0, lhsRaw), col(eq+1, rhsRaw)
+		if rhs == "" {
+			rhsCol = eq + 2
+		}
+		kind, sel, ok := strings.Cut(lhs, ":")
+		sel = strings.TrimSpace(sel)
+		if !ok || sel == "" {
+			return nil, fail(lhsCol, "selector %q must be node:NAME or op:OP", lhs)
 		}
 		if _, _, _, err := ParseDeviceString(rhs); err != nil {
-			return nil, fmt.Errorf("placement line %d: %v", n, err)
+			return nil, fail(rhsCol, "%v", err)
 		}
-		r := Rule{Device: rhs, Line: n}
+		r := Rule{Device: rhs, Line: n, Column: rhsCol, Source: name}
 		switch strings.TrimSpace(kind) {
 		case "node":
-			r.NodeName = name
+			r.NodeName = sel
 		case "op":
-			if _, known := op.Lookup(name); !known {
-				return nil, fmt.Errorf("placement line %d: unknown operator %q", n, name)
+			if _, known := op.Lookup(sel); !known {
+				return nil, fail(lhsCol+strings.Index(lhs, sel), "unknown operator %q", sel)
 			}
-			r.OpType = name
+			r.OpType = sel
 		default:
-			return nil, fmt.Errorf("placement line %d: selector %q must be node:NAME or op:OP", n, lhs)
+			return nil, fail(lhsCol, "selector %q must be node:NAME or op:OP", lhs)
 		}
-		key := strings.TrimSpace(kind) + ":" + name
+		key := strings.TrimSpace(kind) + ":" + sel
 		if prev, dup := seen[key]; dup {
-			return nil, fmt.Errorf("placement line %d: %s already placed on line %d", n, key, prev)
+			return nil, fail(lhsCol, "%s already placed on line %d", key, prev)
 		}
 		seen[key] = n
 		rules = append(rules, r)
@@ -181,7 +220,7 @@ func Place(mod *graph.Module, rules []Rule) (*graph.Module, error) {
 	}
 	for n := range byNode {
 		if !matched[n] {
-			return nil, fmt.Errorf("placement rule %s (line %d): no node named %q", byNode[n], byNode[n].Line, n)
+			return nil, fmt.Errorf("placement rule at %s: no node named %q", byNode[n].Where(), n)
 		}
 	}
 	if err := graph.InferTypes(out); err != nil {

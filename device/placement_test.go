@@ -23,9 +23,9 @@ node:"odd name" = npu
 		t.Fatal(err)
 	}
 	want := []Rule{
-		{NodeName: "Conv_3", Device: "little:1", Line: 2},
-		{OpType: "nn.conv2d", Device: "big", Line: 3},
-		{NodeName: `"odd name"`, Device: "npu", Line: 5},
+		{NodeName: "Conv_3", Device: "little:1", Line: 2, Column: 15},
+		{OpType: "nn.conv2d", Device: "big", Line: 3, Column: 17},
+		{NodeName: `"odd name"`, Device: "npu", Line: 5, Column: 19},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
@@ -34,13 +34,13 @@ node:"odd name" = npu
 		t.Fatalf("String = %q", s)
 	}
 	errs := []struct{ src, err string }{
-		{"node:A = cpu\nnode:B\n", "placement line 2: want `node:NAME = DEVICE`"},
-		{"layer:A = cpu", "placement line 1: selector \"layer:A\""},
-		{"node: = cpu", "placement line 1: selector"},
-		{"\n\nop:nn.conv3x = cpu", `placement line 3: unknown operator "nn.conv3x"`},
-		{"node:A = cpu:x", "placement line 1: device \"cpu:x\""},
-		{"node:A = ", "placement line 1: device \"\" has an empty label"},
-		{"node:A = cpu\nnode:A = cpu:1", "placement line 2: node:A already placed on line 1"},
+		{"node:A = cpu\nnode:B\n", "placement line 2, column 1: want `node:NAME = DEVICE`"},
+		{"layer:A = cpu", "placement line 1, column 1: selector \"layer:A\""},
+		{"  node: = cpu", "placement line 1, column 3: selector"},
+		{"\n\nop:nn.conv3x = cpu", `placement line 3, column 4: unknown operator "nn.conv3x"`},
+		{"node:A =  cpu:x", "placement line 1, column 11: device \"cpu:x\""},
+		{"node:A = ", "placement line 1, column 9: device \"\" has an empty label"},
+		{"node:A = cpu\nnode:A = cpu:1", "placement line 2, column 1: node:A already placed on line 1"},
 	}
 	for _, tc := range errs {
 		if _, err := ParseRules(tc.src); err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -156,7 +156,8 @@ func TestPlaceErrors(t *testing.T) {
 		rules []Rule
 		err   string
 	}{
-		{[]Rule{{NodeName: "Conv_9", Device: "cpu", Line: 4}}, `(line 4): no node named "Conv_9"`},
+		{[]Rule{{NodeName: "Conv_9", Device: "cpu", Line: 4, Column: 17, Source: "rules.txt"}}, `placement rule at rules.txt:4:17: no node named "Conv_9"`},
+		{[]Rule{{NodeName: "Conv_8", Device: "cpu", Source: "--place"}}, `placement rule at --place "node:Conv_8 = cpu": no node named "Conv_8"`},
 		{[]Rule{{OpType: "nn.nope", Device: "cpu"}}, `unknown operator "nn.nope"`},
 		{[]Rule{{NodeName: "Add_0", Device: "cpu:-2"}}, "not a non-negative integer"},
 		{[]Rule{{NodeName: "Add_0", OpType: "add", Device: "cpu"}}, "exactly one of NodeName and OpType"},

@@ -51,10 +51,7 @@ func Prepare(mod *graph.Module, spec Spec) (*graph.Module, *CompilationConfig, e
 	cfg.Labels = ResolverFor(spec.Labels)
 	for _, r := range spec.Rules {
 		if _, err := cfg.ResolveDevice(r.Device); err != nil {
-			if r.Line > 0 {
-				return nil, nil, fmt.Errorf("placement line %d (%s): %v", r.Line, r, err)
-			}
-			return nil, nil, fmt.Errorf("placement %s: %v", r, err)
+			return nil, nil, fmt.Errorf("placement rule at %s: %v", r.Where(), err)
 		}
 	}
 	out := mod

@@ -115,42 +115,43 @@ func (r *Registry) knownNames() string {
 }
 
 func (r *Registry) parseString(s string, depth int) (*Target, error) {
-	fields, err := splitFields(s)
+	fields, at, err := splitFields(s)
 	if err != nil {
 		return nil, fmt.Errorf("target %q: %w", s, err)
 	}
 	head := fields[0]
 	if strings.HasPrefix(head, "-") || strings.ContainsAny(head, `"'`) {
-		return nil, fmt.Errorf("target %q: %w: a target starts with a kind or tag name, got %q", s, ErrSyntax, head)
+		return nil, fmt.Errorf("target %q: column %d: %w: a target starts with a kind or tag name, got %q", s, at[0]+1, ErrSyntax, head)
 	}
 	k, attrs, host, err := r.base(head, s)
 	if err != nil {
 		return nil, err
 	}
 	given := map[string]bool{}
-	for _, f := range fields[1:] {
+	for i, f := range fields[1:] {
+		col := at[i+1] + 1
 		kv, ok := strings.CutPrefix(f, "--")
 		if !ok {
 			kv, ok = strings.CutPrefix(f, "-")
 		}
 		if !ok {
-			return nil, fmt.Errorf("target %q: %w: expected -name=value, got %q", s, ErrSyntax, f)
+			return nil, fmt.Errorf("target %q: column %d: %w: expected -name=value, got %q", s, col, ErrSyntax, f)
 		}
 		name, val, hasVal := strings.Cut(kv, "=")
 		if name == "" || strings.ContainsAny(name, `"'`) {
-			return nil, fmt.Errorf("target %q: %w: bad option name in %q", s, ErrSyntax, f)
+			return nil, fmt.Errorf("target %q: column %d: %w: bad option name in %q", s, col, ErrSyntax, f)
 		}
 		o := k.Option(name)
 		if o == nil {
-			return nil, fmt.Errorf("target %q: %w -%s for kind %q", s, ErrUnknownOption, name, k.Name)
+			return nil, fmt.Errorf("target %q: column %d: %w -%s for kind %q", s, col, ErrUnknownOption, name, k.Name)
 		}
 		if given[name] {
-			return nil, fmt.Errorf("target %q: %w option -%s", s, ErrRepeated, name)
+			return nil, fmt.Errorf("target %q: column %d: %w option -%s", s, col, ErrRepeated, name)
 		}
 		given[name] = true
 		v, err := r.parseOptionValue(k, o, val, hasVal, depth)
 		if err != nil {
-			return nil, fmt.Errorf("target %q: %w", s, err)
+			return nil, fmt.Errorf("target %q: column %d: %w", s, col, err)
 		}
 		if name == "host" {
 			host = v.(*Target)
@@ -310,21 +311,29 @@ func splitItems(val string) ([]string, error) {
 }
 
 // splitFields splits on white space outside quotes. Inside "..." a
-// backslash escapes the next byte.
-func splitFields(s string) ([]string, error) {
+// backslash escapes the next byte. It returns the fields and the byte
+// offset in s where each starts.
+func splitFields(s string) ([]string, []int, error) {
 	var out []string
+	var at []int
 	var cur strings.Builder
 	inField := false
+	start := func(i int) {
+		if !inField {
+			at = append(at, i)
+			inField = true
+		}
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\'':
 			n, err := quotedLen(s[i:])
 			if err != nil {
-				return nil, err
+				return nil, nil, fmt.Errorf("column %d: %w", i+1, err)
 			}
+			start(i)
 			cur.WriteString(s[i : i+n])
-			inField = true
 			i += n - 1
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			if inField {
@@ -333,14 +342,14 @@ func splitFields(s string) ([]string, error) {
 				inField = false
 			}
 		default:
-			inField = true
+			start(i)
 			cur.WriteByte(c)
 		}
 	}
 	if inField {
 		out = append(out, cur.String())
 	}
-	return out, nil
+	return out, at, nil
 }
 
 // ---- JSON ----
@@ -647,7 +656,7 @@ func (r *Registry) ParseList(s string) (*TargetList, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("%w: empty target list", ErrEmpty)
 	}
-	parts, err := r.splitList(s)
+	parts, starts, err := r.splitList(s)
 	if err != nil {
 		return nil, fmt.Errorf("target list %q: %w", s, err)
 	}
@@ -659,7 +668,10 @@ func (r *Registry) ParseList(s string) (*TargetList, error) {
 		}
 		t, err := r.Parse(p)
 		if err != nil {
-			return nil, fmt.Errorf("target list element %d: %w", i+1, err)
+			// The element's column in the list; the target's own
+			// errors count columns within the (trimmed) element.
+			col := starts[i] + len(p) - len(strings.TrimLeft(p, " \t\n\r")) + 1
+			return nil, fmt.Errorf("target list element %d (column %d): %w", i+1, col, err)
 		}
 		if j, dup := byKind[t.Kind.Name]; dup {
 			return nil, fmt.Errorf("target list %q: %w kind: elements %d and %d are both of kind %q", s, ErrRepeated, j+1, i+1, t.Kind.Name)
@@ -688,8 +700,9 @@ func (r *Registry) ParseList(s string) (*TargetList, error) {
 }
 
 // splitList cuts s into list elements by the rule of ParseList.
-func (r *Registry) splitList(s string) ([]string, error) {
+func (r *Registry) splitList(s string) ([]string, []int, error) {
 	var parts []string
+	starts := []int{0}
 	start, depth := 0, 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -697,7 +710,7 @@ func (r *Registry) splitList(s string) ([]string, error) {
 		case '"', '\'':
 			n, err := quotedLen(s[i:])
 			if err != nil {
-				return nil, err
+				return nil, nil, fmt.Errorf("column %d: %w", i+1, err)
 			}
 			i += n - 1
 		case '{', '[':
@@ -710,10 +723,11 @@ func (r *Registry) splitList(s string) ([]string, error) {
 			if depth == 0 && r.splitsAt(s[start:i], s[i+1:]) {
 				parts = append(parts, s[start:i])
 				start = i + 1
+				starts = append(starts, start)
 			}
 		}
 	}
-	return append(parts, s[start:]), nil
+	return append(parts, s[start:]), starts, nil
 }
 
 // splitsAt reports whether a top-level comma between cur (the current

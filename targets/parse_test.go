@@ -559,3 +559,19 @@ func TestTargetListStringQuotesKindNames(t *testing.T) {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
+
+// TestErrorColumns: errors in target strings and lists say where: the
+// element's column in the list and the option's column in the target.
+func TestErrorColumns(t *testing.T) {
+	r := testRegistry(t)
+	for _, c := range []struct{ list, want string }{
+		{"c -mcpu=native -opt=abc", `target list element 1 (column 1): target "c -mcpu=native -opt=abc": column 16: `},
+		{"dnnl,   c -bogus=1", `target list element 2 (column 9): target "c -bogus=1": column 3: unknown option -bogus`},
+		{`c -mcpu="x`, "column 9: unterminated quote"},
+		{"c mcpu=x", `column 3: target syntax error: expected -name=value`},
+	} {
+		if _, err := r.ParseList(c.list); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseList(%q) = %v, want an error containing %q", c.list, err, c.want)
+		}
+	}
+}
