@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/backend/dnnl"
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/partition"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -344,5 +346,76 @@ func checkHTMLReport(t *testing.T, name, page string) {
 		if !strings.Contains(page, want) {
 			t.Errorf("%s: page lacks %q", name, want)
 		}
+	}
+}
+
+// TestPlacementBeatsPartitioning: a placement rule that puts a node on
+// the host keeps it out of dnnl's regions (the report says why), one that
+// puts a node on dnnl offloads it whole (the convolution with its bias
+// and relu, as one composite), one that puts a node dnnl does not take
+// on dnnl fails naming the node and the reason, and the placed artifact
+// matches PyTorch's outputs.
+func TestPlacementBeatsPartitioning(t *testing.T) {
+	testenv.Cgo(t)
+	if !dnnl.Available {
+		t.Skip("no oneDNN in this build")
+	}
+	lenet := filepath.Join(sharedRoot(t), "models", "lenet")
+	report := func(place string) *partition.Report {
+		t.Helper()
+		dir := t.TempDir()
+		rj := filepath.Join(dir, "report.json")
+		art := filepath.Join(dir, "a")
+		code, _, stderr := kiln("compile", lenet, "-t", "dnnl, c", "--partition", "greedy", "--place", place, "--report-json", rj, "-o", art)
+		if code != 0 {
+			t.Fatalf("--place %q: exit %d: %s", place, code, stderr)
+		}
+		outDir := t.TempDir()
+		if code, _, stderr := kiln("run", art, "--input", filepath.Join(lenet, "test_data_set_0", "input_0.pb"), "--output-dir", outDir, "--output-format", "pb"); code != 0 {
+			t.Fatalf("--place %q: run: exit %d: %s", place, code, stderr)
+		}
+		files, _ := filepath.Glob(filepath.Join(outDir, "*.pb"))
+		if len(files) != 1 {
+			t.Fatalf("run wrote %v, want one output", files)
+		}
+		got, _, err := ReadTensor(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _, err := ReadTensor(filepath.Join(lenet, "test_data_set_0", "output_0.pb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
+			t.Errorf("--place %q: the output differs from PyTorch's: %v", place, err)
+		}
+		data, err := os.ReadFile(rj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep partition.Report
+		if err := json.Unmarshal(data, &rep); err != nil {
+			t.Fatal(err)
+		}
+		return &rep
+	}
+	rep := report("node:/3/Conv = c")
+	for _, n := range rep.Nodes {
+		if n.Node == "/3/Conv" && (n.Target != partition.HostTarget || !strings.Contains(strings.Join(n.Why, ";"), "by a placement rule")) {
+			t.Errorf("placed on the host: %s %s went to %s (%v)", n.Node, n.Op, n.Target, n.Why)
+		}
+		if n.Node == "/0/Conv" && n.Target != "dnnl" {
+			t.Errorf("unplaced %s %s went to %s", n.Node, n.Op, n.Target)
+		}
+	}
+	rep = report("node:/3/Conv = dnnl")
+	for _, n := range rep.Nodes {
+		if n.Node == "/3/Conv" && (n.Target != "dnnl" || n.Composite != "dnnl.conv2d_bias_relu") {
+			t.Errorf("placed on dnnl: %s %s went to %s in %q", n.Node, n.Op, n.Target, n.Composite)
+		}
+	}
+	code, _, stderr := kiln("compile", lenet, "-t", "dnnl, c", "--partition", "greedy", "--place", "node:/6/Flatten = dnnl", "-o", filepath.Join(t.TempDir(), "b"))
+	if code != 1 || !strings.Contains(stderr, `/6/Flatten (reshape) is placed on "dnnl" (dnnl), which does not take it: dnnl: reshape is not supported`) {
+		t.Errorf("placing a reshape on dnnl: exit %d, %s", code, stderr)
 	}
 }

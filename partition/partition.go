@@ -43,6 +43,14 @@ type Options struct {
 	// external targets take (measured partitioning); nil gives it to the
 	// first in list order (greedy).
 	Decide Decider
+	// ResolveDevice, when set, makes partitioning follow placement: a
+	// call inside on_device(call, device=D) (a placement rule or an
+	// annotation) goes to the target D resolves to. Placed on the host
+	// (or another target without Supports) it stays out of every
+	// external region; placed on an external target it goes there, or
+	// Partition fails saying why that target does not take it. Placement
+	// wins over Decide.
+	ResolveDevice func(device string) (*targets.Target, error)
 }
 
 // Decider chooses among the external targets that take a call (able, in
@@ -67,6 +75,20 @@ func Partition(mod *graph.Module, tgts []*targets.Target, opts Options) (*graph.
 	main := mod.Main()
 	if main == nil {
 		return nil, nil, fmt.Errorf("partition: module has no main function")
+	}
+	measured := opts.Decide != nil
+	var place *placement
+	if opts.ResolveDevice != nil {
+		if place, err = placementsOf(main, opts.ResolveDevice); err != nil {
+			return nil, nil, err
+		}
+		if len(place.on) > 0 {
+			opts.Decide = place.decider(opts.Decide)
+			main = place.stripExternal(main, opts.ResolveDevice)
+			if err := graph.InferFunction(mod, main); err != nil {
+				return nil, nil, fmt.Errorf("partition: %w", err)
+			}
+		}
 	}
 	main, refused, err := mergeComposites(main, tgts)
 	if err != nil {
@@ -94,7 +116,12 @@ func Partition(mod *graph.Module, tgts []*targets.Target, opts Options) (*graph.
 		return nil, nil, err
 	}
 	rep := newReport(main, ann, regions, refused)
-	rep.Warnings = append(rep.Warnings, idleTargets(tgts, ann, opts.Decide != nil)...)
+	rep.Warnings = append(rep.Warnings, idleTargets(tgts, ann, measured)...)
+	if place != nil {
+		if err := place.check(rep); err != nil {
+			return nil, rep, err
+		}
+	}
 	if opts.RequireOffload {
 		if err := rep.hostError(); err != nil {
 			return nil, rep, err
