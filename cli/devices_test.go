@@ -106,28 +106,7 @@ func TestRunAndBenchWithPlacement(t *testing.T) {
 	lenet := filepath.Join(sharedRoot(t), "models", "lenet")
 	place := []string{"--target-label", "big=c", "--target-label", "little=c", "--place", "op:nn.conv2d = little:1"}
 
-	outDir := t.TempDir()
-	args := append([]string{"run", lenet, "--engine", "compiled", "--input", filepath.Join(lenet, "test_data_set_0", "input_0.pb"),
-		"--output-dir", outDir, "--output-format", "pb"}, place...)
-	code, _, stderr := kiln(args...)
-	if code != 0 {
-		t.Fatalf("run: exit %d: %s", code, stderr)
-	}
-	files, err := filepath.Glob(filepath.Join(outDir, "*.pb"))
-	if err != nil || len(files) != 1 {
-		t.Fatalf("run wrote %v (%v), want one output", files, err)
-	}
-	got, _, err := ReadTensor(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _, err := ReadTensor(filepath.Join(lenet, "test_data_set_0", "output_0.pb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
-		t.Error(err)
-	}
+	runLeNet(t, lenet, append([]string{lenet, "--engine", "compiled"}, place...)...)
 
 	bench := func(extra ...string) BenchReport {
 		t.Helper()
@@ -370,25 +349,7 @@ func TestPlacementBeatsPartitioning(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("--place %q: exit %d: %s", place, code, stderr)
 		}
-		outDir := t.TempDir()
-		if code, _, stderr := kiln("run", art, "--input", filepath.Join(lenet, "test_data_set_0", "input_0.pb"), "--output-dir", outDir, "--output-format", "pb"); code != 0 {
-			t.Fatalf("--place %q: run: exit %d: %s", place, code, stderr)
-		}
-		files, _ := filepath.Glob(filepath.Join(outDir, "*.pb"))
-		if len(files) != 1 {
-			t.Fatalf("run wrote %v, want one output", files)
-		}
-		got, _, err := ReadTensor(files[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, _, err := ReadTensor(filepath.Join(lenet, "test_data_set_0", "output_0.pb"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
-			t.Errorf("--place %q: the output differs from PyTorch's: %v", place, err)
-		}
+		runLeNet(t, lenet, art)
 		data, err := os.ReadFile(rj)
 		if err != nil {
 			t.Fatal(err)
@@ -417,5 +378,32 @@ func TestPlacementBeatsPartitioning(t *testing.T) {
 	code, _, stderr := kiln("compile", lenet, "-t", "dnnl, c", "--partition", "greedy", "--place", "node:/6/Flatten = dnnl", "-o", filepath.Join(t.TempDir(), "b"))
 	if code != 1 || !strings.Contains(stderr, `/6/Flatten (reshape) is placed on "dnnl" (dnnl), which does not take it: dnnl: reshape is not supported`) {
 		t.Errorf("placing a reshape on dnnl: exit %d, %s", code, stderr)
+	}
+}
+
+// runLeNet runs `kiln run ARGS` (a model or artifact and its flags) on
+// lenet's stored input and compares the output with PyTorch's (rtol
+// 1e-3, atol 1e-4).
+func runLeNet(t *testing.T, lenet string, args ...string) {
+	t.Helper()
+	outDir := t.TempDir()
+	args = append(append([]string{"run"}, args...), "--input", filepath.Join(lenet, "test_data_set_0", "input_0.pb"), "--output-dir", outDir, "--output-format", "pb")
+	if code, _, stderr := kiln(args...); code != 0 {
+		t.Fatalf("kiln %v: exit %d: %s", args, code, stderr)
+	}
+	files, err := filepath.Glob(filepath.Join(outDir, "*.pb"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("run wrote %v (%v), want one output", files, err)
+	}
+	got, _, err := ReadTensor(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := ReadTensor(filepath.Join(lenet, "test_data_set_0", "output_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
+		t.Errorf("kiln %v: the output differs from PyTorch's: %v", args, err)
 	}
 }

@@ -37,26 +37,33 @@ func subtractLowering(seen *[]int64) func(*backend.HookContext, *graph.Module, *
 		v, _ := ctx.Target.Int("example_attribute")
 		*seen = append(*seen, v)
 		for _, of := range backend.OwnedFunctions(ctx, mod, prims) {
-			body := graph.Rewrite(of.Fn.Body, func(e graph.Expr) graph.Expr {
-				if c, ok := e.(*graph.Call); ok && c.Op == op.Add {
-					return graph.MustCall(op.Subtract, c.Args, nil)
-				}
-				return e
-			})
-			fn := graph.NewFunction(of.Fn.Params, body, nil)
-			if err := graph.InferFunction(nil, fn); err != nil {
-				return err
-			}
-			pf, err := lower.LowerFunction(of.Symbol, fn, ctx.Target, nil)
-			if err != nil {
-				return err
-			}
-			if _, err := backend.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
+			if err := lowerAsSubtract(ctx, mod, prims, of); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
+}
+
+// lowerAsSubtract lowers an owned function with every add as a subtract
+// and installs the PrimFunc in its place.
+func lowerAsSubtract(ctx *backend.HookContext, mod *graph.Module, prims *tir.Module, of backend.OwnedFunction) error {
+	body := graph.Rewrite(of.Fn.Body, func(e graph.Expr) graph.Expr {
+		if c, ok := e.(*graph.Call); ok && c.Op == op.Add {
+			return graph.MustCall(op.Subtract, c.Args, nil)
+		}
+		return e
+	})
+	fn := graph.NewFunction(of.Fn.Params, body, nil)
+	if err := graph.InferFunction(nil, fn); err != nil {
+		return err
+	}
+	pf, err := lower.LowerFunction(of.Symbol, fn, ctx.Target, nil)
+	if err != nil {
+		return err
+	}
+	_, err = backend.ReplaceWithPrimFunc(ctx, mod, of, pf, prims)
+	return err
 }
 
 // multiplyCodegen is the TIRToRuntime hook: C source in which every
@@ -496,21 +503,7 @@ func TestHookOrderWithBothHooks(t *testing.T) {
 			if of.Symbol != "lowered_fn" {
 				continue
 			}
-			body := graph.Rewrite(of.Fn.Body, func(e graph.Expr) graph.Expr {
-				if c, ok := e.(*graph.Call); ok && c.Op == op.Add {
-					return graph.MustCall(op.Subtract, c.Args, nil)
-				}
-				return e
-			})
-			fn := graph.NewFunction(of.Fn.Params, body, nil)
-			if err := graph.InferFunction(nil, fn); err != nil {
-				return err
-			}
-			pf, err := lower.LowerFunction(of.Symbol, fn, ctx.Target, nil)
-			if err != nil {
-				return err
-			}
-			if _, err := backend.ReplaceWithPrimFunc(ctx, mod, of, pf, prims); err != nil {
+			if err := lowerAsSubtract(ctx, mod, prims, of); err != nil {
 				return err
 			}
 		}

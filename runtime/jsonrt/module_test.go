@@ -116,16 +116,20 @@ func f32(name string, shape ...int64) Node {
 	return Node{Op: OpInput, Name: name, Shape: [][]int64{shape}, DType: []string{"float32"}}
 }
 
+// kernelNode is a float32 [2, 3] kernel node of operator name on the
+// first outputs of nodes in.
+func kernelNode(name string, attrs ir.Attrs, in ...int) Node {
+	n := Node{Op: OpKernel, Name: name, Shape: [][]int64{{2, 3}}, DType: []string{"float32"}}
+	for _, i := range in {
+		n.Inputs = append(n.Inputs, Entry{Node: i})
+	}
+	n.SetAttrs(attrs)
+	return n
+}
+
 // testGraph computes out0 = scale(neg(x) + c, 0.5), out1 = neg(x), out2 = x.
 func testGraph() *Graph {
-	k := func(name string, attrs ir.Attrs, in ...int) Node {
-		n := Node{Op: OpKernel, Name: name, Shape: [][]int64{{2, 3}}, DType: []string{"float32"}}
-		for _, i := range in {
-			n.Inputs = append(n.Inputs, Entry{Node: i})
-		}
-		n.SetAttrs(attrs)
-		return n
-	}
+	k := kernelNode
 	c := f32("c", 2, 3)
 	c.Op = OpConst
 	return &Graph{Symbol: "f", Nodes: []Node{
@@ -394,14 +398,7 @@ func TestSetNumThreadsRebuildsKernels(t *testing.T) {
 // no kernel writes over one of its own inputs, and the result is the
 // chain's.
 func TestIntermediatesShareMemory(t *testing.T) {
-	k := func(name string, attrs ir.Attrs, in ...int) Node {
-		n := Node{Op: OpKernel, Name: name, Shape: [][]int64{{2, 3}}, DType: []string{"float32"}}
-		for _, i := range in {
-			n.Inputs = append(n.Inputs, Entry{Node: i})
-		}
-		n.SetAttrs(attrs)
-		return n
-	}
+	k := kernelNode
 	g := &Graph{Symbol: "f", Nodes: []Node{
 		f32("x", 2, 3),
 		k("scale", ir.Attrs{"factor": 2.0}, 0),  // 1: 2x
