@@ -137,7 +137,17 @@ func partitionView(mod *graph.Module, p *placement) (*partition.Report, func(gra
 	if !driver.HasExternal(p.list.Targets) {
 		return nil, nil, nil
 	}
-	_, rep, err := partition.Partition(mod, p.list.Targets, partition.Options{})
+	// As the build does: the placement rules first, then partitioning
+	// that follows them.
+	prepared, ccfg, err := device.Prepare(mod, p.spec())
+	if err != nil {
+		return nil, nil, err
+	}
+	resolve := func(d string) (*targets.Target, error) {
+		vd, err := ccfg.ResolveDevice(d)
+		return vd.Target, err
+	}
+	_, rep, err := partition.Partition(prepared, p.list.Targets, partition.Options{ResolveDevice: resolve})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -374,6 +375,11 @@ func TestPlacementBeatsPartitioning(t *testing.T) {
 		if n.Node == "/3/Conv" && (n.Target != "dnnl" || n.Composite != "dnnl.conv2d_bias_relu") {
 			t.Errorf("placed on dnnl: %s %s went to %s in %q", n.Node, n.Op, n.Target, n.Composite)
 		}
+	}
+	// kiln inspect shows the plan compile uses.
+	if code, stdout, stderr := kiln("inspect", lenet, "-t", "dnnl, c", "--place", "node:/3/Conv = c"); code != 0 ||
+		!regexp.MustCompile(`/3/Conv +nn.conv2d +host +placed on "c" \(c\) by a placement rule`).MatchString(stdout) {
+		t.Errorf("inspect --place: exit %d, %s\n%s", code, stderr, stdout)
 	}
 	code, _, stderr := kiln("compile", lenet, "-t", "dnnl, c", "--partition", "greedy", "--place", "node:/6/Flatten = dnnl", "-o", filepath.Join(t.TempDir(), "b"))
 	if code != 1 || !strings.Contains(stderr, `/6/Flatten (reshape) is placed on "dnnl" (dnnl), which does not take it: dnnl: reshape is not supported`) {
