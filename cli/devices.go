@@ -143,11 +143,7 @@ func partitionView(mod *graph.Module, p *placement) (*partition.Report, func(gra
 	if err != nil {
 		return nil, nil, err
 	}
-	resolve := func(d string) (*targets.Target, error) {
-		vd, err := ccfg.ResolveDevice(d)
-		return vd.Target, err
-	}
-	_, rep, err := partition.Partition(prepared, p.list.Targets, partition.Options{ResolveDevice: resolve})
+	_, rep, err := partition.Partition(prepared, p.list.Targets, partition.Options{ResolveDevice: ccfg.ResolveTarget})
 	if err != nil {
 		return nil, nil, err
 	}

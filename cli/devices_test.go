@@ -79,22 +79,7 @@ func TestCompileWithPlacement(t *testing.T) {
 	if strings.Join(md.Devices, ",") != "cpu:0,cpu:1" {
 		t.Errorf("devices %v (compile said %s)", md.Devices, stdout)
 	}
-	outDir := t.TempDir()
-	code, _, stderr = kiln("run", out, "--input", filepath.Join(lenet, "test_data_set_0", "input_0.pb"), "--output-dir", outDir, "--output-format", "pb")
-	if code != 0 {
-		t.Fatalf("run: exit %d: %s", code, stderr)
-	}
-	got, _, err := ReadTensor(filepath.Join(outDir, md.Outputs[0].Name+".pb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _, err := ReadTensor(filepath.Join(lenet, "test_data_set_0", "output_0.pb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
-		t.Error(err)
-	}
+	runLeNet(t, lenet, out)
 }
 
 // TestRunAndBenchWithPlacement puts lenet's convolutions on a second CPU

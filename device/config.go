@@ -291,3 +291,10 @@ func FromModule(mod *graph.Module) (*CompilationConfig, error) {
 	}
 	return c, nil
 }
+
+// ResolveTarget is the target of ResolveDevice(s): what partitioning's
+// placement (partition.Options.ResolveDevice) asks.
+func (c *CompilationConfig) ResolveTarget(s string) (*targets.Target, error) {
+	vd, err := c.ResolveDevice(s)
+	return vd.Target, err
+}

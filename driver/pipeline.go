@@ -364,11 +364,7 @@ func stageGraphPasses(_ context.Context, s *state) error {
 	}
 	if HasExternal(listed) {
 		part = &transform.Pass{Name: "partition", Required: true, Run: func(m *graph.Module) (*graph.Module, error) {
-			resolve := func(d string) (*targets.Target, error) {
-				vd, err := s.ccfg.ResolveDevice(d)
-				return vd.Target, err
-			}
-			out, rep, err := partition.Partition(m, listed, partition.Options{ResolveDevice: resolve, ModuleName: s.cfg.ModuleName, RequireOffload: s.cfg.RequireOffload, Decide: s.cfg.Decide})
+			out, rep, err := partition.Partition(m, listed, partition.Options{ResolveDevice: s.ccfg.ResolveTarget, ModuleName: s.cfg.ModuleName, RequireOffload: s.cfg.RequireOffload, Decide: s.cfg.Decide})
 			s.report = rep
 			return out, err
 		}}

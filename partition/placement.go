@@ -36,7 +36,7 @@ func placementsOf(main *graph.Function, resolve func(string) (*targets.Target, e
 		if !ok || c.Op != op.OnDevice || err != nil {
 			return
 		}
-		if v, set := c.Attrs["constrain_body"]; set && v == false {
+		if c.Attrs.Has("constrain_body") && !c.Attrs.Bool("constrain_body") {
 			return // an argument's boundary, not a placement of its producer
 		}
 		inner, ok := c.Args[0].(*graph.Call)

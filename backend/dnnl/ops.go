@@ -446,43 +446,21 @@ func scalarValue(e graph.Expr) (float64, bool) {
 	return float64(c.Value.Float32s()[0]), true
 }
 
-// hardSwishInput returns y when e is multiply(y, clip(add(multiply(y,
-// c1), c2), 0, 1)) (either operand order of each multiply and the add)
-// with scalar constants c1 = 1/6 and c2 = 1/2 as float32 rounds them:
-// y * hard_sigmoid(y), which is hard-swish.
+// hardSwishInput returns y when e is multiply(y, h) (either order) with h
+// the hard-sigmoid of y (hardSigmoidInput) with alpha = 1/6 and beta =
+// 1/2 as float32 rounds them: y * hard_sigmoid(y), which is hard-swish.
 func hardSwishInput(e graph.Expr) (graph.Expr, error) {
 	mul, ok := e.(*graph.Call)
 	if !ok || mul.Op != op.Multiply {
 		return nil, fmt.Errorf("body is %s, want multiply (hard-swish)", graph.Describe(e))
 	}
 	for k := 0; k < 2; k++ {
-		y, hs := mul.Args[k], mul.Args[1-k]
-		clip, ok := hs.(*graph.Call)
-		if !ok || clip.Op != op.Clip || clip.Attrs.Float("a_min") != 0 || clip.Attrs.Float("a_max") != 1 {
-			continue
-		}
-		add, ok := clip.Args[0].(*graph.Call)
-		if !ok || add.Op != op.Add {
-			continue
-		}
-		for j := 0; j < 2; j++ {
-			scaled, ok := add.Args[j].(*graph.Call)
-			if !ok || scaled.Op != op.Multiply || !isScalar(add.Args[1-j], 0.5) {
-				continue
-			}
-			if scaled.Args[0] == y && isScalar(scaled.Args[1], 1.0/6) || scaled.Args[1] == y && isScalar(scaled.Args[0], 1.0/6) {
-				return y, nil
-			}
+		y := mul.Args[k]
+		if x, alpha, beta, err := hardSigmoidInput(mul.Args[1-k]); err == nil && x == y && float32(alpha) == float32(1.0/6) && float32(beta) == 0.5 {
+			return y, nil
 		}
 	}
 	return nil, fmt.Errorf("%s is not y * clip(y/6 + 1/2, 0, 1) (hard-swish)", graph.Describe(e))
-}
-
-// isScalar reports whether e is a float32 constant of one element equal
-// to v rounded to float32.
-func isScalar(e graph.Expr, v float64) bool {
-	x, ok := scalarValue(e)
-	return ok && float32(x) == float32(v)
 }
 
 // splitChain tells which argument of an add leads to the anchor.
