@@ -90,9 +90,6 @@ type candidate struct {
 	rep    partition.Report
 	steps  []runtime.StepTime
 	runs   int
-	// costsOf names the per-target costs this candidate's profile gave
-	// ("" for none).
-	costsOf string
 	// art is the loaded artifact, open until the final timing; err is
 	// why a timed run failed.
 	art *Artifact
@@ -238,7 +235,6 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 	if hostOK {
 		hostCost = nodeCosts(host)
 		costs[partition.HostTarget] = hostCost
-		host.costsOf = partition.HostTarget
 	}
 	var refined []*candidate
 	for _, t := range ext {
@@ -252,7 +248,6 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 		}
 		tc := nodeCosts(only)
 		costs[t.Kind.Name] = tc
-		only.costsOf = t.Kind.Name
 		r := refine(only, t, hostCost, tc)
 		if r == nil {
 			continue
@@ -295,15 +290,6 @@ func CompileMeasured(ctx context.Context, mod *graph.Module, outputNames []strin
 	if mo.Log != nil {
 		for _, c := range all {
 			fmt.Fprintf(mo.Log, "measured partitioning: %-24s %9.3f ms\n", c.name, c.median)
-		}
-	}
-	// The profiles' per-node costs carry the profiler's overhead, more
-	// per call for an external region's many small steps: scale each
-	// target's to its candidate's timed median before the report (and
-	// its slow-region warnings) compares them.
-	for _, c := range all {
-		if k := c.costsOf; k != "" && costs[k] != nil {
-			costs[k] = scaleCosts(costs[k], c.median)
 		}
 	}
 	if len(all) == 0 {
@@ -503,23 +489,6 @@ func nodeCosts(c *candidate) map[string]float64 {
 		for _, in := range st.Inner {
 			add(in.Total, in.Sources)
 		}
-	}
-	return out
-}
-
-// scaleCosts returns costs scaled so that they sum to total (costs
-// unchanged when they sum to zero or total is not positive).
-func scaleCosts(costs map[string]float64, total float64) map[string]float64 {
-	sum := 0.0
-	for _, v := range costs {
-		sum += v
-	}
-	if sum <= 0 || total <= 0 {
-		return costs
-	}
-	out := make(map[string]float64, len(costs))
-	for k, v := range costs {
-		out[k] = v * total / sum
 	}
 	return out
 }

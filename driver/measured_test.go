@@ -328,19 +328,6 @@ func survives(t *testing.T, kind string) {
 	}
 }
 
-// TestScaleCosts: per-node costs are scaled to the timed total; empty or
-// zero costs are left alone.
-func TestScaleCosts(t *testing.T) {
-	got := scaleCosts(map[string]float64{"a": 1, "b": 3}, 8)
-	if got["a"] != 2 || got["b"] != 6 || len(got) != 2 {
-		t.Errorf("scaleCosts = %v, want a 2, b 6", got)
-	}
-	zero := map[string]float64{"a": 0}
-	if got := scaleCosts(zero, 5); got["a"] != 0 {
-		t.Errorf("scaleCosts of zero costs = %v", got)
-	}
-}
-
 // TestFastestBreaksTiesBySimplicity: the simplest candidate within the
 // noise margin of the fastest wins; a clearly faster one wins outright.
 func TestFastestBreaksTiesBySimplicity(t *testing.T) {
