@@ -219,8 +219,8 @@ func ReplaceWithPrimFunc(ctx *HookContext, mod *graph.Module, of OwnedFunction, 
 	pf = pf.Copy()
 	pf.Name = of.Symbol
 	pf.Attrs[tir.AttrGlobalSymbol] = of.Symbol
-	if _, ok := pf.Attrs[tir.AttrTarget]; !ok {
-		pf.Attrs[tir.AttrTarget] = ctx.Target.Kind.Name
+	if pf.Target == nil {
+		pf.Target = ctx.Target
 	}
 	if err := prims.Add(pf); err != nil {
 		return 0, fmt.Errorf("target %s: %w", ctx.Target.Kind.Name, err)

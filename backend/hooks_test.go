@@ -64,7 +64,7 @@ func exampleKind(seen *[]int64) *targets.Kind {
 			TIRToRuntime: func(ctx *HookContext, prims *tir.Module) (runtime.Module, error) {
 				var names []string
 				for _, f := range prims.Funcs() {
-					if f.Attrs[tir.AttrTarget] == ctx.Target.Kind.Name {
+					if f.Target == ctx.Target {
 						names = append(names, f.Name)
 					}
 				}
@@ -173,7 +173,7 @@ func TestRelayToTIRContract(t *testing.T) {
 	var names []string
 	for _, f := range prims.Funcs() {
 		names = append(names, f.Name)
-		if f.Attrs[tir.AttrGlobalSymbol] != f.Name || f.Attrs[tir.AttrTarget] != "example" {
+		if f.Attrs[tir.AttrGlobalSymbol] != f.Name || f.Target.Kind.Name != "example" {
 			t.Errorf("PrimFunc %s attrs %v", f.Name, f.Attrs)
 		}
 		ev := f.Body.(*tir.Evaluate).Value.(*tir.Call)

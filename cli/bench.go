@@ -52,6 +52,11 @@ type KernelTime struct {
 	MeanMs  float64      `json:"mean_ms"`
 	Share   float64      `json:"share"`
 	Inner   []KernelTime `json:"inner,omitempty"`
+	// Device and Cores say where the kernel ran, when not on cpu:0
+	// unpinned: its device, and the cores of its pinned thread
+	// (--devices).
+	Device string `json:"device,omitempty"`
+	Cores  string `json:"cores,omitempty"`
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -63,6 +68,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	profile := fs.Int("profile", 0, "after the timed runs, time every kernel call (and every kernel inside external regions) over the same number of runs and list the N slowest with the model nodes each computes (0: no profile)")
 	traceFile := fs.String("trace", "", "after the timed runs, write a Chrome trace (JSON; opens in Perfetto or chrome://tracing) of 3 more runs to `FILE`, every kernel call and every kernel inside external regions")
 	seed := fs.Uint64("seed", 1, "seed of the random inputs")
+	var cores coresFlag
+	cores.register(fs)
 	var passes passFlags
 	passes.register(fs)
 	var cache cacheFlags
@@ -202,6 +209,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		for _, d := range decl {
 			given[d.Name] = randomTensor(rng, d)
 		}
+	}
+	if err := cores.apply(art); err != nil {
+		return fail(stderr, "bench", err)
 	}
 	if n := krt.SetNumThreads(art.Exec.Module(), *threads); n == 0 && *threads > 1 {
 		fmt.Fprintf(stderr, "kiln bench: note: the library has no thread control; --threads %d has no effect\n", *threads)

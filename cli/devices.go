@@ -10,6 +10,7 @@ import (
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/partition"
+	krt "github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/targets"
 )
 
@@ -181,4 +182,33 @@ func reportTargets(mod *graph.Module, rep *partition.Report) func(graph.Expr) st
 		}
 	})
 	return func(e graph.Expr) string { return where[e] }
+}
+
+// coresFlag is --devices: the cores each CPU device of a compiled program
+// runs on (runtime.ParseDeviceCores syntax).
+type coresFlag struct{ set krt.DeviceCores }
+
+func (f *coresFlag) register(fs *flag.FlagSet) {
+	fs.Func("devices", "run each CPU device's kernels on a thread pinned to its cores, e.g. cpu:0=0-3,cpu:1=4-7 (the devices a big.LITTLE split compiles to; kiln inspect and metadata.json list a program's devices)", func(s string) error {
+		dc, err := krt.ParseDeviceCores(s)
+		if err != nil {
+			return err
+		}
+		f.set = dc
+		return nil
+	})
+}
+
+// apply pins the artifact's devices (nothing without the flag).
+func (f *coresFlag) apply(art *driver.Artifact) error {
+	if len(f.set) == 0 {
+		return nil
+	}
+	if art.Exec == nil {
+		return fmt.Errorf("--devices %s: an AOT artifact runs as one program; pinning devices needs the graph executor", f.set)
+	}
+	if err := art.Exec.SetDeviceCores(f.set); err != nil {
+		return fmt.Errorf("--devices %s: %w", f.set, err)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"strings"
 	"testing"
 
@@ -396,5 +397,56 @@ func runLeNet(t *testing.T, lenet string, args ...string) {
 	}
 	if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
 		t.Errorf("kiln %v: the output differs from PyTorch's: %v", args, err)
+	}
+}
+
+// TestBigLittleCLI is seed 004's big.LITTLE case from the command line:
+// two labelled `c` targets in -t, a placement on the label, and kiln run
+// and bench with each device pinned to its own core. A bare label means
+// the target's own device (big is cpu:1, not cpu:0).
+func TestBigLittleCLI(t *testing.T) {
+	testenv.Cgo(t)
+	lenet := filepath.Join(sharedRoot(t), "models", "lenet")
+	art := filepath.Join(t.TempDir(), "a")
+	tl := "big=c -opt=3, little=c -opt=2"
+	code, _, stderr := kiln("compile", lenet, "-t", tl, "--place", "op:nn.conv2d = big", "-o", art)
+	if code != 0 {
+		t.Fatalf("compile: exit %d: %s", code, stderr)
+	}
+	md, err := os.ReadFile(filepath.Join(art, "metadata.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"target": "big=c, little=c -opt=2"`, `"cpu:1"`} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("metadata.json lacks %s:\n%s", want, md)
+		}
+	}
+	runLeNet(t, lenet, art)
+	if goruntime.NumCPU() < 2 {
+		t.Log("one core: --devices is not exercised")
+		return
+	}
+	cores := "cpu:0=0,cpu:1=1"
+	code, _, stderr = kiln("run", "--devices", "cpu:0=0,cpu:1=0", art)
+	if code == 0 || !strings.Contains(stderr, "core 0 is in both cpu:0 and cpu:1") {
+		t.Errorf("a core in two devices: exit %d: %s", code, stderr)
+	}
+	runLeNet(t, lenet, "--devices", cores, art)
+	code, stdout, stderr := kiln("bench", "--devices", cores, "--runs", "2", "--profile", "20", art)
+	if code != 0 {
+		t.Fatalf("bench --devices: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "fused_nn_conv2d") || !strings.Contains(stdout, "on cpu:1 (cores 1)") || !strings.Contains(stdout, "on cpu:0 (cores 0)") {
+		t.Errorf("the profile does not say which cores ran what:\n%s", stdout)
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.Contains(line, "conv2d") && !strings.Contains(line, "on cpu:1") {
+			t.Errorf("a convolution not on big's device: %s", line)
+		}
+	}
+	code, _, stderr = kiln("bench", "--devices", "cpu:7=0", art)
+	if code == 0 || !strings.Contains(stderr, "cpu:7 is not a device of this program") {
+		t.Errorf("an unknown device: exit %d: %s", code, stderr)
 	}
 }

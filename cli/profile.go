@@ -24,6 +24,10 @@ func kernelTimes(steps []krt.StepTime, runs, n int) []KernelTime {
 	}
 	conv := func(s krt.StepTime) KernelTime {
 		k := KernelTime{Node: s.Node, Func: s.Func, Sources: s.Sources, MeanMs: float64(s.Total.Nanoseconds()) / 1e6 / float64(max(runs, 1))}
+		if s.Device != krt.CPUDevice(0) || len(s.Cores) > 0 {
+			// Rows say where they ran when that is not the default.
+			k.Device, k.Cores = s.Device.String(), s.Cores.String()
+		}
 		if total > 0 {
 			k.Share = float64(s.Total) / float64(total)
 		}
@@ -53,7 +57,7 @@ func printKernelTimes(w io.Writer, ks []KernelTime, n int) {
 		if name == "" {
 			name = k.Node
 		}
-		fmt.Fprintf(w, "  %6.2f%%  %9.4f ms  %s%s\n", 100*k.Share, k.MeanMs, name, sourcesNote(k.Sources))
+		fmt.Fprintf(w, "  %6.2f%%  %9.4f ms  %s%s%s\n", 100*k.Share, k.MeanMs, name, sourcesNote(k.Sources), placeNote(k))
 		for i, in := range k.Inner {
 			if i == n {
 				fmt.Fprintf(w, "      ... %d more inside %s\n", len(k.Inner)-n, name)
@@ -110,10 +114,28 @@ func writeTrace(path string, evs []krt.TraceEvent) error {
 		if len(ev.Sources) > 0 {
 			ce.Args["sources"] = ev.Sources
 		}
+		if ev.Depth == 0 {
+			ce.Args["device"] = ev.Device.String()
+		}
+		if len(ev.Cores) > 0 {
+			ce.Args["cores"] = ev.Cores.String()
+		}
 		out.TraceEvents = append(out.TraceEvents, ce)
 	}
 	if err := writeFileAtomic(path, func(w io.Writer) error { return json.NewEncoder(w).Encode(out) }); err != nil {
 		return fmt.Errorf("trace: %w", err)
 	}
 	return nil
+}
+
+// placeNote says where a profile row ran when that is not the default:
+// " on cpu:1 (cores 4-7)".
+func placeNote(k KernelTime) string {
+	switch {
+	case k.Cores != "":
+		return " on " + k.Device + " (cores " + k.Cores + ")"
+	case k.Device != "":
+		return " on " + k.Device
+	}
+	return ""
 }

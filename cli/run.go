@@ -116,6 +116,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	cache.register(fs)
 	var part partitionFlags
 	part.register(fs)
+	var cores coresFlag
+	cores.register(fs)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -133,7 +135,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kiln run: --output-format %q: want npy or pb\n", *outFormat)
 		return exitUsage
 	}
-	outs := outputOptions{dir: *outDir, format: *outFormat, show: *show}
+	outs := outputOptions{dir: *outDir, format: *outFormat, show: *show, cores: cores}
 	engineSet := false
 	fs.Visit(func(f *flag.Flag) { engineSet = engineSet || f.Name == "engine" })
 	if isArtifact(pos[0]) {
@@ -244,6 +246,9 @@ func runArtifact(dir string, inputs []string, vals map[string]*tensor.Tensor, o 
 	}
 	defer art.Close()
 	tLoad := time.Since(t0)
+	if err := o.cores.apply(art); err != nil {
+		return fail(stderr, "run", err)
+	}
 	if vals == nil {
 		decl, err := artifactInputs(art.Metadata)
 		if err != nil {
@@ -275,6 +280,7 @@ type outputOptions struct {
 	dir    string // write each output to dir/NAME.FORMAT ("": do not)
 	format string // npy or pb
 	show   int    // values of each output to print
+	cores  coresFlag
 }
 
 // printOutputs prints each output's type and a summary and, with o.dir,

@@ -48,6 +48,22 @@ type CompilationConfig struct {
 
 	// byType is the canonical target of each device type.
 	byType map[targets.DeviceType]*targets.Target
+	// ids is the device id of each target (DeviceID).
+	ids map[*targets.Target]int
+}
+
+// DeviceID is the device id a target runs on when nothing says otherwise:
+// the host is 0 of its device type; every other target of a host kind
+// (one that generates its own code, such as the second `c` target of a
+// big.LITTLE compilation) is numbered in list order after the host's
+// device type's 0, or from 0 in another device type; targets of other
+// kinds (external codegens) run on their device type's device 0. A label
+// and a kind name resolve to their target on this device.
+func (c *CompilationConfig) DeviceID(t *targets.Target) int {
+	if t == nil {
+		return 0
+	}
+	return c.ids[c.ownTarget(t)]
 }
 
 // NewCompilationConfig builds the configuration from the user's targets
@@ -67,16 +83,17 @@ func NewCompilationConfig(tgts []*targets.Target, host *targets.Target, defaultD
 	if len(tgts) == 0 {
 		return nil, fmt.Errorf("no targets given")
 	}
-	byKind := map[*targets.Kind]*targets.Target{}
+	byName := map[string]*targets.Target{}
 	var prims []*targets.Target
 	for i, t := range tgts {
 		if t == nil || t.Kind == nil {
 			return nil, fmt.Errorf("target %d is nil", i)
 		}
-		if prev, dup := byKind[t.Kind]; dup {
-			return nil, fmt.Errorf("two targets of kind %q: %q and %q", t.Kind.Name, prev.String(), t.String())
+		// Targets of one kind are told apart by their labels (Name).
+		if prev, dup := byName[t.Name()]; dup {
+			return nil, fmt.Errorf("two targets named %q: %q and %q (label targets of one kind: a=%s ..., b=%s ...)", t.Name(), prev.Labelled(), t.Labelled(), t.Kind.Name, t.Kind.Name)
 		}
-		byKind[t.Kind] = t
+		byName[t.Name()] = t
 		prims = append(prims, t)
 	}
 	if host == nil {
@@ -96,7 +113,7 @@ func NewCompilationConfig(tgts []*targets.Target, host *targets.Target, defaultD
 	if host.Kind == nil {
 		return nil, fmt.Errorf("host target has no kind")
 	}
-	if same, ok := byKind[host.Kind]; ok {
+	if same, ok := byName[host.Name()]; ok {
 		if !sameTarget(same, host) {
 			return nil, fmt.Errorf("host target %q conflicts with target %q of the same kind", host.String(), same.String())
 		}
@@ -116,6 +133,16 @@ func NewCompilationConfig(tgts []*targets.Target, host *targets.Target, defaultD
 		}
 	}
 	cfg.byType[host.Kind.DeviceType] = host
+	cfg.ids = map[*targets.Target]int{}
+	next := map[targets.DeviceType]int{host.Kind.DeviceType: 1}
+	for _, t := range prims {
+		if t == host || !t.Kind.Host {
+			continue
+		}
+		dt := t.Kind.DeviceType
+		cfg.ids[t] = next[dt]
+		next[dt]++
+	}
 	if defaultDeviceType <= 0 {
 		defaultDeviceType = targets.CPU
 	}
@@ -142,13 +169,15 @@ func (c *CompilationConfig) FindPrimitiveTarget(dt targets.DeviceType) (*targets
 func (c *CompilationConfig) targetList() string {
 	parts := make([]string, len(c.Primitives))
 	for i, t := range c.Primitives {
-		parts[i] = strconv.Quote(t.String())
+		parts[i] = strconv.Quote(t.Labelled())
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // ownTarget returns the configuration's own target equal to t (the same
-// pointer or the same kind and printed form), or nil.
+// pointer, or the same kind, printed form and label), or nil. An
+// unlabelled t (a --target-label target, say) also matches the one
+// target it compiles like when exactly one does.
 func (c *CompilationConfig) ownTarget(t *targets.Target) *targets.Target {
 	for _, p := range c.Primitives {
 		if p == t {
@@ -160,12 +189,25 @@ func (c *CompilationConfig) ownTarget(t *targets.Target) *targets.Target {
 			return p
 		}
 	}
-	return nil
+	if t.Label != "" {
+		return nil
+	}
+	var like *targets.Target
+	for _, p := range c.Primitives {
+		if p.Kind == t.Kind && p.String() == t.String() {
+			if like != nil {
+				return nil
+			}
+			like = p
+		}
+	}
+	return like
 }
 
 // CanonicalVirtualDevice completes vd from the configuration: a missing
-// device type comes from the target, a missing target from the device
-// type's canonical target, and a target given from elsewhere is replaced
+// device type comes from the target, a missing target from the target
+// whose own device vd is (DeviceID), else the device type's canonical
+// target, and a target given from elsewhere is replaced
 // by the configuration's identical target. Unconstrained id and scope stay
 // unconstrained. It fails for a device type with no target and for a
 // target not among the configuration's.
@@ -186,12 +228,32 @@ func (c *CompilationConfig) CanonicalVirtualDevice(vd VirtualDevice) (VirtualDev
 	if vd.DeviceType <= 0 {
 		return vd, nil
 	}
+	if t := c.deviceTarget(vd.DeviceType, vd.DeviceID); t != nil {
+		vd.Target = t
+		return vd, nil
+	}
 	t, err := c.FindPrimitiveTarget(vd.DeviceType)
 	if err != nil {
 		return vd, err
 	}
 	vd.Target = t
 	return vd, nil
+}
+
+// deviceTarget returns the code-generating target (of a host kind) whose
+// device is dt:id other than the canonical one's (the big core's cpu:1),
+// or nil. Device copies name only devices: this maps their ends back to
+// the targets placements put there.
+func (c *CompilationConfig) deviceTarget(dt targets.DeviceType, id int) *targets.Target {
+	if id <= 0 {
+		return nil
+	}
+	for _, t := range c.Primitives {
+		if t.Kind.Host && t.Kind.DeviceType == dt && c.ids[t] == id {
+			return t
+		}
+	}
+	return nil
 }
 
 // ParseDeviceString splits an on_device device string "label" or
@@ -219,9 +281,10 @@ func ParseDeviceString(s string) (label string, id int, hasID bool, err error) {
 
 // ResolveDevice turns an on_device device string, "label" or "label:id",
 // into a canonical VirtualDevice. The label is looked up with Labels
-// first (when set); failing that, the built-in names are a target kind
-// name of the configuration ("c") or a device type name ("cpu",
-// "ext_dev"), both meaning that kind's or type's target with device id 0.
+// first (when set); failing that, the built-in names are a label of a
+// target of the configuration ("little" in -t "big=c ..., little=c ..."),
+// a target kind name ("c") or a device type name ("cpu", "ext_dev"), each
+// meaning its target on that target's device (DeviceID).
 // An explicit id overrides the label's id. The resolved target must be one
 // of the configuration's targets.
 func (c *CompilationConfig) ResolveDevice(s string) (VirtualDevice, error) {
@@ -239,7 +302,8 @@ func (c *CompilationConfig) ResolveDevice(s string) (VirtualDevice, error) {
 		}
 	}
 	if t == nil {
-		t, baseID = c.builtinLabel(label), 0
+		t = c.builtinLabel(label)
+		baseID = c.DeviceID(t)
 	}
 	if t == nil {
 		if labelErr != nil && !errors.Is(labelErr, targets.ErrUnknownLabel) {
@@ -257,8 +321,19 @@ func (c *CompilationConfig) ResolveDevice(s string) (VirtualDevice, error) {
 	return vd, nil
 }
 
-// builtinLabel resolves a kind name or a device type name, or returns nil.
+// builtinLabel resolves a target's label, a kind name (its unlabelled
+// target, else its first) or a device type name, or returns nil.
 func (c *CompilationConfig) builtinLabel(label string) *targets.Target {
+	for _, t := range c.Primitives {
+		if t.Label == label {
+			return t
+		}
+	}
+	for _, t := range c.Primitives {
+		if t.Label == "" && t.Kind.Name == label {
+			return t
+		}
+	}
 	for _, t := range c.Primitives {
 		if t.Kind.Name == label {
 			return t

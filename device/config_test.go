@@ -44,7 +44,7 @@ func TestNewCompilationConfig(t *testing.T) {
 		{"accel default", []*targets.Target{a, c}, nil, targets.ExtDev, "", c, vd(targets.ExtDev, 0, a, "global")},
 		{"explicit host same text", []*targets.Target{a, c}, mustC(t), 0, "", c, vd(targets.CPU, 0, c, "global")},
 		{"empty", nil, nil, 0, "no targets", nil, VirtualDevice{}},
-		{"two of one kind", []*targets.Target{c, c3}, nil, 0, `two targets of kind "c"`, nil, VirtualDevice{}},
+		{"two of one kind", []*targets.Target{c, c3}, nil, 0, `two targets named "c"`, nil, VirtualDevice{}},
 		{"host conflicts", []*targets.Target{c}, c3, 0, "conflicts", nil, VirtualDevice{}},
 		{"no target for default", []*targets.Target{c}, nil, targets.ExtDev, "no target for device type ext_dev", nil, VirtualDevice{}},
 		{"nil target", []*targets.Target{nil}, nil, 0, "nil", nil, VirtualDevice{}},
@@ -185,5 +185,42 @@ func TestDeviceTypeAttrRange(t *testing.T) {
 	}
 	if got := deviceType(-7); got != 0 {
 		t.Errorf("deviceType(-7) = %v, want 0 (unconstrained)", got)
+	}
+}
+
+// Two targets of one kind (seed 004's big.LITTLE) are told apart by their
+// labels; a bare label means the target's own device, not device 0.
+func TestSameKindTargetsByLabel(t *testing.T) {
+	l, err := targets.ParseList("big=c -opt=2, ext=c -opt=0, little=c -opt=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := NewCompilationConfig(l.Targets, l.Host, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, ext, little := l.Targets[0], l.Targets[1], l.Targets[2]
+	if cfg.Host != little || cfg.DeviceID(little) != 0 || cfg.DeviceID(big) != 1 || cfg.DeviceID(ext) != 2 {
+		t.Errorf("host %s, ids big %d ext %d little %d; want little host, 1 2 0", cfg.Host.Labelled(), cfg.DeviceID(big), cfg.DeviceID(ext), cfg.DeviceID(little))
+	}
+	for _, c := range []struct {
+		dev string
+		t   *targets.Target
+		id  int
+	}{{"big", big, 1}, {"big:4", big, 4}, {"little", little, 0}, {"little:2", little, 2}, {"ext", ext, 2}, {"cpu", little, 0}, {"c", big, 1}} {
+		vd, err := cfg.ResolveDevice(c.dev)
+		if err != nil {
+			t.Errorf("ResolveDevice(%q): %v", c.dev, err)
+			continue
+		}
+		if vd.Target != c.t || vd.DeviceID != c.id || vd.DeviceType != targets.CPU {
+			t.Errorf("ResolveDevice(%q) = %s, want %s on cpu:%d", c.dev, vd, c.t.Labelled(), c.id)
+		}
+	}
+	if _, err := cfg.ResolveDevice("medium"); err == nil || !strings.Contains(err.Error(), `"big=c -opt=2`) {
+		t.Errorf("unknown label: %v, want an error listing the labelled targets", err)
+	}
+	if _, err := NewCompilationConfig([]*targets.Target{big, big.WithLabel("big")}, nil, 0); err == nil || !strings.Contains(err.Error(), `two targets named "big"`) {
+		t.Errorf("a label twice: %v", err)
 	}
 }

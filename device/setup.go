@@ -49,6 +49,13 @@ func Prepare(mod *graph.Module, spec Spec) (*graph.Module, *CompilationConfig, e
 		return nil, nil, err
 	}
 	cfg.Labels = ResolverFor(spec.Labels)
+	if spec.Labels != nil {
+		for _, t := range cfg.Primitives {
+			if other, ok := spec.Labels.Target(t.Label); ok && t.Label != "" {
+				return nil, nil, fmt.Errorf("target label %q names %q in the target list and %q as a separate label: one label, one target", t.Label, t.String(), other.String())
+			}
+		}
+	}
 	for _, r := range spec.Rules {
 		if _, err := cfg.ResolveDevice(r.Device); err != nil {
 			return nil, nil, fmt.Errorf("placement rule at %s: %v", r.Where(), err)

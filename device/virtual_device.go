@@ -89,7 +89,8 @@ func (v VirtualDevice) Equal(w VirtualDevice) bool {
 		sameTarget(v.Target, w.Target) && v.MemoryScope == w.MemoryScope
 }
 
-// sameTarget compares targets by identity, then by kind and printed form.
+// sameTarget compares targets by identity, then by kind, printed form and
+// label.
 func sameTarget(a, b *targets.Target) bool {
 	if a == b {
 		return true
@@ -97,7 +98,7 @@ func sameTarget(a, b *targets.Target) bool {
 	if a == nil || b == nil {
 		return false
 	}
-	return a.Kind == b.Kind && a.String() == b.String()
+	return a.Kind == b.Kind && a.Label == b.Label && a.String() == b.String()
 }
 
 // String prints `VirtualDevice(cpu:1, target=c, scope=global)`, leaving

@@ -90,6 +90,11 @@ func stageAOTCodegen(_ context.Context, s *state) error {
 	if err != nil {
 		return err
 	}
+	if _, others, err := splitByTarget(low.cfg, defPrims); err != nil {
+		return err
+	} else if len(others) > 0 {
+		return fmt.Errorf("--executor aot: target %s has functions of its own, but an AOT project is built for one CPU target (the host %s); use --executor graph, or place them on the host", others[0].target.Labelled(), low.cfg.Host.Labelled())
+	}
 	copts := cgen.Options{StackLimit: cgen.DefaultStackLimit, NoPipeline: true, AllowEmpty: true}
 	applyCCodegen(low.cfg, &copts, nil)
 	src, err := cgen.Generate(defPrims, copts)

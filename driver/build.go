@@ -266,6 +266,9 @@ func stageLink(ctx context.Context, s *state) error {
 	if err != nil {
 		return err
 	}
+	if err := addTargetSources(s.low.cfg.Host, s.others, &bopts); err != nil {
+		return err
+	}
 	s.res.Metadata.Modules = mods
 	if s.cfg.LinkParams {
 		// The assembler finds the blob's relative name in its working

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -31,24 +32,19 @@ type ModuleMeta struct {
 // constantsFile holds the constants ConstantUpdater hooks returned.
 const constantsFile = "constants.bin"
 
-// codegenTargets splits the PrimFuncs by their "target" attribute: the
-// functions of a kind with a TIRToRuntime hook go to that hook (once per
-// kind, in target-list order), the rest are returned for the default C
+// codegenTargets splits the PrimFuncs by their target: the functions of a
+// target whose kind has a TIRToRuntime hook go to that hook (once per
+// target, in target-list order), the rest are returned for the default C
 // code generation.
 func codegenTargets(env *hookEnv, prims *tir.Module) (*tir.Module, []externalModule, error) {
-	byKind := map[string]*targets.Target{}
-	for _, t := range env.cfg.Primitives {
-		byKind[t.Kind.Name] = t
-	}
 	def := &tir.Module{}
 	groups := map[*targets.Target]*tir.Module{}
 	for _, f := range prims.Funcs() {
-		kind, _ := f.Attrs[tir.AttrTarget].(string)
-		t := byKind[kind]
-		if kind == "" || t == nil || backend.Of(t.Kind).Hooks.TIRToRuntime == nil {
-			if kind != "" && t == nil {
-				return nil, nil, fmt.Errorf("PrimFunc %s is for target kind %q, which is not among the compilation's targets %v", f.Name, kind, targetNames(env.cfg))
-			}
+		t, err := funcTarget(env.cfg, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		if t == nil || backend.Of(t.Kind).Hooks.TIRToRuntime == nil {
 			if err := def.Add(f); err != nil {
 				return nil, nil, err
 			}
@@ -157,12 +153,13 @@ func fileSafe(s, def string) string {
 // targetListString prints the compilation's targets, host last.
 func targetListString(cfg *device.CompilationConfig) string {
 	var parts []string
-	for _, t := range cfg.Primitives {
-		if t != cfg.Host {
-			parts = append(parts, t.String())
+	for _, t := range append(slices.DeleteFunc(slices.Clone(cfg.Primitives), func(t *targets.Target) bool { return t == cfg.Host }), cfg.Host) {
+		if t != cfg.Host && t.Host == cfg.Host {
+			t = t.WithHost(nil) // attached by the list, as TargetList.String leaves out
 		}
+		parts = append(parts, t.Labelled())
 	}
-	return strings.Join(append(parts, cfg.Host.String()), ", ")
+	return strings.Join(parts, ", ")
 }
 
 // devicesOf lists the devices of the program's entries, sorted.
@@ -244,4 +241,72 @@ func applyCCodegen(cfg *device.CompilationConfig, gen *cgen.Options, bld *cgen.B
 			return "", false
 		}
 	}
+}
+
+// targetSource is the C of one code-generating CPU target other than the
+// host (the big core of a big.LITTLE compilation): its PrimFuncs, compiled
+// into the same library in a translation unit of their own, with that
+// target's processor flags.
+type targetSource struct {
+	target *targets.Target
+	prims  *tir.Module
+	src    *cgen.Source
+}
+
+// splitByTarget splits the PrimFuncs the default C code generation
+// compiles into the host's and one group per other target of a host kind
+// (one that generates code for its own processor, such as a second `c`),
+// in target-list order. The functions of other kinds (an external
+// target's lowered PrimFuncs) are compiled with the host's.
+func splitByTarget(cfg *device.CompilationConfig, prims *tir.Module) (*tir.Module, []targetSource, error) {
+	host := &tir.Module{}
+	groups := map[*targets.Target]*tir.Module{}
+	for _, f := range prims.Funcs() {
+		t, err := funcTarget(cfg, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		g := host
+		if t != nil && t != cfg.Host && t.Kind.Host {
+			if g = groups[t]; g == nil {
+				g = &tir.Module{}
+				groups[t] = g
+			}
+		}
+		if err := g.Add(f); err != nil {
+			return nil, nil, err
+		}
+	}
+	var out []targetSource
+	for _, t := range cfg.Primitives {
+		if g := groups[t]; g != nil {
+			out = append(out, targetSource{target: t, prims: g})
+		}
+	}
+	return host, out, nil
+}
+
+// addTargetSources adds the C of the other CPU targets to the library
+// build: each file compiled with its own target's processor, optimisation
+// level and -cflags. They share the library's compiler, so their
+// processors must be of the host's architecture and their -cc the host's.
+func addTargetSources(host *targets.Target, others []targetSource, bopts *cgen.BuildOptions) error {
+	hostArch := host.Processor().Arch
+	for i, o := range others {
+		t := o.target
+		tb := cgen.BuildOptionsForTarget(t)
+		if arch := t.Processor().Arch; arch != hostArch {
+			return fmt.Errorf("target %s is for %s and the host %s for %s: one library is built for one architecture (give both targets processors of one architecture)", t.Labelled(), arch, host.Labelled(), hostArch)
+		}
+		if tb.CC != bopts.CC {
+			return fmt.Errorf("target %s compiles with -cc=%q and the host %s with %q: one library is built with one compiler", t.Labelled(), tb.CC, host.Labelled(), bopts.CC)
+		}
+		name := fmt.Sprintf("kiln_target%d_%s.c", i, fileSafe(t.Name(), "target"))
+		bopts.ExtraSources = append(bopts.ExtraSources, cgen.File{Name: name, Data: []byte(o.src.Code),
+			Own: &cgen.FileFlags{CPUFlags: append([]string{}, tb.CPUFlags...), OptLevel: tb.OptLevel, Flags: tb.ExtraFlags}})
+		for _, f := range o.src.Funcs {
+			bopts.Exports = append(bopts.Exports, f.Symbol)
+		}
+	}
+	return nil
 }

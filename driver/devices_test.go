@@ -1,10 +1,16 @@
 package driver
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
+	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/targets"
@@ -72,4 +78,86 @@ func TestModelSplitAcrossTwoCPUs(t *testing.T) {
 func sharedDir(t *testing.T) string {
 	t.Helper()
 	return testenv.Shared(t)
+}
+
+// TestBigLittleSplit is seed 004's headline case: two targets of one kind,
+// told apart by labels ("big" and "little", as -t "big=c ..., little=c
+// ..." gives them), the convolutions of resnet18 placed on big. Each
+// PrimFunc carries its full target; big's functions are compiled in their
+// own translation unit with big's processor flags; the program runs on
+// cpu:0 (little, the host) and cpu:1 (big) and matches the reference.
+func TestBigLittleSplit(t *testing.T) {
+	testenv.Cgo(t)
+	model := "resnet18"
+	if testing.Short() {
+		model = "lenet"
+	}
+	// Processor flags that every machine of the architecture runs; on
+	// x86-64 the two differ in AVX-512 (big has it when the machine has
+	// it, little never), so the two units are compiled differently.
+	little := "little=c -opt=2"
+	if cgen.HostArch() == targets.X86_64 {
+		little = "little=c -mattr=-avx512f"
+	}
+	l, err := targets.ParseList("big=c, " + little)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := device.ParseRules("op:nn.conv2d = big\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump := t.TempDir()
+	res := compileAndCompareWith(t, filepath.Join(sharedDir(t), "models", model), 1e-3, 1e-4, Config{Host: l.Host, Targets: l.Targets, Placement: rules, DumpDir: dump})
+	// The PrimFuncs as the TIR printer shows them after the TIR passes:
+	// T.func_attr({"global_symbol": NAME, "target": TARGET}).
+	tirText, err := os.ReadFile(filepath.Join(dump, "06-tir-passes.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prims []string
+	for _, m := range regexp.MustCompile(`"global_symbol": "([^"]+)", "target": "((?:[^"\\]|\\.)*)"`).FindAllSubmatch(tirText, -1) {
+		target, err := strconv.Unquote(`"` + string(m[2]) + `"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prims = append(prims, string(m[1])+" "+target)
+	}
+	if len(prims) == 0 {
+		t.Fatal("no PrimFunc with a target in the TIR dump")
+	}
+	if want := []string{"cpu:0", "cpu:1"}; !reflect.DeepEqual(res.Metadata.Devices, want) {
+		t.Errorf("devices %v, want %v", res.Metadata.Devices, want)
+	}
+	if want := "big=c, " + little; res.Metadata.Target != want {
+		t.Errorf("metadata target %q, want %q", res.Metadata.Target, want)
+	}
+	bigC, err := os.ReadFile(filepath.Join(res.Dir, "kiln_target0_big.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	libC, err := os.ReadFile(filepath.Join(res.Dir, "kiln_lib.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	convs := 0
+	for _, p := range prims {
+		name, target, _ := strings.Cut(p, " ")
+		isConv := strings.Contains(name, "conv2d")
+		onBig := strings.HasPrefix(target, "big=c")
+		if isConv != onBig || (!onBig && target != little) || (onBig && !strings.HasPrefix(target, "big=c -host=")) {
+			t.Errorf("PrimFunc %s has target %q", name, target)
+		}
+		in := libC
+		if onBig {
+			convs++
+			in = bigC
+		}
+		if !bytes.Contains(in, []byte("int32_t "+name+"(")) {
+			t.Errorf("PrimFunc %s (%s) is not defined in its target's C file", name, target)
+		}
+	}
+	if convs == 0 {
+		t.Error("no convolution was lowered for big")
+	}
 }

@@ -191,6 +191,27 @@ func checkBound(mod *graph.Module, res *lowered) error {
 	return err
 }
 
+// funcTarget returns the compilation's target that compiles f: the
+// configuration's own target f.Target is (by identity, else Equal), or
+// nil for a function without a target (the host's). A target that is not
+// among the compilation's is an error naming the function.
+func funcTarget(cfg *device.CompilationConfig, f *tir.PrimFunc) (*targets.Target, error) {
+	if f.Target == nil {
+		return nil, nil
+	}
+	for _, t := range cfg.Primitives {
+		if t == f.Target {
+			return t, nil
+		}
+	}
+	for _, t := range cfg.Primitives {
+		if t.Equal(f.Target) {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("PrimFunc %s is for target %q, which is not among the compilation's targets %v", f.Name, f.Target.Labelled(), targetNames(cfg))
+}
+
 func targetNames(cfg *device.CompilationConfig) []string {
 	out := make([]string, len(cfg.Primitives))
 	for i, t := range cfg.Primitives {
@@ -200,19 +221,18 @@ func targetNames(cfg *device.CompilationConfig) []string {
 }
 
 // runTIRPasses runs the TIR pipeline: the built-in passes on every
-// PrimFunc, plus, on the PrimFuncs of a kind with TIRPasses (attribute
-// target=<kind name>), the passes the kind adds for its target.
+// PrimFunc, plus, on the PrimFuncs of a target whose kind has TIRPasses,
+// the passes the kind adds for that target.
 func runTIRPasses(cfg *device.CompilationConfig, pc *passconfig.Config, prims *tir.Module) (*tir.Module, error) {
 	groups := map[*targets.Target]*tir.Module{}
 	rest := &tir.Module{}
 	for _, f := range prims.Funcs() {
-		kind, _ := f.Attrs[tir.AttrTarget].(string)
-		var owner *targets.Target
-		for _, t := range cfg.Primitives {
-			if t.Kind.Name == kind && backend.Of(t.Kind).TIRPasses != nil {
-				owner = t
-				break
-			}
+		owner, err := funcTarget(cfg, f)
+		if err != nil {
+			return nil, err
+		}
+		if owner != nil && backend.Of(owner.Kind).TIRPasses == nil {
+			owner = nil
 		}
 		g := rest
 		if owner != nil {

@@ -96,6 +96,7 @@ type state struct {
 	gjText []byte // prog.graph as graph.json
 
 	src       *cgen.Source
+	others    []targetSource // the C of the other code-generating CPU targets
 	bopts     cgen.BuildOptions
 	hookMods  []externalModule
 	paramsBin []byte
@@ -222,6 +223,9 @@ func (s *state) measure(stats *StageStats) {
 	if s.src != nil {
 		stats.CBytes = len(s.src.Code)
 	}
+	for _, o := range s.others {
+		stats.CBytes += len(o.src.Code)
+	}
 	if s.low != nil && s.low.prims != nil {
 		stats.PrimFuncs = s.low.prims.Len()
 	}
@@ -266,6 +270,10 @@ func (s *state) dump(n int, name string) error {
 	switch {
 	case s.src != nil:
 		b.WriteString(s.src.Code)
+		for _, o := range s.others {
+			fmt.Fprintf(&b, "\n/* ---- target %s ---- */\n", strings.ReplaceAll(o.target.Labelled(), "*/", "* /"))
+			b.WriteString(o.src.Code)
+		}
 	case s.low != nil && s.low.prims != nil && s.low.prims.Len() > 0 && name != "target-hooks":
 		b.WriteString(s.low.prims.String())
 	case s.mod != nil:
@@ -543,10 +551,21 @@ func stageCodegen(_ context.Context, s *state) error {
 	copts.NoPipeline = true
 	copts.AllowEmpty = true
 	applyCCodegen(s.low.cfg, &copts, nil)
-	src, err := cgen.Generate(defPrims, copts)
+	hostPrims, others, err := splitByTarget(s.low.cfg, defPrims)
+	if err != nil {
+		return err
+	}
+	src, err := cgen.Generate(hostPrims, copts)
 	if err != nil {
 		return fmt.Errorf("C codegen: %w", err)
 	}
-	s.src, s.hookMods = src, hookMods
+	for i := range others {
+		o := copts
+		o.NoRuntimeDefs = true
+		if others[i].src, err = cgen.Generate(others[i].prims, o); err != nil {
+			return fmt.Errorf("C codegen for target %s: %w", others[i].target.Labelled(), err)
+		}
+	}
+	s.src, s.others, s.hookMods = src, others, hookMods
 	return nil
 }

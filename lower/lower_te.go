@@ -97,7 +97,7 @@ func LowerTE(main *graph.Function, opts Options) (*Result, error) {
 			err = fmt.Errorf("%s: no target to lower it for", graph.Describe(call))
 			return
 		}
-		key := tgt.String() + "\n" + graph.ExprString(fn)
+		key := tgt.Labelled() + "\n" + graph.ExprString(fn)
 		if name, seen := byKey[key]; seen {
 			res.Callee[call] = name
 			return
@@ -123,7 +123,7 @@ func LowerTE(main *graph.Function, opts Options) (*Result, error) {
 			err = fmt.Errorf("lowering %s (%s): %w", name, describeOps(fn), err)
 			return
 		}
-		pf.Attrs[tir.AttrTarget] = tgt.Kind.Name
+		pf.Target = tgt
 		if err = res.Prims.Add(pf); err != nil {
 			return
 		}
@@ -306,6 +306,6 @@ func LowerFunction(name string, fn *graph.Function, t *targets.Target, reg *stra
 	if err != nil {
 		return nil, fmt.Errorf("lowering %s (%s): %w", name, describeOps(fn), err)
 	}
-	pf.Attrs[tir.AttrTarget] = t.Kind.Name
+	pf.Target = t
 	return pf, nil
 }

@@ -8,7 +8,12 @@ package runtime
 /*
 #cgo CFLAGS: -I${SRCDIR}/include
 #cgo linux LDFLAGS: -ldl
+#ifdef __linux__
+#define _GNU_SOURCE
+#include <sched.h>
+#endif
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,12 +88,43 @@ static void kiln_rt_registry_entry(void* table, int32_t i, const char** name, vo
 static void kiln_rt_set_threads(void* f, int32_t n) {
 	((kiln_rt_set_threads_fn)f)(n);
 }
+// kiln_rt_pin pins the calling thread to the n cores of cores; it
+// returns 0 or an errno value (ENOSYS where there is no affinity call).
+static int kiln_rt_pin(const int* cores, int n) {
+#ifdef __linux__
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	for (int i = 0; i < n; i++) CPU_SET(cores[i], &set);
+	return sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : errno;
+#else
+	(void)cores; (void)n;
+	return ENOSYS;
+#endif
+}
+
+// kiln_rt_allowed writes the cores the calling thread may run on into
+// out (up to max) and returns how many, or -1.
+static int kiln_rt_allowed(int* out, int max) {
+#ifdef __linux__
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+	int n = 0;
+	for (int c = 0; c < CPU_SETSIZE && n < max; c++) {
+		if (CPU_ISSET(c, &set)) out[n++] = c;
+	}
+	return n;
+#else
+	(void)out; (void)max;
+	return -1;
+#endif
+}
 */
 import "C"
 
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"unsafe"
 )
 
@@ -243,4 +279,33 @@ func packArgs(args []*NDArray) (unsafe.Pointer, error) {
 // order int, uint, float, bfloat, bool (for TestABIConstants).
 func headerDTypeCodes() [5]uint8 {
 	return [5]uint8{uint8(C.KILN_INT), uint8(C.KILN_UINT), uint8(C.KILN_FLOAT), uint8(C.KILN_BFLOAT), uint8(C.KILN_BOOL)}
+}
+
+// pinThread pins the calling OS thread (locked by the caller) to cores.
+func pinThread(cores CoreSet) error {
+	cs := make([]C.int, len(cores))
+	for i, c := range cores {
+		cs[i] = C.int(c)
+	}
+	if rc := C.kiln_rt_pin(&cs[0], C.int(len(cs))); rc != 0 {
+		if rc == C.ENOSYS {
+			return ErrNoAffinity
+		}
+		return fmt.Errorf("pinning a thread to cores %s: %w", cores, syscall.Errno(rc))
+	}
+	return nil
+}
+
+// allowedCores lists the cores this process may run on.
+func allowedCores() (CoreSet, error) {
+	buf := make([]C.int, maxCore)
+	n := C.kiln_rt_allowed(&buf[0], C.int(len(buf)))
+	if n < 0 {
+		return nil, ErrNoAffinity
+	}
+	out := make(CoreSet, n)
+	for i := range out {
+		out[i] = int(buf[i])
+	}
+	return out, nil
 }

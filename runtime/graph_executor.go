@@ -39,6 +39,9 @@ type step struct {
 	args   []*NDArray
 	// device_copy
 	src, dst *NDArray
+	// worker, when set, runs the kernel on its device's pinned thread
+	// (SetDeviceCores).
+	worker *coreWorker
 }
 
 // GraphExecutor runs a graph JSON over the functions of a Module.
@@ -60,6 +63,10 @@ type GraphExecutor struct {
 	set      []bool           // per input: has a value
 	closed   bool
 	cleanup  goruntime.Cleanup
+	workers  map[Device]*coreWorker // SetDeviceCores' pinned threads
+	// workersCleanup ends the pinned threads of an executor dropped
+	// without Close.
+	workersCleanup goruntime.Cleanup
 }
 
 func freeBlocks(blocks []unsafe.Pointer) {
@@ -179,6 +186,7 @@ func (e *GraphExecutor) allocate() error {
 // release frees all memory (used by Close and on construction errors).
 func (e *GraphExecutor) release() {
 	e.cleanup.Stop()
+	e.stopWorkers()
 	freeBlocks(e.blocks)
 	e.blocks = nil
 	for _, s := range e.storage {
@@ -347,6 +355,11 @@ type StepTime struct {
 	// the order first run, when its module times them (an external
 	// region's kernels; see InnerProfiler).
 	Inner []StepTime
+	// Device is the device the step ran on (a copy's destination), and
+	// Cores the cores its thread was pinned to (SetDeviceCores; nil when
+	// it ran unpinned on the calling thread).
+	Device Device
+	Cores  CoreSet
 }
 
 // TraceEvent is one step of one run of Trace: a kernel call or device
@@ -361,6 +374,9 @@ type TraceEvent struct {
 	Run, Depth int
 	// Start is the offset from the first run's start.
 	Start, Dur time.Duration
+	// Device and Cores are as in StepTime (set at Depth 0).
+	Device Device
+	Cores  CoreSet
 }
 
 // Profile runs the program runs times (inputs must be set) and returns
@@ -374,7 +390,8 @@ func (e *GraphExecutor) Profile(runs int) ([]StepTime, error) {
 	err := e.recorded(runs, times, nil, func(profs []InnerProfiler) {
 		for i := range e.steps {
 			n := &e.g.nodes[e.steps[i].node]
-			out[i] = StepTime{Node: n.name, Func: n.funcName, Sources: n.sources, Total: times[i]}
+			dev, cores := e.placeOf(i)
+			out[i] = StepTime{Node: n.name, Func: n.funcName, Sources: n.sources, Total: times[i], Device: dev, Cores: cores}
 			if n.op == opKiln {
 				out[i].Inner = sumInner(innerEvents(profs, n.funcName))
 			}
@@ -425,7 +442,8 @@ func (e *GraphExecutor) Trace(runs int) ([]TraceEvent, error) {
 		}
 		for _, ev := range raw {
 			n := &e.g.nodes[e.steps[ev.step].node]
-			out = append(out, TraceEvent{Name: n.name, Func: n.funcName, Sources: n.sources, Run: ev.run, Start: ev.start.Sub(t0), Dur: ev.dur})
+			dev, cores := e.placeOf(ev.step)
+			out = append(out, TraceEvent{Name: n.name, Func: n.funcName, Sources: n.sources, Run: ev.run, Start: ev.start.Sub(t0), Dur: ev.dur, Device: dev, Cores: cores})
 		}
 		seen := map[string]bool{}
 		for _, st := range e.steps {
@@ -547,10 +565,10 @@ func (e *GraphExecutor) run(ctx context.Context, times []time.Duration, trace *[
 			t0 = time.Now()
 		}
 		switch {
-		case st.native != nil:
-			err = st.native.call(st.block, len(st.args))
-		case st.packed != nil:
-			err = st.packed(st.args)
+		case st.worker != nil:
+			err = st.worker.run(st.call)
+		case st.native != nil, st.packed != nil:
+			err = st.call()
 		default:
 			err = st.dst.CopyFromArray(st.src)
 		}
@@ -634,4 +652,23 @@ func (e *GraphExecutor) ExecuteContext(ctx context.Context, inputs map[string]*t
 		outs[i] = t
 	}
 	return outs, nil
+}
+
+// call runs a kiln_op step's function.
+func (st *step) call() error {
+	if st.native != nil {
+		return st.native.call(st.block, len(st.args))
+	}
+	return st.packed(st.args)
+}
+
+// placeOf returns the device step i runs on (its first output's) and the
+// cores of its pinned thread, if any.
+func (e *GraphExecutor) placeOf(i int) (Device, CoreSet) {
+	st := &e.steps[i]
+	dev := e.g.entries[e.g.nodes[st.node].first].dev
+	if st.worker != nil {
+		return dev, st.worker.cores
+	}
+	return dev, nil
 }

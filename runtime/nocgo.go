@@ -54,3 +54,7 @@ func callPacked(unsafe.Pointer, unsafe.Pointer, int32, unsafe.Pointer, unsafe.Po
 }
 
 func packArgs([]*NDArray) (unsafe.Pointer, error) { return nil, ErrNoCgo }
+
+func pinThread(CoreSet) error { return ErrNoAffinity }
+
+func allowedCores() (CoreSet, error) { return nil, ErrNoAffinity }

@@ -584,7 +584,7 @@ type TargetList struct {
 	registry *Registry
 }
 
-// ByKind returns the list's target of kind name, or nil.
+// ByKind returns the list's first target of kind name, or nil.
 func (l *TargetList) ByKind(name string) *Target {
 	for _, t := range l.Targets {
 		if t.Kind.Name == name {
@@ -604,6 +604,9 @@ func (l *TargetList) String() string {
 			t = t.WithHost(nil)
 		}
 		parts[i] = t.format(l.reserved)
+		if t.Label != "" {
+			parts[i] = t.Label + "=" + parts[i]
+		}
 	}
 	return strings.Join(parts, ", ")
 }
@@ -649,9 +652,16 @@ func ParseList(s string) (*TargetList, error) { return Default.ParseList(s) }
 // dnnl starts a new target by (c); write -libs=a,"dnnl" to keep it in the
 // list (TargetList.String quotes such items).
 //
+// An element may be labelled, LABEL=TARGET ("big=c -mcpu=cortex-a72"):
+// the label names the target in placements and tells apart targets of one
+// kind. A kind may appear any number of times, but at most once without a
+// label (so a kind name still means one target), and a label once.
+//
 // The host is the last target whose kind has DeviceType CPU and Host set.
-// Errors: an empty list or element, a malformed element, two targets of
-// one kind (ErrRepeated), no host (ErrNoHost).
+// Device ids are given by device.CompilationConfig.DeviceID.
+// Errors: an empty list or element, a malformed element or label, two
+// unlabelled targets of one kind or a label given twice (ErrRepeated), no
+// host (ErrNoHost).
 func (r *Registry) ParseList(s string) (*TargetList, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("%w: empty target list", ErrEmpty)
@@ -661,22 +671,38 @@ func (r *Registry) ParseList(s string) (*TargetList, error) {
 		return nil, fmt.Errorf("target list %q: %w", s, err)
 	}
 	l := &TargetList{registry: r}
-	byKind := map[string]int{}
+	unlabelled := map[string]int{}
+	labels := map[string]int{}
 	for i, p := range parts {
 		if strings.TrimSpace(p) == "" {
 			return nil, fmt.Errorf("target list %q: %w: element %d is empty", s, ErrEmpty, i+1)
 		}
-		t, err := r.Parse(p)
+		// The element's column in the list; the target's own errors
+		// count columns within the (trimmed) element.
+		col := starts[i] + len(p) - len(strings.TrimLeft(p, " \t\n\r")) + 1
+		label, spec := splitLabel(p)
+		if label != "" {
+			if err := checkLabel(label); err != nil {
+				return nil, fmt.Errorf("target list element %d (column %d): %w: %v", i+1, col, ErrSyntax, err)
+			}
+			if j, dup := labels[label]; dup {
+				return nil, fmt.Errorf("target list %q: %w label: elements %d and %d are both labelled %q", s, ErrRepeated, j+1, i+1, label)
+			}
+			labels[label] = i
+			col = starts[i] + len(p) - len(spec) + 1
+		}
+		t, err := r.Parse(spec)
 		if err != nil {
-			// The element's column in the list; the target's own
-			// errors count columns within the (trimmed) element.
-			col := starts[i] + len(p) - len(strings.TrimLeft(p, " \t\n\r")) + 1
 			return nil, fmt.Errorf("target list element %d (column %d): %w", i+1, col, err)
 		}
-		if j, dup := byKind[t.Kind.Name]; dup {
-			return nil, fmt.Errorf("target list %q: %w kind: elements %d and %d are both of kind %q", s, ErrRepeated, j+1, i+1, t.Kind.Name)
+		if label != "" {
+			t = t.WithLabel(label)
+		} else {
+			if j, dup := unlabelled[t.Kind.Name]; dup {
+				return nil, fmt.Errorf("target list %q: %w kind: elements %d and %d are both of kind %q; label them to use both (a=%s ..., b=%s ...)", s, ErrRepeated, j+1, i+1, t.Kind.Name, t.Kind.Name, t.Kind.Name)
+			}
+			unlabelled[t.Kind.Name] = i
 		}
-		byKind[t.Kind.Name] = i
 		l.Targets = append(l.Targets, t)
 		if t.Kind.DeviceType == CPU && t.Kind.Host {
 			l.Host = t
@@ -697,6 +723,19 @@ func (r *Registry) ParseList(s string) (*TargetList, error) {
 		}
 	}
 	return l, nil
+}
+
+// splitLabel cuts a list element "LABEL=TARGET" into its label and
+// target; an element without a label is returned whole. A label is a
+// word before '=' that starts the element: kind and tag names, JSON and
+// options cannot contain '=' there.
+func splitLabel(elem string) (label, spec string) {
+	trimmed := strings.TrimLeft(elem, " \t\n\r")
+	i := strings.IndexAny(trimmed, "= \t\n\r{\"'")
+	if i <= 0 || trimmed[i] != '=' {
+		return "", elem
+	}
+	return trimmed[:i], trimmed[i+1:]
 }
 
 // splitList cuts s into list elements by the rule of ParseList.
@@ -753,6 +792,9 @@ func (r *Registry) splitsAt(cur, rest string) bool {
 	}
 	if _, ok := r.Tags().Lookup(word); ok {
 		return true // (c)
+	}
+	if label, _ := splitLabel(word); label != "" {
+		return true // (c): a labelled element, "little=c"
 	}
 	return spaced && word[0] != '-' // (d)
 }

@@ -415,6 +415,54 @@ func TestParseListHostAttached(t *testing.T) {
 	}
 }
 
+// Seed 004's big.LITTLE case: two targets of one kind, told apart by
+// labels, each with its own device id; the label survives printing.
+func TestParseListLabelledSameKind(t *testing.T) {
+	r := testRegistry(t)
+	for _, in := range []string{
+		"big=c -mcpu=native -opt=3, dnnl, little=c -opt=1",
+		"big=c -mcpu=native -opt=3,dnnl,little=c -opt=1",
+	} {
+		l, err := r.ParseList(in)
+		if err != nil {
+			t.Fatalf("ParseList(%q): %v", in, err)
+		}
+		if len(l.Targets) != 3 {
+			t.Fatalf("ParseList(%q): %d targets", in, len(l.Targets))
+		}
+		big, dnnl, little := l.Targets[0], l.Targets[1], l.Targets[2]
+		if big.Label != "big" || little.Label != "little" || dnnl.Label != "" {
+			t.Errorf("labels %q %q %q", big.Label, dnnl.Label, little.Label)
+		}
+		if l.Host != little {
+			t.Errorf("host = %s, want the last host-kind target", l.Host.Labelled())
+		}
+		if big.Equal(little) || big.Name() != "big" || dnnl.Name() != "dnnl" {
+			t.Errorf("identity: equal %v, names %q %q", big.Equal(little), big.Name(), dnnl.Name())
+		}
+		if got, want := l.String(), "big=c -mcpu=native, dnnl, little=c -opt=1"; got != want {
+			t.Errorf("String() = %q, want %q", got, want)
+		}
+		back, err := r.ParseList(l.String())
+		if err != nil || !back.Targets[0].Equal(big) || !back.Targets[2].Equal(little) {
+			t.Errorf("round trip: %v, %v", back, err)
+		}
+		labels := NewLabels(nil)
+		if err := labels.AddDevice("big", big, 1); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			place string
+			id    int
+		}{{"big", 1}, {"big:3", 3}, {"big:0", 0}} {
+			got, id, err := labels.Lookup(c.place)
+			if err != nil || got != big || id != c.id {
+				t.Errorf("Lookup(%q) = %v, %d, %v; want big, %d", c.place, got.Labelled(), id, err, c.id)
+			}
+		}
+	}
+}
+
 func TestParseListErrors(t *testing.T) {
 	r := testRegistry(t)
 	cases := []struct {
@@ -441,6 +489,10 @@ func TestParseListErrors(t *testing.T) {
 		{"c -cflags=a, -g", ErrUnknownOption, []string{"element 1", "-g"}},
 		{`dnnl, c -mcpu="x`, ErrUnterminatedQuote, nil},
 		{"dnnl, c -opt=x", ErrBadValue, []string{"element 2", "-opt"}},
+		{"big=c, big=c -opt=1", ErrRepeated, []string{"elements 1 and 2", `labelled "big"`}},
+		{"big=c, c, c -opt=1", ErrRepeated, []string{"elements 2 and 3", "label them"}},
+		{"9x=c", ErrSyntax, []string{"element 1 (column 1)", `label "9x"`}},
+		{"big=c, little=c -opt=x", ErrBadValue, []string{"element 2 (column 15)", "-opt"}},
 	}
 	for _, c := range cases {
 		l, err := r.ParseList(c.in)

@@ -21,6 +21,11 @@ type Target struct {
 	// Host is the target that runs host-side code for this one (nil for a
 	// host target itself, or when the host is decided elsewhere).
 	Host *Target
+	// Label is the name the target has in its compilation's target list
+	// ("big" in -t "big=c -mcpu=cortex-a72, little=c"), or "". Two targets
+	// of one kind in a compilation are told apart by their labels. It is
+	// not part of String (the target string) but of Labelled.
+	Label string
 }
 
 // New builds a target of kind k from attributes, validating them and
@@ -105,7 +110,32 @@ func (t *Target) DeviceType() DeviceType { return t.Kind.DeviceType }
 // Clone returns a copy whose Attrs map may be modified without affecting t
 // (attribute values and the host are shared).
 func (t *Target) Clone() *Target {
-	return &Target{Kind: t.Kind, Attrs: t.Attrs.Clone(), Host: t.Host}
+	return &Target{Kind: t.Kind, Attrs: t.Attrs.Clone(), Host: t.Host, Label: t.Label}
+}
+
+// WithLabel returns a copy of t labelled l ("" removes the label).
+func (t *Target) WithLabel(l string) *Target {
+	c := t.Clone()
+	c.Label = l
+	return c
+}
+
+// Labelled prints the target as a target-list element: "LABEL=TARGET"
+// when it has a label, else String.
+func (t *Target) Labelled() string {
+	if t != nil && t.Label != "" {
+		return t.Label + "=" + t.String()
+	}
+	return t.String()
+}
+
+// Name is how the target is referred to within its compilation: its
+// label, or its kind's name when it has none.
+func (t *Target) Name() string {
+	if t.Label != "" {
+		return t.Label
+	}
+	return t.Kind.Name
 }
 
 // WithHost returns a copy of t whose host is h.
@@ -116,12 +146,24 @@ func (t *Target) WithHost(h *Target) *Target {
 }
 
 // Equal reports whether two targets are the same configuration: the same
-// kind, the same attributes (defaults included) and equal hosts.
+// kind, the same attributes (defaults included), equal hosts and the same
+// label.
 func (t *Target) Equal(u *Target) bool {
 	if t == nil || u == nil {
 		return t == u
 	}
-	if t.Kind != u.Kind || len(t.Attrs) != len(u.Attrs) || !t.Host.Equal(u.Host) {
+	if t.Label != u.Label {
+		return false
+	}
+	return t.SameConfig(u)
+}
+
+// SameConfig is Equal without the labels: whether t and u compile alike.
+func (t *Target) SameConfig(u *Target) bool {
+	if t == nil || u == nil {
+		return t == u
+	}
+	if t.Kind != u.Kind || len(t.Attrs) != len(u.Attrs) || !t.Host.SameConfig(u.Host) {
 		return false
 	}
 	for name, v := range t.Attrs {

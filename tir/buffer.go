@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // Storage scopes. Targets may use their own scope names (for example
@@ -99,9 +100,12 @@ func (b *Buffer) String() string { return b.Name }
 // Well-known PrimFunc attribute names.
 const (
 	AttrGlobalSymbol = "global_symbol" // string: the C symbol name
-	AttrTarget       = "target"        // string: the target kind that compiles the function
 	AttrNoAlias      = "tir.noalias"   // bool: buffer parameters do not alias
 )
+
+// AttrTarget is the key under which the printer shows PrimFunc.Target
+// among the attributes.
+const AttrTarget = "target"
 
 // PrimFunc is a low-level function: a list of parameters (scalar variables
 // and handles), a buffer map giving each buffer parameter its shape (the
@@ -113,6 +117,11 @@ type PrimFunc struct {
 	BufferMap map[*Var]*Buffer
 	Body      Stmt
 	Attrs     ir.Attrs
+	// Target is the full target that compiles the function (kind,
+	// attributes and label: one of two `c` targets of a big.LITTLE
+	// compilation), or nil before lowering assigns one. Printed as the
+	// "target" attribute.
+	Target *targets.Target
 	// PreflattenedBufferMap is BufferMap as it was before buffers were
 	// flattened (nil until then): the logical shapes callers pass, which
 	// code generators check arguments against. Never modified once set.

@@ -3,6 +3,7 @@ package tir
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -182,10 +183,22 @@ func (p *printer) function(f *PrimFunc) {
 	}
 	p.line(0, "@T.prim_func")
 	p.line(0, "def %s(%s):", f.Name, strings.Join(params, ", "))
-	if len(f.Attrs) > 0 {
+	if len(f.Attrs) > 0 || f.Target != nil {
+		attrs := map[string]string{}
+		keys := f.Attrs.Keys()
+		for _, k := range keys {
+			attrs[k] = ir.FormatAttrValue(f.Attrs[k])
+		}
+		if f.Target != nil {
+			if _, ok := attrs[AttrTarget]; !ok {
+				keys = append(keys, AttrTarget)
+			}
+			attrs[AttrTarget] = strconv.Quote(f.Target.Labelled())
+		}
+		sort.Strings(keys)
 		var kv []string
-		for _, k := range f.Attrs.Keys() {
-			kv = append(kv, fmt.Sprintf("%q: %s", k, ir.FormatAttrValue(f.Attrs[k])))
+		for _, k := range keys {
+			kv = append(kv, fmt.Sprintf("%q: %s", k, attrs[k]))
 		}
 		p.line(1, "T.func_attr({%s})", strings.Join(kv, ", "))
 	}

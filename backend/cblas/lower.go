@@ -229,7 +229,6 @@ func Lower(name string, fn *graph.Function) (*tir.PrimFunc, error) {
 		body = &tir.Allocate{Buffer: l.temps[i], Body: body}
 	}
 	pf.Body = body
-	pf.Attrs[tir.AttrTarget] = Name
 	if err := tir.Verify(pf); err != nil {
 		return nil, fmt.Errorf("cblas: @%s: %w", name, err)
 	}

@@ -30,6 +30,22 @@ import (
 type File struct {
 	Name string
 	Data []byte
+	// Own, when set, compiles this C file with its own processor and
+	// optimisation flags instead of BuildOptions' (the functions of a
+	// second CPU target of the same architecture: the big core's -march
+	// in a big.LITTLE library). The compiler, the language flags and
+	// BuildOptions.ExtraFlags are shared.
+	Own *FileFlags
+}
+
+// FileFlags are the per-file compile options of File.Own.
+type FileFlags struct {
+	// CPUFlags replace BuildOptions.CPUFlags.
+	CPUFlags []string
+	// OptLevel replaces BuildOptions.OptLevel (0 means 3).
+	OptLevel int
+	// Flags are added after BuildOptions.ExtraFlags.
+	Flags []string
 }
 
 // BuildOptions configures Build.
@@ -215,6 +231,7 @@ func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOption
 	}
 	sources, texts = append(sources, RegistryName), append(texts, reg)
 	var context hasher // the inputs every object depends on besides its source
+	own := map[string]*FileFlags{}
 	for _, f := range opts.ExtraSources {
 		if f.Name == "" || filepath.Base(f.Name) != f.Name || f.Name == SourceName || f.Name == RegistryName || unitFile.MatchString(f.Name) {
 			return "", fmt.Errorf("codegen/c: invalid extra source name %q (want a plain file name other than %s, %s and kiln_lib_N.c)", f.Name, SourceName, RegistryName)
@@ -224,6 +241,11 @@ func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOption
 		}
 		if strings.HasSuffix(f.Name, ".c") {
 			sources, texts = append(sources, f.Name), append(texts, string(f.Data))
+			if f.Own != nil {
+				own[f.Name] = f.Own
+			}
+		} else if f.Own != nil {
+			return "", fmt.Errorf("codegen/c: extra source %q has its own flags but is not a .c file", f.Name)
 		} else {
 			context.add(f.Name, string(f.Data))
 		}
@@ -232,9 +254,22 @@ func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOption
 	if out == "" {
 		out = "kiln_lib.so"
 	}
-	flags := CompileFlags(src, opts)
-	flags = append(flags, "-I", "include", "-I", ".")
-	flags = append(flags, opts.ExtraFlags...)
+	flagsFor := func(o BuildOptions, extra []string) []string {
+		flags := CompileFlags(src, o)
+		flags = append(flags, "-I", "include", "-I", ".")
+		flags = append(flags, o.ExtraFlags...)
+		return append(flags, extra...)
+	}
+	flags := flagsFor(opts, nil)
+	perSource := make([][]string, len(sources))
+	for i, name := range sources {
+		perSource[i] = flags
+		if f := own[name]; f != nil {
+			o := opts
+			o.CPUFlags, o.OptLevel = f.CPUFlags, f.OptLevel
+			perSource[i] = flagsFor(o, f.Flags)
+		}
+	}
 	link := func(inputs []string) error {
 		args := append(append([]string(nil), flags...), inputs...)
 		args = append(args, opts.LDFlags...)
@@ -247,13 +282,13 @@ func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOption
 	}
 	*stats = BuildStats{Units: len(units), Objects: len(sources)}
 	t0 := time.Now()
-	if len(units) == 1 && opts.Cache == nil {
+	if len(units) == 1 && opts.Cache == nil && len(own) == 0 {
 		if err := link(sources); err != nil {
 			return "", err
 		}
 		stats.Compile = time.Since(t0)
 	} else {
-		objs, err := compileObjects(ctx, dir, sources, texts, flags, &context, jobs, opts, stats)
+		objs, err := compileObjects(ctx, dir, sources, texts, perSource, &context, jobs, opts, stats)
 		if err != nil {
 			return "", err
 		}
@@ -298,19 +333,18 @@ type BuildStats struct {
 }
 
 // compileObjects compiles each source (a file in dir, whose C is the
-// matching entry of texts) to an object in dir with up to jobs compiler
-// processes at once, taking objects from opts.Cache when it holds them
+// matching entry of texts) with its flags to an object in dir with up to
+// jobs compiler processes at once, taking objects from opts.Cache when it holds them
 // and adding the ones it compiled. It returns the object names in source
 // order.
-func compileObjects(ctx context.Context, dir string, sources, texts, flags []string, context *hasher, jobs int, opts BuildOptions, stats *BuildStats) ([]string, error) {
+func compileObjects(ctx context.Context, dir string, sources, texts []string, flags [][]string, context *hasher, jobs int, opts BuildOptions, stats *BuildStats) ([]string, error) {
 	cache := opts.Cache
 	if cache != nil {
 		id, err := compilerID(opts.CC)
 		if err != nil {
 			cache = nil // an unidentifiable compiler is not cached, still used
 		} else {
-			context.add("kiln-object-v1", id, headersDigest())
-			context.add(flags...)
+			context.add("kiln-object-v2", id, headersDigest())
 		}
 	}
 	objs := make([]string, len(sources))
@@ -329,13 +363,14 @@ func compileObjects(ctx context.Context, dir string, sources, texts, flags []str
 			if cache != nil {
 				h := hasher{h: slices.Clip(context.h)}
 				h.add(name, texts[i])
+				h.add(flags[i]...)
 				key = h.sum()
 				if cache.get(key, filepath.Join(dir, objs[i])) {
 					cached.Add(1)
 					return
 				}
 			}
-			args := append(append([]string(nil), flags...), "-c", name, "-o", objs[i])
+			args := append(append([]string(nil), flags[i]...), "-c", name, "-o", objs[i])
 			if err := RunCompilerContext(ctx, dir, opts.CC, args, filepath.Join(dir, name)); err != nil {
 				errs[i] = err
 				return

@@ -1,6 +1,7 @@
 package c
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -334,6 +335,37 @@ func TestBuildOptionsForTarget(t *testing.T) {
 	}
 	if f := CompileFlags(&Source{}, BuildOptions{NoWerror: true}); slices.Contains(f, "-Werror") || slices.Contains(f, "-fopenmp") || f[0] != "-O3" {
 		t.Errorf("CompileFlags without OpenMP/Werror = %q", f)
+	}
+}
+
+// A file with its own flags (a second CPU target's functions) is compiled
+// with its processor flags instead of the library's, and only it is; the
+// extra flags are shared.
+func TestBuildOwnFileFlags(t *testing.T) {
+	src := generate(t, HostOptions(), tirtest.ElementwiseAdd())
+	check := func(want, not string) []byte {
+		var b strings.Builder
+		for _, m := range strings.Fields(want) {
+			fmt.Fprintf(&b, "#ifndef %s\n#error %s is not defined\n#endif\n", m, m)
+		}
+		for _, m := range strings.Fields(not) {
+			fmt.Fprintf(&b, "#ifdef %s\n#error %s is defined\n#endif\n", m, m)
+		}
+		return []byte(b.String())
+	}
+	own := File{Name: "other_target.c", Data: append(check("OWN_CPU OWN_FLAG SHARED", "LIB_CPU"), "int other_fn(void) { return 1; }\n"...),
+		Own: &FileFlags{CPUFlags: []string{"-DOWN_CPU"}, Flags: []string{"-DOWN_FLAG"}, OptLevel: 1}}
+	lib := File{Name: "library.c", Data: append(check("LIB_CPU SHARED", "OWN_CPU OWN_FLAG"), "int lib_fn(void) { return 2; }\n"...)}
+	var st BuildStats
+	opts := BuildOptions{ExtraSources: []File{own, lib}, CPUFlags: []string{"-DLIB_CPU"}, ExtraFlags: []string{"-DSHARED"}, Stats: &st}
+	if _, err := Build(src, t.TempDir(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if st.Objects != 4 {
+		t.Errorf("%d objects, want 4 (source, table, two extra files): a file with own flags needs its own compile", st.Objects)
+	}
+	if _, err := Build(src, t.TempDir(), BuildOptions{ExtraSources: []File{{Name: "x.h", Own: &FileFlags{}}}}); err == nil || !strings.Contains(err.Error(), "not a .c file") {
+		t.Errorf("own flags on a header: %v", err)
 	}
 }
 

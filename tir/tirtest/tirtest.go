@@ -9,6 +9,7 @@ package tirtest
 import (
 	"bytes"
 	"fmt"
+	"github.com/kiln-dev/kiln/targets"
 	"math"
 	"math/rand"
 
@@ -138,7 +139,7 @@ func ExternRows() *tir.PrimFunc {
 		tir.Eval(tir.CallExternOf(tir.Void, "vadd_f32", row(c), row(a), row(b), tir.Idx(4))),
 		tir.Loop(j, 4, tir.Serial, tir.NewStore(c, tir.Mul(tir.NewLoad(c, r, j), tir.Float32(3)), r, j)),
 	))
-	f.Attrs[tir.AttrTarget] = "c"
+	f.Target = hostTarget()
 	return f
 }
 
@@ -254,4 +255,13 @@ func Equivalent(before, after *tir.PrimFunc, trials int, seed int64) error {
 		}
 	}
 	return nil
+}
+
+// hostTarget is the default `c` target the helpers' functions carry.
+func hostTarget() *targets.Target {
+	t, err := targets.New(targets.C, nil)
+	if err != nil {
+		panic(err) // the c kind's defaults are valid
+	}
+	return t
 }

@@ -221,7 +221,7 @@ func TestModulePass(t *testing.T) {
 		out := m.Copy()
 		for _, f := range m.Funcs() {
 			g := f.Copy()
-			g.Attrs[tir.AttrTarget] = "vanilla"
+			g.Attrs["tag"] = "vanilla"
 			if err := out.Replace(g); err != nil {
 				return nil, err
 			}
@@ -237,11 +237,11 @@ func TestModulePass(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range out.Funcs() {
-		if f.Attrs[tir.AttrTarget] != "vanilla" {
-			t.Errorf("%s: target attr %v", f.Name, f.Attrs[tir.AttrTarget])
+		if f.Attrs["tag"] != "vanilla" {
+			t.Errorf("%s: tag attr %v", f.Name, f.Attrs["tag"])
 		}
 	}
-	if in.Lookup("matmul").Attrs.Has(tir.AttrTarget) {
+	if in.Lookup("matmul").Attrs.Has("tag") {
 		t.Errorf("module pass modified its input")
 	}
 }
