@@ -16,6 +16,7 @@ package backend
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/passconfig"
 
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/pattern"
@@ -63,10 +64,12 @@ type Flow struct {
 	// may keep its regions apart (UMA's partitioner); nil means neither.
 	Partitioning *Partitioning
 	// TIRPasses, when set, returns the passes the build adds to the TIR
-	// pipeline that lowers the kind's PrimFuncs (those with attribute
-	// target=<kind name>) for target t, each in its phase after the
-	// built-ins of that phase. Other PrimFuncs never see them.
-	TIRPasses func(t *targets.Target) []tirtransform.Pass
+	// pipeline that lowers the PrimFuncs of target t (a target of the
+	// kind), each in its phase after the built-ins of that phase, under
+	// the compilation's pass configuration pc (its keys, such as
+	// tir.disable_vectorize and tir.disable_assert; nil means the
+	// defaults). Other PrimFuncs never see them.
+	TIRPasses func(t *targets.Target, pc *passconfig.Config) []tirtransform.Pass
 }
 
 // noFlow is the flow of kinds without one.

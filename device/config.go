@@ -53,7 +53,8 @@ type CompilationConfig struct {
 }
 
 // DeviceID is the device id a target runs on when nothing says otherwise:
-// the host is 0 of its device type; every other target of a host kind
+// its -from_device option when given (UMA's target attribute); else the
+// host is 0 of its device type; every other target of a host kind
 // (one that generates its own code, such as the second `c` target of a
 // big.LITTLE compilation) is numbered in list order after the host's
 // device type's 0, or from 0 in another device type; targets of other
@@ -136,12 +137,22 @@ func NewCompilationConfig(tgts []*targets.Target, host *targets.Target, defaultD
 	cfg.ids = map[*targets.Target]int{}
 	next := map[targets.DeviceType]int{host.Kind.DeviceType: 1}
 	for _, t := range prims {
+		if id, ok := t.Int("from_device"); ok {
+			if id < 0 || id >= 1<<20 {
+				return nil, fmt.Errorf("target %q: -from_device=%d: want a device id from 0 to %d", t.Labelled(), id, 1<<20-1)
+			}
+			cfg.ids[t] = int(id)
+			continue
+		}
 		if t == host || !t.Kind.Host {
 			continue
 		}
 		dt := t.Kind.DeviceType
 		cfg.ids[t] = next[dt]
 		next[dt]++
+	}
+	if err := cfg.checkDeviceIDs(); err != nil {
+		return nil, err
 	}
 	if defaultDeviceType <= 0 {
 		defaultDeviceType = targets.CPU
@@ -150,8 +161,8 @@ func NewCompilationConfig(tgts []*targets.Target, host *targets.Target, defaultD
 	if err != nil {
 		return nil, fmt.Errorf("default device: %v", err)
 	}
-	cfg.DefaultPrimitive = ForTarget(def, 0, DefaultMemoryScope)
-	cfg.HostDevice = ForTarget(host, 0, DefaultMemoryScope)
+	cfg.DefaultPrimitive = ForTarget(def, cfg.ids[def], DefaultMemoryScope)
+	cfg.HostDevice = ForTarget(host, cfg.ids[host], DefaultMemoryScope)
 	return cfg, nil
 }
 
@@ -240,12 +251,33 @@ func (c *CompilationConfig) CanonicalVirtualDevice(vd VirtualDevice) (VirtualDev
 	return vd, nil
 }
 
+// checkDeviceIDs refuses two code-generating targets on one device: a
+// device runs one target's code (external targets share their device
+// with the code-generating one there).
+func (c *CompilationConfig) checkDeviceIDs() error {
+	type dev struct {
+		dt targets.DeviceType
+		id int
+	}
+	seen := map[dev]*targets.Target{}
+	for _, t := range c.Primitives {
+		if !t.Kind.Host {
+			continue
+		}
+		d := dev{t.Kind.DeviceType, c.ids[t]}
+		if prev, dup := seen[d]; dup {
+			return fmt.Errorf("targets %q and %q both run on %s:%d: give one another -from_device", prev.Labelled(), t.Labelled(), d.dt, d.id)
+		}
+		seen[d] = t
+	}
+	return nil
+}
+
 // deviceTarget returns the code-generating target (of a host kind) whose
-// device is dt:id other than the canonical one's (the big core's cpu:1),
-// or nil. Device copies name only devices: this maps their ends back to
+// device is dt:id (the big core's cpu:1), or nil. Device copies name only devices: this maps their ends back to
 // the targets placements put there.
 func (c *CompilationConfig) deviceTarget(dt targets.DeviceType, id int) *targets.Target {
-	if id <= 0 {
+	if id < 0 {
 		return nil
 	}
 	for _, t := range c.Primitives {

@@ -224,3 +224,35 @@ func TestSameKindTargetsByLabel(t *testing.T) {
 		t.Errorf("a label twice: %v", err)
 	}
 }
+
+// -from_device (a target attribute of every kind, as UMA's targets have
+// it) sets a target's device id; two code-generating targets on one
+// device are refused.
+func TestFromDevice(t *testing.T) {
+	l, err := targets.ParseList("big=c -from_device=3, little=c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := NewCompilationConfig(l.Targets, l.Host, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DeviceID(l.Targets[0]) != 3 {
+		t.Errorf("big on device %d, want 3", cfg.DeviceID(l.Targets[0]))
+	}
+	if vd, err := cfg.CanonicalVirtualDevice(VirtualDevice{DeviceType: targets.CPU, DeviceID: 3}); err != nil || vd.Target != l.Targets[0] {
+		t.Errorf("cpu:3 resolves to %v (%v), want big", vd, err)
+	}
+	for _, c := range []struct{ list, says string }{
+		{"a=c -from_device=0, b=c", `both run on cpu:0`},
+		{"a=c -from_device=-1, b=c", "want a device id from 0"},
+	} {
+		l, err := targets.ParseList(c.list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewCompilationConfig(l.Targets, l.Host, 0); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v, want an error saying %q", c.list, err, c.says)
+		}
+	}
+}

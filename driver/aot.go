@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/kiln-dev/kiln/aot"
 	cgen "github.com/kiln-dev/kiln/codegen/c"
+	"github.com/kiln-dev/kiln/internal/escape"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/tensor"
@@ -105,6 +107,7 @@ func stageAOTCodegen(_ context.Context, s *state) error {
 	bopts := cgen.BuildOptionsForTarget(low.cfg.Host)
 	applyCCodegen(low.cfg, nil, &bopts)
 	files := map[string][]byte{cgen.SourceName: []byte(src.Code)}
+	extUnpacked := map[string]runtime.UnpackedFunc{}
 	for i, em := range append(append([]externalModule(nil), low.external...), hookMods...) {
 		m, ok := em.module.(*runtime.CSourceModule)
 		if !ok {
@@ -114,6 +117,12 @@ func stageAOTCodegen(_ context.Context, s *state) error {
 			return fmt.Errorf("target %s: its generated C allocates with malloc, which the AOT executor's static memory plan does not allow", em.target.Kind.Name)
 		}
 		files[fmt.Sprintf("ext%d_%s.c", i, fileSafe(m.Label, em.target.Kind.Name))] = []byte(m.Code)
+		for fn, u := range m.Unpacked {
+			if !escape.IsCIdent(u.Symbol) || !slices.Contains(m.Funcs, fn) {
+				return fmt.Errorf("target %s: its C module's unpacked function %q (for %q) is not a C identifier or not one of its functions", em.target.Kind.Name, u.Symbol, fn)
+			}
+			extUnpacked[fn] = u
+		}
 		bopts.ExtraFlags = append(bopts.ExtraFlags, m.CFlags...)
 		bopts.LDFlags = append(bopts.LDFlags, m.LDFlags...)
 	}
@@ -121,7 +130,7 @@ func stageAOTCodegen(_ context.Context, s *state) error {
 		files[f.Name] = f.Data
 	}
 	module := aotModuleName(cfg.ModuleName)
-	prog, err := aotProgram(module, s.prog, low, src, cfg.AOT.UnpackedAPI, s.outputNames, s.res)
+	prog, err := aotProgram(module, s.prog, low, src, extUnpacked, cfg.AOT.UnpackedAPI, s.outputNames, s.res)
 	if err != nil {
 		return err
 	}
@@ -198,7 +207,7 @@ func buildAOTBinary(ctx context.Context, dir, bin string, bopts cgen.BuildOption
 // inputs and constants from its "null" nodes, one call per kernel node
 // (with the workspaces LiftWorkspaces gave the PrimFunc as extra
 // temporaries), outputs written in place by the kernels that produce them.
-func aotProgram(module string, ep *execProgram, low *lowered, src *cgen.Source, unpacked bool, outputNames []string, res *Result) (*aot.Program, error) {
+func aotProgram(module string, ep *execProgram, low *lowered, src *cgen.Source, extUnpacked map[string]runtime.UnpackedFunc, unpacked bool, outputNames []string, res *Result) (*aot.Program, error) {
 	main := low.mod.Main()
 	p := &aot.Program{Module: module}
 	inputIndex := map[string]int{}
@@ -284,8 +293,10 @@ func aotProgram(module string, ep *execProgram, low *lowered, src *cgen.Source, 
 					return nil, fmt.Errorf("aot: %s takes %d arguments, the program passes %d", fn, len(pf.Params), len(c.Args))
 				}
 			}
-			if fi, ok := funcInfo[fn]; ok && unpacked && allBuffers(fi) {
+			if fi, ok := funcInfo[fn]; ok && unpacked && fi.AllBuffers() {
 				c.UnpackedDecl, c.Unpacked = fi.UnpackedDecl, fi.Unpacked
+			} else if u, ok := extUnpacked[fn]; ok && unpacked {
+				c.UnpackedDecl, c.Unpacked = u.Decl, u.Symbol
 			}
 			p.Calls = append(p.Calls, c)
 		default:
@@ -299,17 +310,6 @@ func aotProgram(module string, ep *execProgram, low *lowered, src *cgen.Source, 
 		}
 	}
 	return p, nil
-}
-
-// allBuffers reports whether every parameter of a generated function is a
-// buffer (the unpacked form then takes only pointers).
-func allBuffers(fi cgen.FuncInfo) bool {
-	for _, p := range fi.Params {
-		if p.Kind != "buffer" {
-			return false
-		}
-	}
-	return true
 }
 
 // runAOT runs an AOT artifact's test program on inputs (by name): each

@@ -148,9 +148,17 @@ func TestAOTExternalTwoOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, unpacked := range []bool{false, true} {
+		aotExternalTwoOutputs(t, mod, l, unpacked)
+	}
+}
+
+// aotExternalTwoOutputs is TestAOTExternalTwoOutputs with or without the
+// unpacked API (with it, the external C module's unpacked form is called).
+func aotExternalTwoOutputs(t *testing.T, mod *graph.Module, l *targets.TargetList, unpacked bool) {
 	out := filepath.Join(t.TempDir(), "two.kiln")
 	var rep partition.Report
-	if _, err := Compile(mod, nil, Config{Host: l.Host, Targets: l.Targets, Out: out, ModuleName: "two", Executor: ExecutorAOT, Report: &rep}); err != nil {
+	if _, err := Compile(mod, nil, Config{Host: l.Host, Targets: l.Targets, Out: out, ModuleName: "two", Executor: ExecutorAOT, Report: &rep, AOT: AOTOptions{UnpackedAPI: unpacked}}); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Regions["ccompiler"] != 1 || rep.Counts["ccompiler"] != 2 {
@@ -160,8 +168,12 @@ func TestAOTExternalTwoOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(src), "if (kiln_two_ccompiler_main_0(args, 3)"); n != 1 {
-		t.Errorf("the two-output region is called %d times with 3 arguments, want once:\n%s", n, src)
+	call := "if (kiln_two_ccompiler_main_0(args, 3)"
+	if unpacked {
+		call = "if (kiln_two_ccompiler_main_0_unpacked("
+	}
+	if n := strings.Count(string(src), call); n != 1 {
+		t.Errorf("unpacked=%v: the two-output region is called %d times as %q, want once:\n%s", unpacked, n, call, src)
 	}
 	x := tensor.New(ir.Float32, ir.Shape{2, 3})
 	copy(x.Float32s(), []float32{-1, -0.5, 0, 0.25, 0.5, 1})

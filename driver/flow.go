@@ -277,7 +277,7 @@ func runTIRPasses(cfg *device.CompilationConfig, pc *passconfig.Config, prims *t
 			continue
 		}
 		p := newTIRPipeline(pc)
-		for _, pass := range backend.Of(t.Kind).TIRPasses(t) {
+		for _, pass := range backend.Of(t.Kind).TIRPasses(t, pc) {
 			if err := p.Register(pass); err != nil {
 				return nil, fmt.Errorf("target %s: %w", t.Kind.Name, err)
 			}

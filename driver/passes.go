@@ -75,7 +75,7 @@ func checkDisabled(pc *passconfig.Config, gp []transform.Pass, tgts []*targets.T
 		if backend.Of(t.Kind).TIRPasses == nil {
 			continue
 		}
-		for _, ps := range backend.Of(t.Kind).TIRPasses(t) {
+		for _, ps := range backend.Of(t.Kind).TIRPasses(t, pc) {
 			// A registration error surfaces when the TIR stage runs.
 			_ = tp.Register(ps)
 		}

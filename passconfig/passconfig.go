@@ -73,10 +73,13 @@ var (
 	// DisableVectorize makes every vectorized loop a serial one.
 	DisableVectorize = &Key{Name: "tir.disable_vectorize", Type: Bool, Default: false,
 		Doc: "turn vectorized loops into serial ones before code generation (no vectorization pragmas)"}
+	// DisableAssert is TVM's tir.disable_assert, for target TIR passes.
+	DisableAssert = &Key{Name: "tir.disable_assert", Type: Bool, Default: false,
+		Doc: "tells target TIR passes (UMA's RegisterTIRPassContext) to leave out the run-time checks they would add; kiln's own argument checks stay (they guard artifacts from strangers)"}
 )
 
 // keys is the declaration list, in the order Keys returns it (by name).
-var keys = sortedKeys(FuseMaxDepth, DisableFusion, UnrollMaxExtent, DisableVectorize)
+var keys = sortedKeys(FuseMaxDepth, DisableFusion, UnrollMaxExtent, DisableVectorize, DisableAssert)
 
 func sortedKeys(ks ...*Key) []*Key {
 	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // CoreSet is a set of CPU cores (logical CPU numbers as Linux counts
@@ -140,7 +141,7 @@ type coreWorker struct {
 
 // startCoreWorker starts the pinned thread and waits until it is pinned.
 func startCoreWorker(cores CoreSet) (*coreWorker, error) {
-	w := &coreWorker{cores: cores, jobs: make(chan func() error), done: make(chan error)}
+	w := &coreWorker{cores: cores, jobs: make(chan func() error, 1), done: make(chan error, 1)}
 	ready := make(chan error)
 	go func() {
 		// The thread stays locked to this goroutine until it returns,
@@ -152,7 +153,11 @@ func startCoreWorker(cores CoreSet) (*coreWorker, error) {
 			return
 		}
 		ready <- nil
-		for job := range w.jobs {
+		for {
+			job, ok := receive(w.jobs)
+			if !ok {
+				return
+			}
 			w.done <- job()
 		}
 	}()
@@ -165,7 +170,37 @@ func startCoreWorker(cores CoreSet) (*coreWorker, error) {
 // run runs job on the pinned thread and returns its error.
 func (w *coreWorker) run(job func() error) error {
 	w.jobs <- job
-	return <-w.done
+	err, _ := receive(w.done)
+	return err
+}
+
+// spinFor is how long a side of a handoff polls before it sleeps: waking
+// a sleeping OS thread costs tens of microseconds, more than most
+// kernels of a small model take, and the two devices of a split model
+// hand values back and forth many times per run.
+const spinFor = 50 * time.Microsecond
+
+// receive takes the next value from c, polling for spinFor before it
+// blocks; ok is false when c is closed.
+func receive[T any](c chan T) (v T, ok bool) {
+	var deadline time.Time
+	for i := 0; ; i++ {
+		select {
+		case v, ok = <-c:
+			return v, ok
+		default:
+		}
+		if i%64 == 63 {
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(spinFor)
+			} else if now.After(deadline) {
+				break
+			}
+		}
+	}
+	v, ok = <-c
+	return v, ok
 }
 
 // stop ends the worker's thread.

@@ -30,6 +30,10 @@ type CSourceModule struct {
 	Code string
 	// Funcs are the packed functions the code exports.
 	Funcs []string
+	// Unpacked gives, for functions of Funcs that have one, the unpacked
+	// form taking one pointer per tensor argument, which the AOT
+	// executor calls instead with --unpacked-api.
+	Unpacked map[string]UnpackedFunc
 	// CFlags are extra compiler flags for the whole library (include
 	// paths, defines).
 	CFlags []string
@@ -149,4 +153,11 @@ func SetConstants(m Module, consts map[string]*tensor.Tensor) error {
 		return nil
 	}
 	return walk(m, map[Module]bool{})
+}
+
+// UnpackedFunc is the unpacked form of a C source module's function: its
+// C symbol and prototype (without the semicolon), e.g.
+// "int32_t f_unpacked(float* restrict A, float* restrict B)".
+type UnpackedFunc struct {
+	Symbol, Decl string
 }

@@ -106,6 +106,7 @@ var commonOptions = []Option{
 	{Name: "device", Kind: ir.AttrString, Doc: "device name"},
 	{Name: "libs", Kind: ir.AttrStrings, Doc: "external libraries to link"},
 	{Name: "host", Kind: AttrTarget, Doc: "target that runs this target's host-side code (stored in Target.Host)"},
+	{Name: "from_device", Kind: ir.AttrInt, Doc: "device id the target's code runs on (default: the host 0, other code-generating targets of its device type 1, 2, ... in list order, others 0)"},
 }
 
 // allows reports whether v is one of the option's choices (any value

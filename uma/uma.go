@@ -35,6 +35,7 @@ package uma
 
 import (
 	"fmt"
+	"github.com/kiln-dev/kiln/passconfig"
 	"strings"
 
 	"github.com/kiln-dev/kiln/backend"
@@ -121,8 +122,21 @@ type Backend struct {
 type tirPassEntry struct {
 	phase tirtransform.Phase
 	name  string
-	run   TIRPass
+	run   TIRPassContext
 }
+
+// PassContext is what a TIR pass registered with RegisterTIRPassContext
+// receives besides the function: the accelerator's target and the
+// compilation's pass configuration (TVM's PassContext: opt level,
+// disabled passes and keys such as tir.disable_vectorize or
+// tir.disable_assert, read with Config.Bool(passconfig.DisableAssert)).
+type PassContext struct {
+	Target *targets.Target
+	Config *passconfig.Config
+}
+
+// TIRPassContext is a TIR pass that reads the pass configuration.
+type TIRPassContext func(ctx PassContext, f *tir.PrimFunc) (*tir.PrimFunc, error)
 
 // New starts a backend for the target kind name (what users write in -t)
 // with a one-line description.
@@ -264,24 +278,37 @@ func (b *Backend) RegisterOperatorStrategy(o *op.Op, impl strategy.Implementatio
 // phase means); within a phase passes run in registration order, after
 // the built-in passes of that phase.
 func (b *Backend) RegisterTIRPass(phase tirtransform.Phase, name string, pass TIRPass) error {
-	if err := b.open("RegisterTIRPass"); err != nil {
+	if pass == nil {
+		return fmt.Errorf("uma %s: RegisterTIRPass: a pass needs a name and a function", b.name)
+	}
+	return b.registerTIRPass("RegisterTIRPass", phase, name, func(ctx PassContext, f *tir.PrimFunc) (*tir.PrimFunc, error) { return pass(ctx.Target, f) })
+}
+
+// RegisterTIRPassContext is RegisterTIRPass for a pass that reads the
+// compilation's pass configuration (PassContext).
+func (b *Backend) RegisterTIRPassContext(phase tirtransform.Phase, name string, pass TIRPassContext) error {
+	return b.registerTIRPass("RegisterTIRPassContext", phase, name, pass)
+}
+
+func (b *Backend) registerTIRPass(api string, phase tirtransform.Phase, name string, pass TIRPassContext) error {
+	if err := b.open(api); err != nil {
 		return err
 	}
 	if phase < tirtransform.Phase0 || phase > tirtransform.Phase3 {
-		return fmt.Errorf("uma %s: RegisterTIRPass %q: phase %d is not 0–3", b.name, name, int(phase))
+		return fmt.Errorf("uma %s: %s %q: phase %d is not 0–3", b.name, api, name, int(phase))
 	}
 	if name == "" || pass == nil {
-		return fmt.Errorf("uma %s: RegisterTIRPass: a pass needs a name and a function", b.name)
+		return fmt.Errorf("uma %s: %s: a pass needs a name and a function", b.name, api)
 	}
 	full := b.name + "." + name
 	for _, p := range b.tirPasses {
 		if p.name == full {
-			return fmt.Errorf("uma %s: RegisterTIRPass: %q is already registered", b.name, name)
+			return fmt.Errorf("uma %s: %s: %q is already registered", b.name, api, name)
 		}
 	}
 	for _, p := range tirtransform.Builtins() {
 		if p.Name == full {
-			return fmt.Errorf("uma %s: RegisterTIRPass: %q is a built-in pass", b.name, name)
+			return fmt.Errorf("uma %s: %s: %q is a built-in pass", b.name, api, name)
 		}
 	}
 	b.tirPasses = append(b.tirPasses, tirPassEntry{phase: phase, name: full, run: pass})

@@ -69,11 +69,12 @@ func opName(c *graph.Call) string {
 
 // relayToRuntime generates the C source of one partitioned function.
 func relayToRuntime(_ *backend.HookContext, fn *graph.Function, symbol string) (runtime.Module, error) {
-	code, err := Generate(fn, symbol)
+	code, decl, err := generate(fn, symbol)
 	if err != nil {
 		return nil, err
 	}
-	return &runtime.CSourceModule{Label: "ccompiler_" + symbol, Code: code, Funcs: []string{symbol}}, nil
+	return &runtime.CSourceModule{Label: "ccompiler_" + symbol, Code: code, Funcs: []string{symbol},
+		Unpacked: map[string]runtime.UnpackedFunc{symbol: {Symbol: symbol + "_unpacked", Decl: decl}}}, nil
 }
 
 // gen is the state of one function's generation.
@@ -85,6 +86,8 @@ type gen struct {
 	body   strings.Builder
 	temps  []string // heap temporaries to free
 	n      int
+	// unpackedDecl is the prototype of SYMBOL_unpacked, once generated.
+	unpackedDecl string
 }
 
 // Generate returns the C translation unit of fn exported as symbol:
@@ -92,10 +95,24 @@ type gen struct {
 // heap), SYMBOL_unpacked (inputs then outputs as float pointers) and
 // SYMBOL (the packed entry point, which checks its arguments).
 func Generate(fn *graph.Function, symbol string) (string, error) {
+	code, _, err := generate(fn, symbol)
+	return code, err
+}
+
+// generate is Generate that also returns the unpacked function's
+// prototype.
+func generate(fn *graph.Function, symbol string) (code, unpackedDecl string, err error) {
 	if !escape.IsCIdent(symbol) {
-		return "", fmt.Errorf("ccompiler: symbol %q is not a C identifier", symbol)
+		return "", "", fmt.Errorf("ccompiler: symbol %q is not a C identifier", symbol)
 	}
 	g := &gen{fn: fn, sym: symbol, names: map[graph.Expr]string{}}
+	code, err = g.generate()
+	return code, g.unpackedDecl, err
+}
+
+// generate writes the translation unit (see Generate).
+func (g *gen) generate() (string, error) {
+	fn, symbol := g.fn, g.sym
 	var params []string
 	for i, p := range fn.Params {
 		tt, ok := p.Type().(*ir.TensorType)
@@ -151,7 +168,8 @@ func Generate(fn *graph.Function, symbol string) (string, error) {
 		uparams = append(uparams, fmt.Sprintf("float* out%d", i))
 		uargs = append(uargs, fmt.Sprintf("out%d", i))
 	}
-	fmt.Fprintf(&b, "int32_t %s_unpacked(%s);\n", symbol, strings.Join(uparams, ", "))
+	g.unpackedDecl = fmt.Sprintf("int32_t %s_unpacked(%s)", symbol, strings.Join(uparams, ", "))
+	fmt.Fprintf(&b, "%s;\n", g.unpackedDecl)
 	fmt.Fprintf(&b, "int32_t %s_unpacked(%s) {\n  return %s_body(%s);\n}\n\n", symbol, strings.Join(uparams, ", "), symbol, strings.Join(uargs, ", "))
 	// Packed entry point.
 	all := make([]graph.Expr, 0, len(fn.Params)+len(outs))

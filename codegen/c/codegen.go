@@ -108,6 +108,18 @@ type FuncInfo struct {
 	Params []ParamInfo
 }
 
+// AllBuffers reports whether every parameter is a buffer: then the
+// unpacked form takes one pointer per tensor and nothing else, which is
+// how the AOT executor can call it.
+func (fi FuncInfo) AllBuffers() bool {
+	for _, p := range fi.Params {
+		if p.Kind != "buffer" {
+			return false
+		}
+	}
+	return true
+}
+
 // ParamInfo describes one parameter of a generated function.
 type ParamInfo struct {
 	Name  string
