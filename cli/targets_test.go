@@ -19,7 +19,7 @@ func TestTargetsCommand(t *testing.T) {
 	for _, want := range []string{
 		"c  (device cpu, keys cpu, host)", "hooks: none", "-mcpu    string = native", "-mattr   strings", "-opt     int = 3", "processor of c:",
 		"ccompiler  (device cpu, keys ccompiler,cpu)", "hooks: RelayToRuntime",
-		"options of every kind:", "-host    target",
+		"options of every kind:", "-host         target", "-from_device  int",
 		"tags:", "x86-avx512      c -mcpu=skylake-avx512",
 	} {
 		if !strings.Contains(stdout, want) {

@@ -95,6 +95,16 @@ func NewCompilationConfig(tgts []*targets.Target, host *targets.Target, defaultD
 			return nil, fmt.Errorf("two targets named %q: %q and %q (label targets of one kind: a=%s ..., b=%s ...)", t.Name(), prev.Labelled(), t.Labelled(), t.Kind.Name, t.Kind.Name)
 		}
 		byName[t.Name()] = t
+		if !t.Kind.Host {
+			// Partitioning gives regions to kinds (a function's
+			// Compiler attribute names the kind), so a second target of
+			// an external kind would silently get nothing.
+			for _, p := range prims {
+				if p.Kind == t.Kind {
+					return nil, fmt.Errorf("targets %q and %q are both of the external kind %q: regions are assigned by kind, so list it once (two targets of one kind are for code-generating kinds such as c)", p.Labelled(), t.Labelled(), t.Kind.Name)
+				}
+			}
+		}
 		prims = append(prims, t)
 	}
 	if host == nil {

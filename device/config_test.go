@@ -256,3 +256,20 @@ func TestFromDevice(t *testing.T) {
 		}
 	}
 }
+
+// Two targets of an external kind are refused: regions go to kinds.
+func TestTwoTargetsOfAnExternalKind(t *testing.T) {
+	ext := &targets.Kind{Name: "ext1", DeviceType: targets.CPU}
+	a, err := targets.New(ext, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := targets.New(targets.C, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewCompilationConfig([]*targets.Target{a.WithLabel("a"), a.WithLabel("b"), host}, host, 0)
+	if err == nil || !strings.Contains(err.Error(), `both of the external kind "ext1"`) {
+		t.Errorf("two ext1 targets: %v", err)
+	}
+}

@@ -177,6 +177,11 @@ func checkBound(mod *graph.Module, res *lowered) error {
 			if _, ok := backend.LoweredPrimFunc(c, res.prims); ok {
 				return
 			}
+			if g := mod.Funcs[fn.Name]; g != nil && g.StrAttr(graph.AttrCompiler) != "" {
+				comp := g.StrAttr(graph.AttrCompiler)
+				err = fmt.Errorf("call of @%s: function for external compiler %q: no target of kind %q with a RelayToTIR or RelayToRuntime hook took it (targets: %v)", fn.Name, comp, comp, targetNames(res.cfg))
+				return
+			}
 			err = fmt.Errorf("call of @%s: no target produced code for it", fn.Name)
 		case *graph.Function:
 			if comp := fn.StrAttr(graph.AttrCompiler); comp != "" {

@@ -423,7 +423,7 @@ func stageTargetHooks(_ context.Context, s *state) error {
 	planned := s.mod
 	graph.PostOrder(planned.Main().Body, func(e graph.Expr) {
 		if c, ok := e.(*graph.Call); ok {
-			if fn, ok := c.Fn.(*graph.Function); ok {
+			if fn := planned.Callee(c); fn != nil {
 				if t := device.DeviceOf(planned, c).Target; t != nil && t.Kind != ccfg.Host.Kind {
 					s.env.placed[fn] = t
 				}

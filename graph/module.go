@@ -54,6 +54,21 @@ func (m *Module) Lookup(g *GlobalVar) (*Function, error) {
 	return f, nil
 }
 
+// Callee returns the function a call calls: its function literal, or the
+// module function its GlobalVar names (partitioned functions are module
+// globals); nil for an operator call or an unknown global.
+func (m *Module) Callee(c *Call) *Function {
+	switch f := c.Fn.(type) {
+	case *Function:
+		return f
+	case *GlobalVar:
+		if m != nil {
+			return m.Funcs[f.Name]
+		}
+	}
+	return nil
+}
+
 // ShallowCopy returns a module with its own function map and attrs (functions shared).
 func (m *Module) ShallowCopy() *Module {
 	c := &Module{Funcs: make(map[string]*Function, len(m.Funcs)), Attrs: make(map[string]any, len(m.Attrs))}

@@ -33,15 +33,18 @@ func Symbol(module, compiler string, n int) string {
 	return fmt.Sprintf("kiln_%s_%s_main_%d", Sanitize(module), Sanitize(compiler), n)
 }
 
-// Outline replaces each region of mod's main by a call of a function
-// literal holding the region's calls, with attributes Compiler=<kind>,
-// Primitive=true and global_symbol=Symbol(...). The function's parameters
+// Outline replaces each region of mod's main by a call of a module
+// global (seed 002: partitioned functions are module functions under
+// their global names, which passes, printers and the external codegen
+// see as such) holding the region's calls, named and with attributes
+// Compiler=<kind>, Primitive=true and global_symbol=Symbol(...). The function's parameters
 // are the values the region reads from outside (constants are bound
 // inside unless opts.ConstantsAsArgs); its result is the region's one
 // output, or a tuple of its outputs (values used outside the region, or
 // results of main), each computed once however many consumers it has.
 func Outline(mod *graph.Module, regions []*Region, opts Options) (*graph.Module, error) {
 	main := mod.Main()
+	globals := map[string]*graph.Function{} // the outlined functions by global symbol
 	member := map[*graph.Call]*Region{}
 	for _, r := range regions {
 		for _, c := range r.Calls {
@@ -184,7 +187,11 @@ func Outline(mod *graph.Module, regions []*Region, opts Options) (*graph.Module,
 				return nil, fmt.Errorf("partition: %s: the %s partition pass: %w", sym, comp, err)
 			}
 		}
-		o.call = graph.NewFuncCall(fn, args)
+		if _, taken := mod.Funcs[sym]; taken || globals[sym] != nil {
+			return nil, fmt.Errorf("partition: the module already has a function @%s", sym)
+		}
+		globals[sym] = fn
+		o.call = graph.NewFuncCall(graph.NewGlobalVar(sym), args)
 		o.n = len(results)
 		done[r] = o
 		return o, nil
@@ -267,6 +274,9 @@ func Outline(mod *graph.Module, regions []*Region, opts Options) (*graph.Module,
 	nm := graph.NewFunction(main.Params, body, main.Attrs.Clone())
 	out := mod.ShallowCopy()
 	out.Funcs["main"] = nm
+	for sym, fn := range globals {
+		out.Funcs[sym] = fn
+	}
 	if err := graph.InferTypes(out); err != nil {
 		return nil, fmt.Errorf("partition: the partitioned module does not type-check: %w", err)
 	}

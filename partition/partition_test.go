@@ -61,7 +61,7 @@ func outlined(m *graph.Module) []*graph.Function {
 	seen := map[*graph.Function]bool{}
 	graph.PostOrder(m.Main().Body, func(e graph.Expr) {
 		if c, ok := e.(*graph.Call); ok {
-			if f, ok := c.Fn.(*graph.Function); ok && f.StrAttr(graph.AttrCompiler) != "" && !seen[f] {
+			if f := m.Callee(c); f != nil && f.StrAttr(graph.AttrCompiler) != "" && !seen[f] {
 				seen[f] = true
 				fns = append(fns, f)
 			}
@@ -75,7 +75,7 @@ func countCalls(m *graph.Module) map[*graph.Function]int {
 	n := map[*graph.Function]int{}
 	graph.PostOrder(m.Main().Body, func(e graph.Expr) {
 		if c, ok := e.(*graph.Call); ok {
-			if f, ok := c.Fn.(*graph.Function); ok {
+			if f := m.Callee(c); f != nil {
 				n[f]++
 			}
 		}
@@ -323,5 +323,54 @@ func TestWarnings(t *testing.T) {
 	}}
 	if got := r.SlowRegions(); len(got) != 1 || got[0] != "ext #0 (2 calls) measured 3.000 ms per run on ext, where the host took 1.500 ms" {
 		t.Errorf("SlowRegions: %q", got)
+	}
+}
+
+// Seed 002: partitioned functions are module globals under their global
+// names; main calls them by name, and the printer shows them as module
+// functions.
+func TestOutlinedFunctionsAreModuleGlobals(t *testing.T) {
+	m := parse(t, `def @main(%x: `+vec+`, %y: `+vec+`) {
+  %0 = add(%x, %y);
+  %1 = tanh(%0);
+  add(%1, %y)
+}`)
+	out, _, err := Partition(m, []*targets.Target{extTarget(t, "ext", op.Add)}, Options{ModuleName: "net"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := out.Names()
+	if want := []string{"main", "kiln_net_ext_main_0", "kiln_net_ext_main_1"}; strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Fatalf("module functions %v, want %v:\n%s", names, want, out)
+	}
+	calls := 0
+	graph.PostOrder(out.Main().Body, func(e graph.Expr) {
+		c, ok := e.(*graph.Call)
+		if !ok || c.Op != nil {
+			return
+		}
+		g, ok := c.Fn.(*graph.GlobalVar)
+		if !ok {
+			t.Errorf("main calls %s, want a call by global name", graph.Describe(c))
+			return
+		}
+		calls++
+		if f := out.Funcs[g.Name]; f == nil || f.StrAttr(graph.AttrGlobalSymbol) != g.Name || f.StrAttr(graph.AttrCompiler) != "ext" {
+			t.Errorf("@%s is not the outlined function of that name", g.Name)
+		}
+	})
+	if calls != 2 {
+		t.Errorf("%d calls of outlined functions in main, want 2", calls)
+	}
+	text := out.String()
+	for _, want := range []string{"def @kiln_net_ext_main_0 [Compiler=\"ext\"", "@kiln_net_ext_main_1(%"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the printed module lacks %q:\n%s", want, text)
+		}
+	}
+	// A module that already has a function of an outlined one's name.
+	m.Funcs["kiln_net_ext_main_0"] = m.Main()
+	if _, _, err := Partition(m, []*targets.Target{extTarget(t, "ext", op.Add)}, Options{ModuleName: "net"}); err == nil || !strings.Contains(err.Error(), "already has a function @kiln_net_ext_main_0") {
+		t.Errorf("a name clash: %v", err)
 	}
 }

@@ -153,6 +153,9 @@ func (r *Registry) parseString(s string, depth int) (*Target, error) {
 		if err != nil {
 			return nil, fmt.Errorf("target %q: column %d: %w", s, col, err)
 		}
+		if sv, ok := v.(string); ok && !o.allows(sv) {
+			return nil, fmt.Errorf("target %q: column %d: %w: option -%s is %q, want one of %s", s, col, ErrBadValue, name, sv, strings.Join(o.Choices, ", "))
+		}
 		if name == "host" {
 			host = v.(*Target)
 			continue

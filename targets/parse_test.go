@@ -21,7 +21,7 @@ func testRegistry(t *testing.T) *Registry {
 			{Name: "cflags", Kind: ir.AttrStrings},
 			{Name: "fast", Kind: ir.AttrBool},
 		}},
-		{Name: "dnnl", DeviceType: CPU, Keys: []string{"dnnl", "cpu"}},
+		{Name: "dnnl", DeviceType: CPU, Keys: []string{"dnnl", "cpu"}, Options: []Option{{Name: "layout", Kind: ir.AttrString, Choices: []string{"any", "blocked"}}}},
 		{Name: "npu", DeviceType: ExtDev, Keys: []string{"npu"}, Options: []Option{
 			{Name: "example_attribute", Kind: ir.AttrInt, Default: int64(0)},
 			{Name: "cores", Kind: ir.AttrInt},
@@ -493,6 +493,7 @@ func TestParseListErrors(t *testing.T) {
 		{"big=c, c, c -opt=1", ErrRepeated, []string{"elements 2 and 3", "label them"}},
 		{"9x=c", ErrSyntax, []string{"element 1 (column 1)", `label "9x"`}},
 		{"big=c, little=c -opt=x", ErrBadValue, []string{"element 2 (column 15)", "-opt"}},
+		{"c -mcpu=native,dnnl -layout=foo", ErrBadValue, []string{"element 2 (column 16)", "column 6", `option -layout is "foo", want one of any, blocked`}},
 	}
 	for _, c := range cases {
 		l, err := r.ParseList(c.in)
