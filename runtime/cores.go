@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // CoreSet is a set of CPU cores (logical CPU numbers as Linux counts
@@ -141,7 +140,7 @@ type coreWorker struct {
 
 // startCoreWorker starts the pinned thread and waits until it is pinned.
 func startCoreWorker(cores CoreSet) (*coreWorker, error) {
-	w := &coreWorker{cores: cores, jobs: make(chan func() error, 1), done: make(chan error, 1)}
+	w := &coreWorker{cores: cores, jobs: make(chan func() error), done: make(chan error)}
 	ready := make(chan error)
 	go func() {
 		// The thread stays locked to this goroutine until it returns,
@@ -153,11 +152,10 @@ func startCoreWorker(cores CoreSet) (*coreWorker, error) {
 			return
 		}
 		ready <- nil
-		for {
-			job, ok := receive(w.jobs)
-			if !ok {
-				return
-			}
+		// Both sides of a handoff sleep while they wait: polling was
+		// measured slower (the unpinned caller's polling thread shares
+		// a core with the pinned worker).
+		for job := range w.jobs {
 			w.done <- job()
 		}
 	}()
@@ -170,44 +168,14 @@ func startCoreWorker(cores CoreSet) (*coreWorker, error) {
 // run runs job on the pinned thread and returns its error.
 func (w *coreWorker) run(job func() error) error {
 	w.jobs <- job
-	err, _ := receive(w.done)
-	return err
-}
-
-// spinFor is how long a side of a handoff polls before it sleeps: waking
-// a sleeping OS thread costs tens of microseconds, more than most
-// kernels of a small model take, and the two devices of a split model
-// hand values back and forth many times per run.
-const spinFor = 50 * time.Microsecond
-
-// receive takes the next value from c, polling for spinFor before it
-// blocks; ok is false when c is closed.
-func receive[T any](c chan T) (v T, ok bool) {
-	var deadline time.Time
-	for i := 0; ; i++ {
-		select {
-		case v, ok = <-c:
-			return v, ok
-		default:
-		}
-		if i%64 == 63 {
-			now := time.Now()
-			if deadline.IsZero() {
-				deadline = now.Add(spinFor)
-			} else if now.After(deadline) {
-				break
-			}
-		}
-	}
-	v, ok = <-c
-	return v, ok
+	return <-w.done
 }
 
 // stop ends the worker's thread.
 func (w *coreWorker) stop() { close(w.jobs) }
 
-// SetDeviceCores runs the kernels of each listed CPU device on a thread
-// pinned to its cores (the OpenMP threads of those kernels inherit the
+// SetDeviceCores runs the kernels of each listed CPU device (and the
+// copies into it) on a thread pinned to its cores (the OpenMP threads of those kernels inherit the
 // pin, and without a thread count set each kernel uses as many threads as
 // its device has cores); devices not listed run on the calling thread as
 // before. Every device must be one the program uses, and every core one
@@ -264,11 +232,10 @@ func (e *GraphExecutor) SetDeviceCores(dc DeviceCores) error {
 		}, list)
 	}
 	for i := range e.steps {
+		// A kernel runs on its outputs' device, a copy on its
+		// destination's.
 		st := &e.steps[i]
-		st.worker = nil
-		if n := &e.g.nodes[st.node]; n.op == opKiln {
-			st.worker = workers[e.g.entries[n.first].dev]
-		}
+		st.worker = workers[e.g.entries[e.g.nodes[st.node].first].dev]
 	}
 	return nil
 }

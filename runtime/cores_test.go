@@ -107,7 +107,7 @@ func TestSetDeviceCores(t *testing.T) {
 	for _, s := range steps {
 		rows = append(rows, s.Node+"@"+s.Device.String()+"/"+s.Cores.String())
 	}
-	if want := []string{"probe0@cpu:0/", "to_cpu1@cpu:1/", "probe1@cpu:1/" + CoreSet{last}.String()}; !slices.Equal(rows, want) {
+	if want := []string{"probe0@cpu:0/", "to_cpu1@cpu:1/" + CoreSet{last}.String(), "probe1@cpu:1/" + CoreSet{last}.String()}; !slices.Equal(rows, want) {
 		t.Errorf("profile rows %v, want %v", rows, want)
 	}
 	// Unpinning puts every kernel back on the calling thread.

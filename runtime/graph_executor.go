@@ -548,49 +548,33 @@ func (e *GraphExecutor) run(ctx context.Context, times []time.Duration, trace *[
 	if len(unset) > 0 {
 		return fmt.Errorf("run: input(s) %s not set", strings.Join(unset, ", "))
 	}
-	var t0 time.Time
-	done := ctx.Done()
-	for i := range e.steps {
-		st := &e.steps[i]
-		n := &e.g.nodes[st.node]
-		if done != nil {
-			select {
-			case <-done:
-				return fmt.Errorf("run: stopped before %s: %w", e.g.nodeRef(st.node), ctx.Err())
-			default:
-			}
+	for start := 0; start < len(e.steps); {
+		// A segment: the consecutive steps that run on one pinned thread
+		// (SetDeviceCores; a device copy runs with its destination's
+		// kernels), handed over in one piece; unpinned steps run here.
+		w := e.steps[start].worker
+		end := start + 1
+		for end < len(e.steps) && e.steps[end].worker == w {
+			end++
 		}
-		var err error
-		if times != nil || trace != nil {
-			t0 = time.Now()
-		}
-		switch {
-		case st.worker != nil:
-			err = st.worker.run(st.call)
-		case st.native != nil, st.packed != nil:
-			err = st.call()
-		default:
-			err = st.dst.CopyFromArray(st.src)
-		}
-		if times != nil {
-			times[i] += time.Since(t0)
-		}
-		if trace != nil {
-			run := 0
-			if k := len(*trace); k > 0 {
-				run = (*trace)[k-1].run
-				if i == 0 {
-					run++
+		seg := func() error {
+			for i := start; i < end; i++ {
+				if err := e.runStep(ctx, i, times, trace); err != nil {
+					return err
 				}
 			}
-			*trace = append(*trace, stepEvent{step: i, run: run, start: t0, dur: time.Since(t0)})
+			return nil
+		}
+		var err error
+		if w != nil {
+			err = w.run(seg)
+		} else {
+			err = seg()
 		}
 		if err != nil {
-			if n.op == opKiln {
-				return fmt.Errorf("run: %s (func %q): %w", e.g.nodeRef(st.node), n.funcName, err)
-			}
-			return fmt.Errorf("run: %s: %w", e.g.nodeRef(st.node), err)
+			return err
 		}
+		start = end
 	}
 	// The argument blocks hold raw pointers to the storage: keep the
 	// executor alive until the last kernel has returned.
@@ -671,4 +655,49 @@ func (e *GraphExecutor) placeOf(i int) (Device, CoreSet) {
 		return dev, st.worker.cores
 	}
 	return dev, nil
+}
+
+// runStep runs step i (see run), checking ctx first when it can be
+// cancelled.
+func (e *GraphExecutor) runStep(ctx context.Context, i int, times []time.Duration, trace *[]stepEvent) error {
+	var t0 time.Time
+	st := &e.steps[i]
+	n := &e.g.nodes[st.node]
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			return fmt.Errorf("run: stopped before %s: %w", e.g.nodeRef(st.node), ctx.Err())
+		default:
+		}
+	}
+	var err error
+	if times != nil || trace != nil {
+		t0 = time.Now()
+	}
+	switch {
+	case st.native != nil, st.packed != nil:
+		err = st.call()
+	default:
+		err = st.dst.CopyFromArray(st.src)
+	}
+	if times != nil {
+		times[i] += time.Since(t0)
+	}
+	if trace != nil {
+		run := 0
+		if k := len(*trace); k > 0 {
+			run = (*trace)[k-1].run
+			if i == 0 {
+				run++
+			}
+		}
+		*trace = append(*trace, stepEvent{step: i, run: run, start: t0, dur: time.Since(t0)})
+	}
+	if err != nil {
+		if n.op == opKiln {
+			return fmt.Errorf("run: %s (func %q): %w", e.g.nodeRef(st.node), n.funcName, err)
+		}
+		return fmt.Errorf("run: %s: %w", e.g.nodeRef(st.node), err)
+	}
+	return nil
 }
