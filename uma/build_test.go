@@ -66,17 +66,7 @@ func TestPartitionThenBuildWithHostOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer art.Close()
-	rng := rand.New(rand.NewSource(3))
-	ins := map[string]*tensor.Tensor{}
-	var args []*tensor.Tensor
-	for _, n := range []string{"x", "y"} {
-		v := tensor.New(ir.Float32, ir.Shape{4})
-		for i := range v.Float32s() {
-			v.Float32s()[i] = float32(rng.NormFloat64())
-		}
-		ins[n] = v
-		args = append(args, v)
-	}
+	ins, args := randomInputs(3, ir.Shape{4}, "x", "y")
 	got, err := art.Run(ins)
 	if err != nil {
 		t.Fatal(err)
@@ -91,4 +81,21 @@ func TestPartitionThenBuildWithHostOnly(t *testing.T) {
 	// Without the registry the kind is unknown: the error names it.
 	_, err = driver.Compile(part, nil, driver.Config{Host: host, Out: filepath.Join(t.TempDir(), "b")})
 	wantErr(t, "unknown kind", err, `external compiler "acc_build"`)
+}
+
+// randomInputs makes normal random float32 tensors of one shape, by name
+// and in order.
+func randomInputs(seed int64, shape ir.Shape, names ...string) (map[string]*tensor.Tensor, []*tensor.Tensor) {
+	rng := rand.New(rand.NewSource(seed))
+	ins := map[string]*tensor.Tensor{}
+	var args []*tensor.Tensor
+	for _, n := range names {
+		v := tensor.New(ir.Float32, shape)
+		for i := range v.Float32s() {
+			v.Float32s()[i] = float32(rng.NormFloat64())
+		}
+		ins[n] = v
+		args = append(args, v)
+	}
+	return ins, args
 }

@@ -1,7 +1,6 @@
 package uma
 
 import (
-	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,17 +102,7 @@ func TestUMACodegenHooksAndPassContext(t *testing.T) {
 	}
 	pc := passconfig.New()
 	noErr(t, "pass config", pc.Set("tir.disable_assert", "true"))
-	rng := rand.New(rand.NewSource(5))
-	ins := map[string]*tensor.Tensor{}
-	var args []*tensor.Tensor
-	for _, n := range []string{"x", "y"} {
-		v := tensor.New(ir.Float32, ir.Shape{8})
-		for i := range v.Float32s() {
-			v.Float32s()[i] = float32(rng.NormFloat64())
-		}
-		ins[n] = v
-		args = append(args, v)
-	}
+	ins, args := randomInputs(5, ir.Shape{8}, "x", "y")
 	want, err := ref.Run(mod, args)
 	if err != nil {
 		t.Fatal(err)

@@ -23,11 +23,11 @@ package byoc
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
 	"github.com/kiln-dev/kiln/backend"
+	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/internal/escape"
 	"github.com/kiln-dev/kiln/ir"
@@ -74,7 +74,7 @@ func CSource(fn *graph.Function, symbol, label string, op COp) (*runtime.CSource
 	if !escape.IsCIdent(symbol) {
 		return nil, fmt.Errorf("%s: symbol %q is not a C identifier", label, symbol)
 	}
-	g := &cgen{sym: symbol, op: op, names: map[graph.Expr]string{}}
+	g := &cfunc{sym: symbol, op: op, names: map[graph.Expr]string{}}
 	code, decl, err := g.generate(fn)
 	if err != nil {
 		return nil, fmt.Errorf("%s: @%s: %w", label, symbol, err)
@@ -83,8 +83,8 @@ func CSource(fn *graph.Function, symbol, label string, op COp) (*runtime.CSource
 		Unpacked: map[string]runtime.UnpackedFunc{symbol: {Symbol: symbol + "_unpacked", Decl: decl}}}, nil
 }
 
-// cgen is the state of one function's generation.
-type cgen struct {
+// cfunc is the state of one function's generation.
+type cfunc struct {
 	sym    string
 	op     COp
 	names  map[graph.Expr]string
@@ -99,7 +99,7 @@ func isF32(t ir.Type) bool {
 	return ok && tt.DType == ir.Float32
 }
 
-func (g *cgen) generate(fn *graph.Function) (code, unpackedDecl string, err error) {
+func (g *cfunc) generate(fn *graph.Function) (code, unpackedDecl string, err error) {
 	var params, uparams, uargs []string
 	for i, p := range fn.Params {
 		if !isF32(p.Type()) {
@@ -179,7 +179,7 @@ func paramExprs(fn *graph.Function) []graph.Expr {
 }
 
 // node names one expression of the body, emitting constants and calls.
-func (g *cgen) node(e graph.Expr, outName map[graph.Expr]string) error {
+func (g *cfunc) node(e graph.Expr, outName map[graph.Expr]string) error {
 	switch x := e.(type) {
 	case *graph.Var, *graph.Tuple:
 		return nil
@@ -193,7 +193,7 @@ func (g *cgen) node(e graph.Expr, outName map[graph.Expr]string) error {
 		lits := make([]string, max(len(vals), 1))
 		lits[0] = "0"
 		for i, v := range vals {
-			lits[i] = floatLit(v)
+			lits[i] = cgen.FloatLiteral(ir.Float32, float64(v))
 		}
 		fmt.Fprintf(&g.consts, "static const float %s[%d] = {%s};\n\n", name, len(lits), strings.Join(lits, ", "))
 		g.names[e] = name
@@ -231,18 +231,4 @@ func shapeText(s ir.Shape) string {
 		parts[i] = strconv.FormatInt(n, 10)
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
-}
-
-// floatLit prints a float32 exactly (hex float for non-integers).
-func floatLit(v float32) string {
-	f := float64(v)
-	switch {
-	case math.IsNaN(f):
-		return "NAN"
-	case math.IsInf(f, 1):
-		return "INFINITY"
-	case math.IsInf(f, -1):
-		return "(-INFINITY)"
-	}
-	return strconv.FormatFloat(f, 'x', -1, 32) + "f"
 }

@@ -113,6 +113,10 @@ func (fg *funcGen) intLit(d ir.DType, v int64) string {
 	return ""
 }
 
+// FloatLiteral is the C literal of a float constant of dtype d, exact (see
+// floatLit): backends that write C of their own use it.
+func FloatLiteral(d ir.DType, v float64) string { return floatLit(d, v) }
+
 // floatLit prints a float constant exactly: the shortest decimal that
 // reads back as the same value of the type (float32 with an f suffix;
 // float16/bfloat16 values are exact floats), NaN and infinities through
