@@ -44,6 +44,7 @@ var commands = []command{
 	{"test-onnx", "run ONNX backend-test directories and compare outputs", runTestONNX},
 	{"export", "export an AOT artifact as a standalone C project", runExport},
 	{"new-backend", "scaffold a UMA accelerator backend package", runNewBackend},
+	{"version", "print kiln's version, commit, Go version, target kinds and this machine's processor", runVersion},
 }
 
 // Main runs the kiln command line on args (without the program name) and

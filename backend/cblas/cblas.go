@@ -67,6 +67,13 @@ var Kind = &targets.Kind{
 // Register adds Kind to r.
 func Register(r *targets.Registry) error { return r.Register(Kind) }
 
+// Importing the package registers Kind in targets.Default.
+func init() {
+	if err := Register(targets.Default); err != nil {
+		panic(err) // another kind named cblas: a programming error
+	}
+}
+
 // CBLAS enumeration values (cblas.h), passed to cblas_sgemm as integers
 // in TIR and printed by name in the C.
 const (

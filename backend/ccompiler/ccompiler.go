@@ -35,8 +35,15 @@ var Kind = &targets.Kind{
 	},
 }
 
-// Register adds Kind to r.
+// Register adds Kind to r. Importing the package registers it in
+// targets.Default.
 func Register(r *targets.Registry) error { return r.Register(Kind) }
+
+func init() {
+	if err := Register(targets.Default); err != nil {
+		panic(err) // another kind named ccompiler: a programming error
+	}
+}
 
 // binary maps the supported operators to their C operator.
 var binary = map[*op.Op]string{op.Add: "+", op.Subtract: "-", op.Multiply: "*"}

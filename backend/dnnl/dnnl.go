@@ -72,6 +72,15 @@ func Register(r *targets.Registry) error {
 	return r.Register(Kind)
 }
 
+// Importing the package registers Kind in targets.Default (when this
+// build has oneDNN), so `import _ "github.com/kiln-dev/kiln/backend/dnnl"`
+// is all a program needs for -t "dnnl, c".
+func init() {
+	if err := Register(targets.Default); err != nil {
+		panic(err) // another kind named dnnl: a programming error
+	}
+}
+
 // The target option that picks the activation layout of convolutions,
 // and its values. Which is faster depends on the model, oneDNN's version
 // and the ISA: oneDNN 2.6 on AVX-512 picks NHWC brgemm kernels when
