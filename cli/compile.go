@@ -306,6 +306,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	if *out == "" {
 		*out = defaultArtifactName(pos[0])
 	}
+	replacing := isArtifact(*out) // said in the summary: never silently
 	recs, err := tuning.load()
 	if err != nil {
 		return fail(stderr, "compile", err)
@@ -375,7 +376,11 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  AOT: workspace %d bytes (%s; liveness lower bound %d bytes, %.3fx), constants %d bytes, entry kiln_%s_run in kiln_%s.h\n",
 			a.WorkspaceBytes, a.Algorithm, a.LowerBound, ratio, a.ConstantsBytes, a.Module, a.Module)
 	}
-	fmt.Fprintf(stdout, "  artifact: %s\n", res.Dir)
+	if replacing {
+		fmt.Fprintf(stdout, "  artifact: %s (replaced the artifact that was there)\n", res.Dir)
+	} else {
+		fmt.Fprintf(stdout, "  artifact: %s\n", res.Dir)
+	}
 	return exitOK
 }
 

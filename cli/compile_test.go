@@ -356,3 +356,18 @@ func TestCompileCache(t *testing.T) {
 		t.Error("the library built from cached objects differs from the first one")
 	}
 }
+
+// Compiling over an existing artifact replaces it, and says so; the
+// first compile does not.
+func TestCompileSaysItReplaced(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "mlp.kiln")
+	for i, want := range []string{"artifact: " + out + "\n", "artifact: " + out + " (replaced the artifact that was there)\n"} {
+		code, stdout, stderr := kiln("compile", filepath.Join(mlpDir, "model.onnx"), "-t", "c", "-o", out)
+		if code != 0 {
+			t.Fatalf("compile %d: exit %d: %s", i+1, code, stderr)
+		}
+		if !strings.Contains(stdout, want) {
+			t.Errorf("compile %d does not say %q:\n%s", i+1, want, stdout)
+		}
+	}
+}

@@ -99,6 +99,10 @@ func readInputs(specs []string, decl []DeclaredInput) (map[string]*tensor.Tensor
 	return vals, nil
 }
 
+// slowReference is the reference engine's run time above which kiln run
+// suggests the compiled engine.
+const slowReference = time.Second
+
 func runRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run", "MODEL.onnx|OUT [-t \"TARGETS\"] --input NAME=FILE ... [--output-dir DIR]", stderr)
 	targets := fs.String("t", "", "comma-separated target strings, host last (used by --engine compiled)")
@@ -205,6 +209,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "run", err)
 	}
 	fmt.Fprintf(stdout, "reference engine: import %s, run %s\n", roundDur(tImport), roundDur(tRun))
+	if tRun > slowReference {
+		fmt.Fprintf(stderr, "kiln run: note: the reference engine (an interpreter, the default) took %s; --engine compiled -t c compiles the model first and usually runs it many times faster\n", roundDur(tRun))
+	}
 	return exitOK
 }
 
