@@ -371,3 +371,39 @@ func TestCompileSaysItReplaced(t *testing.T) {
 		}
 	}
 }
+
+// kiln run --json prints one JSON object (engine, times, outputs with
+// their values and files) on both engines, and the values match the
+// expected outputs.
+func TestRunJSON(t *testing.T) {
+	testenv.Cgo(t)
+	want, _, err := ReadTensor(filepath.Join(mlpDir, "test_data_set_0", "output_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, engine := range []string{"ref", "compiled"} {
+		dir := t.TempDir()
+		code, stdout, stderr := kiln("run", filepath.Join(mlpDir, "model.onnx"), "--engine", engine, "-t", "c", "--json", "--output-dir", dir,
+			"--input", filepath.Join(mlpDir, "test_data_set_0", "input_0.pb"))
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", engine, code, stderr)
+		}
+		var rep RunJSON
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("%s: stdout is not one JSON object: %v\n%s", engine, err, stdout)
+		}
+		if len(rep.Outputs) != 1 || rep.TimesMs["run"] <= 0 || rep.Outputs[0].File == "" || !strings.Contains(rep.Engine, map[string]string{"ref": "reference", "compiled": "compiled"}[engine]) {
+			t.Fatalf("%s: %+v", engine, rep)
+		}
+		got := tensor.New(want.DType, want.Shape)
+		if len(rep.Outputs[0].Values) != got.Len() {
+			t.Fatalf("%s: %d values, want %d", engine, len(rep.Outputs[0].Values), got.Len())
+		}
+		for i, v := range rep.Outputs[0].Values {
+			got.Float32s()[i] = float32(v.(float64))
+		}
+		if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
+			t.Errorf("%s: %v", engine, err)
+		}
+	}
+}

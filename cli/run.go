@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -112,6 +113,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	outDir := fs.String("output-dir", "", "write each output to DIR/NAME.npy (or .pb)")
 	outFormat := fs.String("output-format", "npy", "output file format: npy or pb")
 	show := fs.Int("show", 8, "values of each output to print")
+	asJSON := fs.Bool("json", false, "print one JSON object (engine, times, and each output's name, dtype, shape and values) instead of text")
 	var devs deviceFlags
 	devs.register(fs)
 	var passes passFlags
@@ -139,7 +141,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kiln run: --output-format %q: want npy or pb\n", *outFormat)
 		return exitUsage
 	}
-	outs := outputOptions{dir: *outDir, format: *outFormat, show: *show, cores: cores}
+	outs := outputOptions{dir: *outDir, format: *outFormat, show: *show, cores: cores, json: *asJSON}
 	engineSet := false
 	fs.Visit(func(f *flag.Flag) { engineSet = engineSet || f.Name == "engine" })
 	if isArtifact(pos[0]) {
@@ -205,6 +207,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	for i, o := range model.Outputs {
 		names[i] = o.Name
 	}
+	if outs.json {
+		if err := writeRunJSON(stdout, "reference", map[string]time.Duration{"import": tImport, "run": tRun}, names, res.Flatten(), outs); err != nil {
+			return fail(stderr, "run", err)
+		}
+		return exitOK
+	}
 	if err := printOutputs(stdout, names, res.Flatten(), outs); err != nil {
 		return fail(stderr, "run", err)
 	}
@@ -238,7 +246,11 @@ func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Confi
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
-	fmt.Fprintf(stdout, "compiled for %q: import %s, build %s (%d kernels)\n", res.Metadata.Target, roundDur(tImport), roundDur(tCompile), res.Metadata.Kernels)
+	info := stdout
+	if o.json {
+		info = stderr // stdout holds the one JSON object
+	}
+	fmt.Fprintf(info, "compiled for %q: import %s, build %s (%d kernels)\n", res.Metadata.Target, roundDur(tImport), roundDur(tCompile), res.Metadata.Kernels)
 	return runArtifact(res.Dir, nil, vals, o, stdout, stderr)
 }
 
@@ -275,6 +287,12 @@ func runArtifact(dir string, inputs []string, vals map[string]*tensor.Tensor, o 
 	for i, o := range art.Metadata.Outputs {
 		names[i] = o.Name
 	}
+	if o.json {
+		if err := writeRunJSON(stdout, "compiled", map[string]time.Duration{"load": tLoad, "run": tRun}, names, outs, o); err != nil {
+			return fail(stderr, "run", err)
+		}
+		return exitOK
+	}
 	if err := printOutputs(stdout, names, outs, o); err != nil {
 		return fail(stderr, "run", err)
 	}
@@ -288,6 +306,7 @@ type outputOptions struct {
 	format string // npy or pb
 	show   int    // values of each output to print
 	cores  coresFlag
+	json   bool // one JSON object instead of text (writeRunJSON)
 }
 
 // printOutputs prints each output's type and a summary and, with o.dir,
@@ -354,4 +373,67 @@ func roundDur(d time.Duration) string {
 		return d.Round(10 * time.Microsecond).String()
 	}
 	return d.Round(time.Microsecond).String()
+}
+
+// RunJSON is what kiln run --json prints.
+type RunJSON struct {
+	// Engine is "reference" or "compiled".
+	Engine string `json:"engine"`
+	// TimesMs are the stages' wall times in milliseconds (import and run
+	// for the reference engine; load and run for a compiled artifact).
+	TimesMs map[string]float64 `json:"times_ms"`
+	Outputs []OutputJSON       `json:"outputs"`
+}
+
+// OutputJSON is one output of kiln run --json: its values flattened in
+// row-major order, as numbers (non-finite ones as the strings "NaN",
+// "Infinity" and "-Infinity"), and the file it was written to, if any.
+type OutputJSON struct {
+	Name   string  `json:"name"`
+	DType  string  `json:"dtype"`
+	Shape  []int64 `json:"shape"`
+	Values []any   `json:"values"`
+	File   string  `json:"file,omitempty"`
+}
+
+// writeRunJSON writes the outputs (and the files of --output-dir) as one
+// RunJSON object.
+func writeRunJSON(stdout io.Writer, engine string, times map[string]time.Duration, names []string, outs []*tensor.Tensor, o outputOptions) error {
+	if len(outs) != len(names) {
+		return fmt.Errorf("the model produced %d tensors for %d outputs", len(outs), len(names))
+	}
+	rep := RunJSON{Engine: engine, TimesMs: map[string]float64{}}
+	for k, d := range times {
+		rep.TimesMs[k] = float64(d.Nanoseconds()) / 1e6
+	}
+	if o.dir != "" {
+		if err := os.MkdirAll(o.dir, 0o755); err != nil {
+			return err
+		}
+	}
+	files := outputFileNames(names)
+	for i, t := range outs {
+		oj := OutputJSON{Name: names[i], DType: t.DType.String(), Shape: append([]int64{}, t.Shape...), Values: make([]any, 0, t.Len())}
+		for _, v := range t.AsFloat64s() {
+			switch {
+			case math.IsNaN(v):
+				oj.Values = append(oj.Values, "NaN")
+			case math.IsInf(v, 1):
+				oj.Values = append(oj.Values, "Infinity")
+			case math.IsInf(v, -1):
+				oj.Values = append(oj.Values, "-Infinity")
+			default:
+				oj.Values = append(oj.Values, v)
+			}
+		}
+		if o.dir != "" {
+			p, err := writeTensorAs(o.dir, files[i], names[i], t, o.format)
+			if err != nil {
+				return err
+			}
+			oj.File = p
+		}
+		rep.Outputs = append(rep.Outputs, oj)
+	}
+	return json.NewEncoder(stdout).Encode(rep)
 }
