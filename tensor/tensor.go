@@ -275,16 +275,77 @@ func Scalar(dt ir.DType, v float64) *Tensor {
 }
 
 // FromFloat32s builds a float32 tensor from values (copied).
+//
+// It panics when vals does not hold exactly one value per element (a
+// programming error); data from users goes through FromData, which
+// returns an error instead.
 func FromFloat32s(shape ir.Shape, vals []float32) *Tensor {
-	t := New(ir.Float32, shape)
-	copy(t.Float32s(), vals)
+	t, err := FromData(ir.Float32, shape, vals)
+	if err != nil {
+		panic(err)
+	}
 	return t
 }
 
+// FromData builds a tensor of dtype dt and shape from data (copied): a
+// slice of the dtype's Go type ([]float32 for float32, []float64,
+// []int32, []int64, []int8, []uint8, and []bool for bool) with exactly
+// one value per element. Another slice type, another length, or a size
+// the memory budget refuses is an error naming the dtype and shape.
+func FromData(dt ir.DType, shape ir.Shape, data any) (*Tensor, error) {
+	t, err := NewChecked(dt, shape)
+	if err != nil {
+		return nil, err
+	}
+	n := t.Len()
+	var got int
+	switch v := data.(type) {
+	case []float32:
+		got = fill(t, dt, ir.Float32, v, n)
+	case []float64:
+		got = fill(t, dt, ir.Float64, v, n)
+	case []int32:
+		got = fill(t, dt, ir.Int32, v, n)
+	case []int64:
+		got = fill(t, dt, ir.Int64, v, n)
+	case []int8:
+		got = fill(t, dt, ir.Int8, v, n)
+	case []uint8:
+		got = fill(t, dt, ir.Uint8, v, n)
+	case []bool:
+		got = fill(t, dt, ir.Bool, v, n)
+	default:
+		return nil, fmt.Errorf("tensor: %s%v from %T: want a slice of the dtype's Go type", dt, shape, data)
+	}
+	switch got {
+	case -1:
+		return nil, fmt.Errorf("tensor: %s%v from %T: the slice's element type is not the dtype's", dt, shape, data)
+	case n:
+		return t, nil
+	}
+	return nil, fmt.Errorf("tensor: %s%v has %d elements, the data %d", dt, shape, n, got)
+}
+
+// fill copies vals into t when its dtype is want and vals has n values;
+// it returns len(vals), or -1 for a dtype mismatch.
+func fill[T any](t *Tensor, dt, want ir.DType, vals []T, n int) int {
+	if dt != want {
+		return -1
+	}
+	if len(vals) == n && n > 0 {
+		copy(view[T](t, want), vals)
+	}
+	return len(vals)
+}
+
 // FromInt64s builds an int64 tensor from values (copied).
+// It panics when vals does not hold exactly one value per element (a
+// programming error; see FromData).
 func FromInt64s(shape ir.Shape, vals []int64) *Tensor {
-	t := New(ir.Int64, shape)
-	copy(t.Int64s(), vals)
+	t, err := FromData(ir.Int64, shape, vals)
+	if err != nil {
+		panic(err)
+	}
 	return t
 }
 
