@@ -217,7 +217,7 @@ func defaultArtifactName(arg string) string {
 
 func runCompile(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("compile", "MODEL.onnx -t \"TARGETS\" [--executor graph|aot] [-o OUT]", stderr)
-	targets := fs.String("t", "", "comma-separated target strings, host last (e.g. \"c -mcpu=native\")")
+	targets := fs.String("t", "", "comma-separated target strings, host last (e.g. \"dnnl, c -mcpu=native\"); an element may be labelled, LABEL=TARGET, to place nodes on it or to list one kind twice (\"big=c, little=c -mattr=-avx512f\")")
 	executor := fs.String("executor", "graph", "executor: graph or aot")
 	interfaceAPI := fs.String("interface-api", "c", "aot: the entry's interface (c: kiln_<model>_run with input/output structs)")
 	unpackedAPI := fs.Bool("unpacked-api", false, "aot: call the host kernels through their unpacked form (raw pointers, no argument checks)")

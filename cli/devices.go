@@ -24,7 +24,7 @@ type deviceFlags struct {
 
 func (f *deviceFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.labels, "target-label", "LABEL=TARGET names a target for placements, e.g. little=\"c -mcpu=cortex-a53\" (repeatable)")
-	fs.StringVar(&f.placement, "placement", "", "placement file: lines `node:ONNX_NODE = LABEL[:ID]` or `op:OP = LABEL[:ID]`")
+	fs.StringVar(&f.placement, "placement", "", "placement `FILE`: one rule per line, \"node:ONNX_NODE = LABEL[:ID]\" or \"op:OP = LABEL[:ID]\" (# starts a comment)")
 	fs.Var(&f.place, "place", "one placement rule, as a line of a placement file (repeatable)")
 }
 
