@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +15,7 @@ import (
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/partition"
+	krt "github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -423,13 +424,15 @@ func TestBigLittleCLI(t *testing.T) {
 		}
 	}
 	runLeNet(t, lenet, art)
-	if goruntime.NumCPU() < 2 {
-		t.Log("one core: --devices is not exercised")
+	avail, err := krt.AvailableCores()
+	if err != nil || len(avail) < 2 {
+		t.Logf("cores %v (%v): --devices is not exercised", avail, err)
 		return
 	}
-	cores := "cpu:0=0,cpu:1=1"
-	code, _, stderr = kiln("run", "--devices", "cpu:0=0,cpu:1=0", art)
-	if code == 0 || !strings.Contains(stderr, "core 0 is in both cpu:0 and cpu:1") {
+	c0, c1 := strconv.Itoa(avail[0]), strconv.Itoa(avail[1])
+	cores := "cpu:0=" + c0 + ",cpu:1=" + c1
+	code, _, stderr = kiln("run", "--devices", "cpu:0="+c0+",cpu:1="+c0, art)
+	if code == 0 || !strings.Contains(stderr, "core "+c0+" is in both cpu:0 and cpu:1") {
 		t.Errorf("a core in two devices: exit %d: %s", code, stderr)
 	}
 	runLeNet(t, lenet, "--devices", cores, art)
@@ -437,7 +440,7 @@ func TestBigLittleCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench --devices: exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stdout, "fused_nn_conv2d") || !strings.Contains(stdout, "on cpu:1 (cores 1)") || !strings.Contains(stdout, "on cpu:0 (cores 0)") {
+	if !strings.Contains(stdout, "fused_nn_conv2d") || !strings.Contains(stdout, "on cpu:1 (cores "+c1+")") || !strings.Contains(stdout, "on cpu:0 (cores "+c0+")") {
 		t.Errorf("the profile does not say which cores ran what:\n%s", stdout)
 	}
 	for _, line := range strings.Split(stdout, "\n") {

@@ -130,6 +130,10 @@ func (dc DeviceCores) String() string {
 // build without cgo, or an OS without sched_setaffinity).
 var ErrNoAffinity = errors.New("pinning threads to cores is not supported in this build")
 
+// AvailableCores lists the cores this process may run on (its affinity
+// mask), the cores SetDeviceCores accepts.
+func AvailableCores() (CoreSet, error) { return allowedCores() }
+
 // coreWorker runs one device's kernels on an OS thread pinned to the
 // device's cores; the OpenMP threads the kernels start inherit the pin.
 type coreWorker struct {

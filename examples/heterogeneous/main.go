@@ -25,7 +25,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -108,9 +107,11 @@ func run(dir string, w io.Writer) error {
 		return err
 	}
 	defer art.Close()
-	pinned := goruntime.NumCPU() >= 2
+	// Each CPU device on a core of its own, when this process has two.
+	cores, _ := krt.AvailableCores()
+	pinned := len(cores) >= 2
 	if pinned {
-		if err := art.Exec.SetDeviceCores(krt.DeviceCores{krt.CPUDevice(0): {0}, krt.CPUDevice(1): {1}}); err != nil {
+		if err := art.Exec.SetDeviceCores(krt.DeviceCores{krt.CPUDevice(0): {cores[0]}, krt.CPUDevice(1): {cores[1]}}); err != nil {
 			return err
 		}
 	}
