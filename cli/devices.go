@@ -113,7 +113,7 @@ func (p *placement) plan(mod *graph.Module) (*graph.Module, error) {
 	return device.PlanDevices(prepared)
 }
 
-// deviceNote describes where planning put e ("cpu:1 c -mcpu=native"), or
+// deviceNote describes where planning put e ("cpu:1 big=c -mcpu=native"), or
 // "" when it was not planned.
 func deviceNote(mod *graph.Module, e graph.Expr) string {
 	vd, ok := device.PlanOf(mod).Lookup(e)
@@ -126,7 +126,7 @@ func deviceNote(mod *graph.Module, e graph.Expr) string {
 	}
 	s := fmt.Sprintf("%s:%d", vd.DeviceType, id)
 	if vd.Target != nil {
-		s += " " + vd.Target.String()
+		s += " " + vd.Target.Labelled()
 	}
 	return s
 }
