@@ -160,13 +160,24 @@ func startCoreWorker(cores CoreSet) (*coreWorker, error) {
 		// measured slower (the unpinned caller's polling thread shares
 		// a core with the pinned worker).
 		for job := range w.jobs {
-			w.done <- job()
+			w.done <- runJob(job)
 		}
 	}()
 	if err := <-ready; err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// runJob runs job, turning a panic (a Go kernel's bug) into an error: on
+// the pinned thread nobody above could recover it.
+func runJob(job func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error on a pinned device thread: %v", r)
+		}
+	}()
+	return job()
 }
 
 // run runs job on the pinned thread and returns its error.

@@ -121,6 +121,21 @@ func TestSetDeviceCores(t *testing.T) {
 	if len(seen) != 2 || !slices.Equal(seen[1], all) {
 		t.Errorf("after unpinning: %v", seen)
 	}
+	// A Go kernel that panics on the pinned thread is an error, not a
+	// crash.
+	bad, err := NewGraphExecutor([]byte(coresGraph), &goModule{name: "probe", funcs: map[string]PackedFunc{
+		"probe": func([]*NDArray) error { panic("kernel bug") },
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if err := bad.SetDeviceCores(DeviceCores{CPUDevice(0): {all[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.Execute(map[string]*tensor.Tensor{"x": x}); err == nil || !strings.Contains(err.Error(), "kernel bug") {
+		t.Errorf("a panicking kernel: %v", err)
+	}
 	for _, c := range []struct {
 		dc   DeviceCores
 		says string
