@@ -284,8 +284,8 @@ func (c *CompilationConfig) checkDeviceIDs() error {
 }
 
 // deviceTarget returns the code-generating target (of a host kind) whose
-// device is dt:id (the big core's cpu:1), or nil. Device copies name only devices: this maps their ends back to
-// the targets placements put there.
+// device is dt:id (the big core's cpu:1), or nil. Device copies name only
+// devices: this maps their ends back to the targets placements put there.
 func (c *CompilationConfig) deviceTarget(dt targets.DeviceType, id int) *targets.Target {
 	if id < 0 {
 		return nil

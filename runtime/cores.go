@@ -247,10 +247,7 @@ func (e *GraphExecutor) SetDeviceCores(dc DeviceCores) error {
 		}, list)
 	}
 	for i := range e.steps {
-		// A kernel runs on its outputs' device, a copy on its
-		// destination's.
-		st := &e.steps[i]
-		st.worker = workers[e.g.entries[e.g.nodes[st.node].first].dev]
+		e.steps[i].worker = workers[e.stepDevice(i)]
 	}
 	return nil
 }

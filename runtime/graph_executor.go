@@ -557,19 +557,12 @@ func (e *GraphExecutor) run(ctx context.Context, times []time.Duration, trace *[
 		for end < len(e.steps) && e.steps[end].worker == w {
 			end++
 		}
-		seg := func() error {
-			for i := start; i < end; i++ {
-				if err := e.runStep(ctx, i, times, trace); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
 		var err error
 		if w != nil {
-			err = w.run(seg)
+			first := start
+			err = w.run(func() error { return e.runSteps(ctx, first, end, times, trace) })
 		} else {
-			err = seg()
+			err = e.runSteps(ctx, start, end, times, trace)
 		}
 		if err != nil {
 			return err
@@ -646,15 +639,29 @@ func (st *step) call() error {
 	return st.packed(st.args)
 }
 
-// placeOf returns the device step i runs on (its first output's) and the
-// cores of its pinned thread, if any.
+// stepDevice is the device step i runs on: its first output's (a
+// kernel's outputs share a device; a copy's output is its destination).
+func (e *GraphExecutor) stepDevice(i int) Device {
+	return e.g.entries[e.g.nodes[e.steps[i].node].first].dev
+}
+
+// placeOf returns the device step i runs on and the cores of its pinned
+// thread, if any.
 func (e *GraphExecutor) placeOf(i int) (Device, CoreSet) {
-	st := &e.steps[i]
-	dev := e.g.entries[e.g.nodes[st.node].first].dev
-	if st.worker != nil {
-		return dev, st.worker.cores
+	if w := e.steps[i].worker; w != nil {
+		return e.stepDevice(i), w.cores
 	}
-	return dev, nil
+	return e.stepDevice(i), nil
+}
+
+// runSteps runs steps [start, end) in order (see run).
+func (e *GraphExecutor) runSteps(ctx context.Context, start, end int, times []time.Duration, trace *[]stepEvent) error {
+	for i := start; i < end; i++ {
+		if err := e.runStep(ctx, i, times, trace); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runStep runs step i (see run), checking ctx first when it can be

@@ -86,9 +86,6 @@ func (r *LabelRegistry) Names() []string {
 type Labels struct {
 	static *LabelRegistry
 	own    map[string]*Target
-	// ids holds the device id of labels that carry one (the labels of a
-	// target list: "little" is the device the list gave it, not id 0).
-	ids map[string]int
 }
 
 // NewLabels makes a compilation's label set on top of static (nil: no
@@ -97,18 +94,7 @@ func NewLabels(static *LabelRegistry) *Labels {
 	if static == nil {
 		static = NewLabelRegistry()
 	}
-	return &Labels{static: static, own: map[string]*Target{}, ids: map[string]int{}}
-}
-
-// AddDevice names t on device id for this compilation: a bare "label"
-// placement then means that device, and "label:N" still names device N.
-// The errors are those of Add.
-func (l *Labels) AddDevice(label string, t *Target, id int) error {
-	if err := l.Add(label, t); err != nil {
-		return err
-	}
-	l.ids[label] = id
-	return nil
+	return &Labels{static: static, own: map[string]*Target{}}
 }
 
 // Add names t for this compilation. An ill-formed label, a nil target and
@@ -159,17 +145,13 @@ func (l *Labels) Target(label string) (*Target, bool) {
 }
 
 // Lookup resolves a placement "label" or "label:device_id" to its target
-// and device id (when absent: the label's own device, see AddDevice, else
-// 0). The device id is a decimal integer in
+// and device id (0 when absent). The device id is a decimal integer in
 // [0, 2^31). Unknown labels wrap ErrUnknownLabel, malformed ids
 // ErrBadDevice.
 func (l *Labels) Lookup(placement string) (*Target, int, error) {
 	label, id, err := SplitPlacement(placement)
 	if err != nil {
 		return nil, 0, err
-	}
-	if own, ok := l.ids[label]; ok && !strings.Contains(placement, ":") {
-		id = own
 	}
 	t, ok := l.Target(label)
 	if !ok {

@@ -447,19 +447,6 @@ func TestParseListLabelledSameKind(t *testing.T) {
 		if err != nil || !back.Targets[0].Equal(big) || !back.Targets[2].Equal(little) {
 			t.Errorf("round trip: %v, %v", back, err)
 		}
-		labels := NewLabels(nil)
-		if err := labels.AddDevice("big", big, 1); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range []struct {
-			place string
-			id    int
-		}{{"big", 1}, {"big:3", 3}, {"big:0", 0}} {
-			got, id, err := labels.Lookup(c.place)
-			if err != nil || got != big || id != c.id {
-				t.Errorf("Lookup(%q) = %v, %d, %v; want big, %d", c.place, got.Labelled(), id, err, c.id)
-			}
-		}
 	}
 }
 
