@@ -32,6 +32,9 @@ type compileOptions struct {
 	// Place is where the model runs: targets, labels, placement rules.
 	Place *placement
 	Out   string
+	// Source is the model file's name and hash, recorded in the
+	// artifact's metadata (nil: not recorded).
+	Source *driver.SourceMeta
 	// Passes is the pass configuration (nil: the default).
 	Passes *passconfig.Config
 	// LinkParams puts the weights inside kiln_lib.so instead of params.bin.
@@ -134,6 +137,7 @@ func compileModel(m *onnx.Model, opts compileOptions) (*driver.Result, time.Dura
 		DumpDir:        opts.DumpDir,
 		DumpAfter:      opts.DumpAfter,
 		Cache:          opts.Cache,
+		Source:         opts.Source,
 		Tuning:         opts.Tuning,
 	}
 	if cfg.Report == nil && driver.HasExternal(cfg.Targets) {
@@ -223,6 +227,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	unpackedAPI := fs.Bool("unpacked-api", false, "aot: call the host kernels through their unpacked form (raw pointers, no argument checks)")
 	weights := fs.String("weights", "auto", "aot: constants as a C array (c-array), an assembler-included binary (blob), or auto (C array up to 4 MiB)")
 	out := fs.String("o", "", "output artifact directory (default: MODEL's name + .kiln)")
+	force := fs.Bool("force", false, "replace the artifact at -o even when it was compiled from another model (a directory that is not a kiln artifact is never replaced)")
 	var passes passFlags
 	passes.register(fs)
 	var cache cacheFlags
@@ -306,7 +311,16 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	if *out == "" {
 		*out = defaultArtifactName(pos[0])
 	}
+	source, err := driver.SourceOf(path)
+	if err != nil {
+		return fail(stderr, "compile", err)
+	}
 	replacing := isArtifact(*out) // said in the summary: never silently
+	if replacing && !*force {
+		if md, err := driver.ReadMetadata(*out); err != nil || md.Source == nil || *md.Source != *source {
+			return fail(stderr, "compile", fmt.Errorf("%s holds an artifact of another model (%s); choose another -o, or give --force to replace it", *out, describeSource(md.Source)))
+		}
+	}
 	recs, err := tuning.load()
 	if err != nil {
 		return fail(stderr, "compile", err)
@@ -318,7 +332,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	}
 	tImport := time.Since(t0)
 	var rep partition.Report
-	opts := compileOptions{Place: place, Out: *out, Passes: pc, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts,
+	opts := compileOptions{Place: place, Out: *out, Source: source, Passes: pc, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts,
 		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter, Cache: cache.open(stderr), Tuning: recs, Partition: part.forThreads(1), Warn: stderr}
 	if *verbose {
 		opts.Log = stdout
@@ -359,7 +373,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 			r, devOf = &rep, reportTargets(model.Module, &rep)
 		}
 		err := writeFileAtomic(*reportHTML, func(w io.Writer) error {
-			return writeHTML(w, moduleName(pos[0]), describe(model, devOf), r)
+			return writeHTML(w, moduleName(pos[0]), describe(model, devOf), r, nil)
 		})
 		if err != nil {
 			return fail(stderr, "compile", fmt.Errorf("--report-html: %v", err))
@@ -382,6 +396,14 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  artifact: %s\n", res.Dir)
 	}
 	return exitOK
+}
+
+// describeSource names the model an existing artifact came from.
+func describeSource(src *driver.SourceMeta) string {
+	if src == nil {
+		return "its metadata does not say which"
+	}
+	return fmt.Sprintf("compiled from %s, sha256 %.12s", escape.Printable(src.Model), src.SHA256)
 }
 
 // aotFlags checks the executor flags of compile and returns the AOT

@@ -372,6 +372,34 @@ func TestCompileSaysItReplaced(t *testing.T) {
 	}
 }
 
+// An artifact of another model is replaced only with --force, and the
+// error says how; the model's name and hash are in the metadata.
+func TestCompileForce(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "model.kiln")
+	lenet := filepath.Join("..", "examples", "models", "lenet", "model.onnx")
+	if code, _, stderr := kiln("compile", filepath.Join(mlpDir, "model.onnx"), "-t", "c", "-o", out); code != 0 {
+		t.Fatalf("compile mlp: exit %d: %s", code, stderr)
+	}
+	md, err := driver.ReadMetadata(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.Source == nil || md.Source.Model != "model.onnx" || len(md.Source.SHA256) != 64 {
+		t.Errorf("metadata source %+v, want model.onnx and its SHA-256", md.Source)
+	}
+	code, _, stderr := kiln("compile", lenet, "-t", "c", "-o", out)
+	if code == 0 || !strings.Contains(stderr, "holds an artifact of another model (compiled from model.onnx, sha256 "+md.Source.SHA256[:12]+")") || !strings.Contains(stderr, "--force") {
+		t.Errorf("compiling lenet over mlp's artifact: exit %d: %s", code, stderr)
+	}
+	if _, err := driver.ReadMetadata(out); err != nil {
+		t.Fatalf("the refused compile touched the artifact: %v", err)
+	}
+	code, stdout, stderr := kiln("compile", lenet, "-t", "c", "-o", out, "--force")
+	if code != 0 || !strings.Contains(stdout, "(replaced the artifact that was there)") {
+		t.Errorf("compile --force: exit %d: %s%s", code, stdout, stderr)
+	}
+}
+
 // kiln run --json prints one JSON object (engine, times, outputs with
 // their values and files) on both engines, and the values match the
 // expected outputs.
@@ -405,5 +433,53 @@ func TestRunJSON(t *testing.T) {
 		if err := tensor.AllClose(got, want, 1e-3, 1e-4); err != nil {
 			t.Errorf("%s: %v", engine, err)
 		}
+	}
+}
+
+// TestRunNpz: a bare --input FILE.npz binds each array by name, NAME=FILE
+// takes the array of that name, --output-format npz writes every output
+// into DIR/outputs.npz, and the outputs match the expected ones; an array
+// named after no input is an error that says so.
+func TestRunNpz(t *testing.T) {
+	in, inName, err := ReadTensor(filepath.Join(mlpDir, "test_data_set_0", "input_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := ReadTensor(filepath.Join(mlpDir, "test_data_set_0", "output_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	inputs := filepath.Join(dir, "inputs.npz")
+	if err := tensor.WriteNpzFile(inputs, []tensor.Named{{Name: inName, Tensor: in}}); err != nil {
+		t.Fatal(err)
+	}
+	two := filepath.Join(dir, "two.npz")
+	if err := tensor.WriteNpzFile(two, []tensor.Named{{Name: "other", Tensor: want}, {Name: inName, Tensor: in}}); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(mlpDir, "model.onnx")
+	for _, input := range []string{inputs, inName + "=" + two} {
+		out := t.TempDir()
+		code, stdout, stderr := kiln("run", model, "--input", input, "--output-dir", out, "--output-format", "npz")
+		if code != 0 {
+			t.Fatalf("--input %s: exit %d: %s", input, code, stderr)
+		}
+		if !strings.Contains(stdout, "outputs.npz (array ") {
+			t.Errorf("--input %s: the output does not say where it went:\n%s", input, stdout)
+		}
+		got, err := tensor.ReadNpzFile(filepath.Join(out, "outputs.npz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("outputs.npz holds %d arrays, want 1", len(got))
+		}
+		if err := tensor.AllClose(got[0].Tensor, want, 1e-3, 1e-4); err != nil {
+			t.Errorf("--input %s: %v", input, err)
+		}
+	}
+	if code, _, stderr := kiln("run", model, "--input", two); code == 0 || !strings.Contains(stderr, `array "other": the model has no input of that name`) {
+		t.Errorf("an archive with a stray array: exit %d: %s", code, stderr)
 	}
 }

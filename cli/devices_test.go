@@ -247,8 +247,9 @@ func TestInspectShowsPartition(t *testing.T) {
 
 // TestHTMLReport checks inspect --format html and compile --report-html:
 // one well-formed, self-contained page whose SVG has a box per input, node
-// and output, filled with the colour of its target, and whose tables say
-// why each host node stayed there.
+// and output, filled with the colour of its target, with the regions
+// outlined, and whose tables say why each host node stayed there. The
+// page's script is tested in a browser (TestHTMLViewInBrowser).
 func TestHTMLReport(t *testing.T) {
 	model := filepath.Join(mlpDir, "model.onnx")
 	code, page, stderr := kiln("inspect", model, "-t", "ccompiler, c", "--format", "html")
@@ -309,7 +310,13 @@ func checkHTMLReport(t *testing.T, name, page string) {
 	if fills[htmlPalette[0]] != 3 || fills[htmlHostColour] != 6 {
 		t.Errorf("%s: fills %v, want 3 %s (ccompiler) and 6 %s (host)", name, fills, htmlPalette[0], htmlHostColour)
 	}
-	for _, want := range []string{"<td>/1/Relu</td><td>nn.relu</td><td>ccompiler: nn.relu is not supported (add, subtract, multiply only)</td>", "<td>ccompiler #1</td>"} {
+	for _, want := range []string{
+		// The host fallback grouped by reason, each node a link that selects it.
+		`<tr><td>ccompiler: nn.relu is not supported (add, subtract, multiply only)</td><td>2</td><td><a href="#node=3" data-node="3">/1/Relu (nn.relu)</a>, <a href="#node=6" data-node="6">/3/Relu (nn.relu)</a></td></tr>`,
+		"<td>ccompiler #1</td>",
+		// The regions outlined.
+		`<text x="`, `>ccompiler region 1</text>`,
+	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("%s: page lacks %q", name, want)
 		}

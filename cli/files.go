@@ -16,8 +16,9 @@ import (
 )
 
 // ReadTensor reads a tensor file, choosing the format by extension: .npy
-// (NumPy) or .pb (ONNX TensorProto). It returns the tensor and the name
-// stored in the file ("" for .npy and unnamed TensorProtos).
+// (NumPy), .pb (ONNX TensorProto) or .npz (NumPy's archive, which must
+// then hold one array). It returns the tensor and the name stored in the
+// file ("" for .npy and unnamed TensorProtos).
 func ReadTensor(path string) (*tensor.Tensor, string, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".npy":
@@ -25,9 +26,21 @@ func ReadTensor(path string) (*tensor.Tensor, string, error) {
 		return t, "", err
 	case ".pb":
 		return onnx.ReadTensorFile(path)
+	case ".npz":
+		arrays, err := tensor.ReadNpzFile(path)
+		if err != nil {
+			return nil, "", err
+		}
+		if len(arrays) != 1 {
+			return nil, "", fmt.Errorf("%s holds %d arrays, not one (give it as a bare --input FILE.npz to bind each array to the input of its name)", path, len(arrays))
+		}
+		return arrays[0].Tensor, arrays[0].Name, nil
 	}
-	return nil, "", fmt.Errorf("%s: unknown tensor file type (want .npy or .pb)", path)
+	return nil, "", fmt.Errorf("%s: unknown tensor file type (want .npy, .pb or .npz)", path)
 }
+
+// isNpz reports whether path names a .npz archive.
+func isNpz(path string) bool { return strings.EqualFold(filepath.Ext(path), ".npz") }
 
 // WriteTensor writes t to dir/NAME.EXT with format "npy" or "pb"; the
 // file name is name with characters unsafe in file names replaced by '_'.

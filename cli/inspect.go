@@ -27,6 +27,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&freezes, "freeze", "NAME=FILE gives an input's value for compile-time use (repeatable)")
 	allConsts := fs.Bool("all-constants", false, "text: print every constant's values")
 	spans := fs.Bool("spans", false, "text: show each call's ONNX node name")
+	profile := fs.String("profile", "", "html: colour nodes by the time per ONNX node in `FILE`, the output of kiln bench --profile N --json")
 	var devs deviceFlags
 	devs.register(fs)
 	pos, code, ok := parseArgs(fs, args)
@@ -42,6 +43,17 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "kiln inspect: --format %q: want text, json, dot or html\n", *format)
 		return exitUsage
+	}
+	var prof map[string]float64
+	if *profile != "" {
+		if *format != "html" {
+			fmt.Fprintf(stderr, "kiln inspect: --profile draws on the html format only (--format html)\n")
+			return exitUsage
+		}
+		var err error
+		if prof, err = readProfile(*profile); err != nil {
+			return fail(stderr, "inspect", err)
+		}
 	}
 	path, err := modelPath(pos[0])
 	if err == errArtifact {
@@ -117,7 +129,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	case "dot":
 		err = writeDot(w, model, devOf)
 	case "html":
-		err = writeHTML(w, moduleName(pos[0]), describe(model, devOf), rep)
+		err = writeHTML(w, moduleName(pos[0]), describe(model, devOf), rep, prof)
 	}
 	if err != nil {
 		return fail(stderr, "inspect", err)

@@ -44,8 +44,31 @@ func modelPath(arg string) (string, error) {
 
 var errArtifact = fmt.Errorf("not an .onnx model")
 
+// readInputFile reads the file of NAME=FILE: a .npz must hold one array,
+// or one named NAME.
+func readInputFile(name, file string) (*tensor.Tensor, error) {
+	if !isNpz(file) {
+		t, _, err := ReadTensor(file)
+		return t, err
+	}
+	arrays, err := tensor.ReadNpzFile(file)
+	if err != nil {
+		return nil, err
+	}
+	if len(arrays) == 1 {
+		return arrays[0].Tensor, nil
+	}
+	for _, a := range arrays {
+		if a.Name == name {
+			return a.Tensor, nil
+		}
+	}
+	return nil, fmt.Errorf("%s holds %d arrays and none named %q", file, len(arrays), name)
+}
+
 // readInputs reads --input values: NAME=FILE binds by name, a bare FILE
-// binds to the next model input (in declaration order) not bound by name.
+// binds to the next model input (in declaration order) not bound by name,
+// and a bare FILE.npz binds each of its arrays to the input of its name.
 // Every declared input must get a value that fits its declaration.
 func readInputs(specs []string, decl []DeclaredInput) (map[string]*tensor.Tensor, error) {
 	known := map[string]DeclaredInput{}
@@ -68,7 +91,7 @@ func readInputs(specs []string, decl []DeclaredInput) (map[string]*tensor.Tensor
 		if _, dup := vals[name]; dup {
 			return nil, fmt.Errorf("input %q given twice", name)
 		}
-		t, _, err := ReadTensor(file)
+		t, err := readInputFile(name, file)
 		if err != nil {
 			return nil, err
 		}
@@ -76,6 +99,23 @@ func readInputs(specs []string, decl []DeclaredInput) (map[string]*tensor.Tensor
 	}
 	next := 0
 	for _, file := range bare {
+		if isNpz(file) {
+			// Each array goes to the input of its name.
+			arrays, err := tensor.ReadNpzFile(file)
+			if err != nil {
+				return nil, err
+			}
+			for _, a := range arrays {
+				if _, isInput := known[a.Name]; !isInput {
+					return nil, fmt.Errorf("%s: array %q: the model has no input of that name (inputs: %s)", file, a.Name, strings.Join(names, ", "))
+				}
+				if _, dup := vals[a.Name]; dup {
+					return nil, fmt.Errorf("%s: input %q given twice", file, a.Name)
+				}
+				vals[a.Name] = a.Tensor
+			}
+			continue
+		}
 		for next < len(decl) && vals[decl[next].Name] != nil {
 			next++
 		}
@@ -109,9 +149,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	targets := fs.String("t", "", "comma-separated target strings, host last (used by --engine compiled)")
 	engine := fs.String("engine", "ref", "engine: ref (the reference interpreter) or compiled")
 	var inputs listFlag
-	fs.Var(&inputs, "input", "an input: NAME=FILE, or FILE for the next input in order (.npy or .pb; repeatable)")
+	fs.Var(&inputs, "input", "an input: NAME=FILE, or FILE for the next input in order (.npy, .pb or .npz; a bare FILE.npz binds each of its arrays to the input of its name; repeatable)")
 	outDir := fs.String("output-dir", "", "write each output to DIR/NAME.npy (or .pb)")
-	outFormat := fs.String("output-format", "npy", "output file format: npy or pb")
+	outFormat := fs.String("output-format", "npy", "output file format: npy or pb (a file per output), or npz (all in DIR/outputs.npz)")
 	show := fs.Int("show", 8, "values of each output to print")
 	asJSON := fs.Bool("json", false, "print one JSON object (engine, times, and each output's name, dtype, shape and values) instead of text")
 	var devs deviceFlags
@@ -137,8 +177,8 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kiln run: %v\n", err)
 		return exitUsage
 	}
-	if *outFormat != "npy" && *outFormat != "pb" {
-		fmt.Fprintf(stderr, "kiln run: --output-format %q: want npy or pb\n", *outFormat)
+	if *outFormat != "npy" && *outFormat != "pb" && *outFormat != "npz" {
+		fmt.Fprintf(stderr, "kiln run: --output-format %q: want npy, pb or npz\n", *outFormat)
 		return exitUsage
 	}
 	outs := outputOptions{dir: *outDir, format: *outFormat, show: *show, cores: cores, json: *asJSON}
@@ -312,27 +352,56 @@ type outputOptions struct {
 // printOutputs prints each output's type and a summary and, with o.dir,
 // writes it to o.dir/NAME.FORMAT.
 func printOutputs(stdout io.Writer, names []string, outs []*tensor.Tensor, o outputOptions) error {
-	outDir, format, show := o.dir, o.format, o.show
 	if len(outs) != len(names) {
 		return fmt.Errorf("the model produced %d tensors for %d outputs", len(outs), len(names))
 	}
-	if outDir != "" {
-		if err := os.MkdirAll(outDir, 0o755); err != nil {
-			return err
-		}
+	paths, err := writeOutputFiles(o.dir, names, outs, o.format)
+	if err != nil {
+		return err
 	}
-	files := outputFileNames(names)
 	for i, name := range names {
-		fmt.Fprintf(stdout, "%s: %s\n  %s\n", escape.Printable(name), outs[i].Type(), Summary(outs[i], show))
-		if outDir != "" {
-			p, err := writeTensorAs(outDir, files[i], name, outs[i], format)
-			if err != nil {
-				return err
+		fmt.Fprintf(stdout, "%s: %s\n  %s\n", escape.Printable(name), outs[i].Type(), Summary(outs[i], o.show))
+		if paths != nil {
+			where := paths[i]
+			if o.format == "npz" {
+				where += fmt.Sprintf(" (array %q)", name)
 			}
-			fmt.Fprintf(stdout, "  written to %s\n", p)
+			fmt.Fprintf(stdout, "  written to %s\n", escape.Printable(where))
 		}
 	}
 	return nil
+}
+
+// writeOutputFiles writes the outputs to dir ("": nowhere, nil paths) in
+// format npy or pb (one file per output, named by outputFileNames) or npz
+// (all in dir/outputs.npz, each array named as its output), and returns
+// where each went.
+func writeOutputFiles(dir string, names []string, outs []*tensor.Tensor, format string) ([]string, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(names))
+	if format == "npz" {
+		p := filepath.Join(dir, "outputs.npz")
+		arrays := make([]tensor.Named, len(names))
+		for i := range names {
+			arrays[i] = tensor.Named{Name: names[i], Tensor: outs[i]}
+			paths[i] = p
+		}
+		return paths, tensor.WriteNpzFile(p, arrays)
+	}
+	files := outputFileNames(names)
+	for i, name := range names {
+		p, err := writeTensorAs(dir, files[i], name, outs[i], format)
+		if err != nil {
+			return nil, err
+		}
+		paths[i] = p
+	}
+	return paths, nil
 }
 
 // Summary prints the first n values of t and, for numbers, min, max and mean.
@@ -394,6 +463,8 @@ type OutputJSON struct {
 	Shape  []int64 `json:"shape"`
 	Values []any   `json:"values"`
 	File   string  `json:"file,omitempty"`
+	// Array names the output's array in File when File is a .npz.
+	Array string `json:"array,omitempty"`
 }
 
 // writeRunJSON writes the outputs (and the files of --output-dir) as one
@@ -406,12 +477,10 @@ func writeRunJSON(stdout io.Writer, engine string, times map[string]time.Duratio
 	for k, d := range times {
 		rep.TimesMs[k] = float64(d.Nanoseconds()) / 1e6
 	}
-	if o.dir != "" {
-		if err := os.MkdirAll(o.dir, 0o755); err != nil {
-			return err
-		}
+	paths, err := writeOutputFiles(o.dir, names, outs, o.format)
+	if err != nil {
+		return err
 	}
-	files := outputFileNames(names)
 	for i, t := range outs {
 		oj := OutputJSON{Name: names[i], DType: t.DType.String(), Shape: append([]int64{}, t.Shape...), Values: make([]any, 0, t.Len())}
 		for _, v := range t.AsFloat64s() {
@@ -426,12 +495,11 @@ func writeRunJSON(stdout io.Writer, engine string, times map[string]time.Duratio
 				oj.Values = append(oj.Values, v)
 			}
 		}
-		if o.dir != "" {
-			p, err := writeTensorAs(o.dir, files[i], names[i], t, o.format)
-			if err != nil {
-				return err
+		if paths != nil {
+			oj.File = paths[i]
+			if o.format == "npz" {
+				oj.Array = names[i]
 			}
-			oj.File = p
 		}
 		rep.Outputs = append(rep.Outputs, oj)
 	}

@@ -19,6 +19,8 @@ package driver
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -110,6 +112,11 @@ type Config struct {
 	// Tuning, when set, gives tunable operator implementations their
 	// knobs (package tune's records: kiln compile --tuning).
 	Tuning strategy.Tuning
+	// Source, when set, records where the model came from in the
+	// artifact's metadata (Metadata.Source): kiln compile uses it to
+	// tell an artifact of the same model, which it replaces, from
+	// another model's, which it keeps unless forced.
+	Source *SourceMeta
 	// Cache, when set, keeps the objects of the host library's C across
 	// compiles (codegen/c.Cache): a recompile of an unchanged model does
 	// not run the C compiler on it again.
@@ -143,9 +150,47 @@ type Metadata struct {
 	Constants string `json:"constants,omitempty"`
 	// AOT describes an AOT artifact (executor "aot"), or is nil.
 	AOT *AOTMeta `json:"aot,omitempty"`
+	// Source is the model the artifact was compiled from, when the
+	// compile recorded it.
+	Source *SourceMeta `json:"source,omitempty"`
 	// Files maps each file LoadArtifact opens or runs (relative path) to
 	// the hex SHA-256 of its content, checked before it is used.
 	Files map[string]string `json:"files,omitempty"`
+}
+
+// SourceMeta identifies the model an artifact was compiled from.
+type SourceMeta struct {
+	// Model is the model file's base name.
+	Model string `json:"model"`
+	// SHA256 is the hex SHA-256 of the model file's content.
+	SHA256 string `json:"sha256"`
+}
+
+// SourceOf reads the model file at path and returns its SourceMeta.
+func SourceOf(path string) (*SourceMeta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, err
+	}
+	return &SourceMeta{Model: filepath.Base(path), SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// ReadMetadata reads the metadata.json of the artifact directory dir.
+func ReadMetadata(dir string) (Metadata, error) {
+	var md Metadata
+	data, err := os.ReadFile(filepath.Join(dir, "metadata.json"))
+	if err != nil {
+		return md, fmt.Errorf("%s is not a kiln artifact: %w", dir, err)
+	}
+	if err := json.Unmarshal(data, &md); err != nil {
+		return md, fmt.Errorf("%s/metadata.json: %w", dir, err)
+	}
+	return md, nil
 }
 
 // Result describes a finished compilation.
@@ -389,13 +434,9 @@ func (a *Artifact) Close() {
 // parameters.
 func LoadArtifact(dir string) (art *Artifact, err error) {
 	defer recoverInternal("loading "+dir, &err)
-	var md Metadata
-	data, err := os.ReadFile(filepath.Join(dir, "metadata.json"))
+	md, err := ReadMetadata(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%s is not a kiln artifact: %w", dir, err)
-	}
-	if err := json.Unmarshal(data, &md); err != nil {
-		return nil, fmt.Errorf("%s/metadata.json: %w", dir, err)
+		return nil, err
 	}
 	if md.Executor == ExecutorAOT {
 		if md.AOT == nil || md.AOT.Binary == "" || md.AOT.Module == "" || aot.Identifier(md.AOT.Module) != md.AOT.Module {

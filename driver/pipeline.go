@@ -535,7 +535,7 @@ func stageExecutor(_ context.Context, s *state) error {
 	}
 	s.prog, s.gjText = prog, text
 	s.res.Memory = prog.pools
-	s.res.Metadata = Metadata{Kiln: Version, Target: targetListString(s.low.cfg), Devices: devicesOf(prog.graph)}
+	s.res.Metadata = Metadata{Kiln: Version, Target: targetListString(s.low.cfg), Devices: devicesOf(prog.graph), Source: s.cfg.Source}
 	return nil
 }
 

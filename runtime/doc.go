@@ -124,7 +124,14 @@
 // Modules are safe to share between goroutines. A GraphExecutor serialises
 // its methods with a mutex, so one executor runs one inference at a time;
 // Execute binds inputs, runs and copies outputs under one lock. To run
-// inferences in parallel, create one executor per goroutine over the same
-// Module. An NDArray is not synchronised beyond guarding against use after
-// Free.
+// inferences in parallel, Fork the executor once per concurrent caller: a
+// fork shares the parameters' buffers (frozen from then on) and the
+// compiled code, and has its own activation memory; a module whose calls
+// share state (a JSON runtime module: its intermediates, and for oneDNN
+// its primitives) gives each fork an instance of its own (Instancer),
+// sharing what it only reads (constants, reordered weights). SetThreads
+// gives a fork its own thread count: the host library reads it per OS
+// thread (kiln_set_num_threads_here), so forks on different threads do
+// not disturb each other. Package kiln's sessions are built on forks. An
+// NDArray is not synchronised beyond guarding against use after Free.
 package runtime

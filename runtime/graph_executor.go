@@ -36,7 +36,10 @@ type step struct {
 	native *nativeFunc
 	block  unsafe.Pointer
 	packed PackedFunc
-	args   []*NDArray
+	// owner is the module packed was found in (Fork asks it for an
+	// instance of its own).
+	owner Module
+	args  []*NDArray
 	// device_copy
 	src, dst *NDArray
 	// worker, when set, runs the kernel on its device's pinned thread
@@ -49,8 +52,9 @@ type step struct {
 // Run, SetInput, SetParams, GetOutput and Execute are serialised by a
 // mutex: one executor runs one inference at a time and is safe to use from
 // several goroutines (use Execute to set inputs, run and read outputs as one
-// atomic step). To run inferences in parallel create several executors over
-// the same Module; modules are safe to share.
+// atomic step). To run inferences in parallel, Fork the executor once per
+// concurrent caller: forks share the parameters and the compiled code and
+// have memory (and external modules' state) of their own.
 type GraphExecutor struct {
 	mu       sync.Mutex
 	g        *graph
@@ -61,9 +65,26 @@ type GraphExecutor struct {
 	blocks   []unsafe.Pointer // C argument blocks, freed by Close
 	inputIdx map[string]int   // input name -> position in g.argNodes
 	set      []bool           // per input: has a value
-	closed   bool
-	cleanup  goruntime.Cleanup
-	workers  map[Device]*coreWorker // SetDeviceCores' pinned threads
+	// frozen marks the inputs whose storage is shared with forks
+	// (parameters): they no longer change.
+	frozen []bool
+	// shared marks the storage ids whose buffers other executors use too
+	// (Fork): release leaves them to the garbage collector, which frees
+	// them once no executor refers to them.
+	shared map[int64]bool
+	// owners maps each storage id to its buffer.
+	owners map[int64]*NDArray
+	// instances are the module instances made for this executor by Fork
+	// (its own, so SetThreads may set their thread count).
+	instances []Module
+	// threads is the thread count of this executor's runs (SetThreads;
+	// 0: each module's own setting), and threadsHere the libraries'
+	// per-OS-thread setters that carry it to host kernels.
+	threads     int32
+	threadsHere []unsafe.Pointer
+	closed      bool
+	cleanup     goruntime.Cleanup
+	workers     map[Device]*coreWorker // SetDeviceCores' pinned threads
 	// workersCleanup ends the pinned threads of an executor dropped
 	// without Close.
 	workersCleanup goruntime.Cleanup
@@ -89,33 +110,52 @@ func NewGraphExecutor(graphJSON []byte, mod Module, devices ...Device) (*GraphEx
 	if err != nil {
 		return nil, err
 	}
-	e := &GraphExecutor{g: g, mod: mod, inputIdx: map[string]int{}, set: make([]bool, len(g.argNodes))}
+	e := &GraphExecutor{g: g, mod: mod, inputIdx: map[string]int{}}
 	for k, nid := range g.argNodes {
 		e.inputIdx[g.nodes[nid].name] = k
 	}
 	// Resolve functions first: a missing function is the likeliest error.
-	fns := make([]struct {
-		f  PackedFunc
-		nf *nativeFunc
-	}, len(g.nodes))
+	fns := make([]resolved, len(g.nodes))
 	var missing []string
 	for i, n := range g.nodes {
 		if n.op != opKiln {
 			continue
 		}
-		f, nf, ok := findFunction(mod, n.funcName, map[Module]bool{})
+		f, nf, owner, ok := findFunction(mod, n.funcName, map[Module]bool{})
 		if !ok {
 			missing = append(missing, fmt.Sprintf("%q (%s)", n.funcName, g.nodeRef(i)))
 			continue
 		}
-		fns[i].f, fns[i].nf = f, nf
+		fns[i] = resolved{f: f, nf: nf, owner: owner}
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("graph executor: module %s (%s) has no function %s", mod.Name(), mod.Kind(), strings.Join(missing, ", "))
 	}
-	if err := e.allocate(); err != nil {
-		e.release()
+	if err := e.build(fns, nil); err != nil {
 		return nil, err
+	}
+	return e, nil
+}
+
+// resolved is the function a kiln_op node calls: a DSO's native function
+// or another module's packed one, with the module it came from.
+type resolved struct {
+	f     PackedFunc
+	nf    *nativeFunc
+	owner Module
+}
+
+// build allocates the executor's storage (taking the buffers of the
+// storage ids in shared from there instead) and prepares the argument
+// arrays of every step.
+func (e *GraphExecutor) build(fns []resolved, shared map[int64]*NDArray) error {
+	g := e.g
+	e.set = make([]bool, len(g.argNodes))
+	e.frozen = make([]bool, len(g.argNodes))
+	e.threadsHere = threadSetters(e.mod)
+	if err := e.allocate(shared); err != nil {
+		e.release()
+		return err
 	}
 	for i, n := range g.nodes {
 		switch n.op {
@@ -127,12 +167,13 @@ func NewGraphExecutor(graphJSON []byte, mod Module, devices ...Device) (*GraphEx
 			for _, en := range g.outs(i) {
 				args = append(args, e.views[en])
 			}
-			st := step{node: i, args: args, packed: fns[i].f, native: fns[i].nf}
+			st := step{node: i, args: args, packed: fns[i].f, native: fns[i].nf, owner: fns[i].owner}
 			if st.native != nil {
+				var err error
 				st.block, err = packArgs(args)
 				if err != nil {
 					e.release()
-					return nil, fmt.Errorf("graph executor: %s: %w", g.nodeRef(i), err)
+					return fmt.Errorf("graph executor: %s: %w", g.nodeRef(i), err)
 				}
 				e.blocks = append(e.blocks, st.block)
 			}
@@ -142,11 +183,12 @@ func NewGraphExecutor(graphJSON []byte, mod Module, devices ...Device) (*GraphEx
 		}
 	}
 	e.cleanup = goruntime.AddCleanup(e, freeBlocks, append([]unsafe.Pointer(nil), e.blocks...))
-	return e, nil
+	return nil
 }
 
-// allocate creates the storage buffers and one view per entry.
-func (e *GraphExecutor) allocate() error {
+// allocate creates the storage buffers and one view per entry; the
+// storage ids in shared take the given buffers instead.
+func (e *GraphExecutor) allocate(shared map[int64]*NDArray) error {
 	type sto struct {
 		dev    Device
 		nbytes int64
@@ -162,19 +204,25 @@ func (e *GraphExecutor) allocate() error {
 		}
 		s.nbytes = max(s.nbytes, en.offset+en.nbytes)
 	}
-	owners := map[int64]*NDArray{}
+	e.owners = map[int64]*NDArray{}
+	e.shared = map[int64]bool{}
 	for _, sid := range sids {
+		if a, ok := shared[sid]; ok {
+			e.owners[sid] = a
+			e.shared[sid] = true
+			continue
+		}
 		s := sizes[sid]
 		a, err := Empty(ir.Uint8, ir.Shape{s.nbytes}, s.dev)
 		if err != nil {
 			return fmt.Errorf("graph executor: storage_id %d (%d bytes on %s): %w", sid, s.nbytes, s.dev, err)
 		}
-		owners[sid] = a
+		e.owners[sid] = a
 		e.storage = append(e.storage, a)
 	}
 	e.views = make([]*NDArray, len(e.g.entries))
 	for i, en := range e.g.entries {
-		v, err := owners[en.sid].View(en.dtype, en.shape, en.offset)
+		v, err := e.owners[en.sid].View(en.dtype, en.shape, en.offset)
 		if err != nil {
 			return fmt.Errorf("graph executor: %s: %w", e.g.entryRef(i), err)
 		}
@@ -183,7 +231,9 @@ func (e *GraphExecutor) allocate() error {
 	return nil
 }
 
-// release frees all memory (used by Close and on construction errors).
+// release frees all memory (used by Close and on construction errors):
+// the executor's own storage now, shared storage once no executor
+// refers to it any more.
 func (e *GraphExecutor) release() {
 	e.cleanup.Stop()
 	e.stopWorkers()
@@ -192,7 +242,10 @@ func (e *GraphExecutor) release() {
 	for _, s := range e.storage {
 		s.Free()
 	}
-	e.storage = nil
+	e.storage, e.views, e.owners = nil, nil, nil
+	for i := range e.steps {
+		e.steps[i].args, e.steps[i].src, e.steps[i].dst = nil, nil, nil
+	}
 }
 
 // Close frees the executor's memory now; later calls fail. Without Close
@@ -269,6 +322,9 @@ func (e *GraphExecutor) checkInput(name string, t *tensor.Tensor) (int, error) {
 	}
 	if t == nil {
 		return 0, fmt.Errorf("input %q: nil tensor", name)
+	}
+	if e.frozen[k] {
+		return 0, fmt.Errorf("input %q is a parameter shared with forked executors (Fork): it can no longer change", name)
 	}
 	v := e.views[e.g.nodes[e.g.argNodes[k]].first]
 	if t.DType != v.dtype || !t.Shape.Equal(v.shape) {
@@ -656,6 +712,11 @@ func (e *GraphExecutor) placeOf(i int) (Device, CoreSet) {
 
 // runSteps runs steps [start, end) in order (see run).
 func (e *GraphExecutor) runSteps(ctx context.Context, start, end int, times []time.Duration, trace *[]stepEvent) error {
+	// The thread count is per OS thread in the libraries: set it on the
+	// one that runs these steps (0 restores the library's own setting).
+	for _, f := range e.threadsHere {
+		callSetNumThreads(f, e.threads)
+	}
 	for i := start; i < end; i++ {
 		if err := e.runStep(ctx, i, times, trace); err != nil {
 			return err

@@ -74,7 +74,7 @@ func (b *ModuleBase) Import(m Module) {
 // FindFunction looks name up in m and then in its imports, depth first,
 // visiting every module once (so shared or cyclic imports are harmless).
 func FindFunction(m Module, name string) (PackedFunc, bool) {
-	f, nf, ok := findFunction(m, name, map[Module]bool{})
+	f, nf, _, ok := findFunction(m, name, map[Module]bool{})
 	if !ok {
 		return nil, false
 	}
@@ -85,32 +85,33 @@ func FindFunction(m Module, name string) (PackedFunc, bool) {
 }
 
 // findFunction returns the native form too when the function lives in a
-// DSO module, so that the graph executor can call it on prepared C arrays.
-func findFunction(m Module, name string, seen map[Module]bool) (PackedFunc, *nativeFunc, bool) {
+// DSO module, so that the graph executor can call it on prepared C arrays,
+// and the module it was found in.
+func findFunction(m Module, name string, seen map[Module]bool) (PackedFunc, *nativeFunc, Module, bool) {
 	if m == nil || seen[m] {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	seen[m] = true
 	switch lm := m.(type) {
 	case *DSOModule:
 		if nf, ok := lm.native(name); ok {
-			return nil, nf, true
+			return nil, nf, m, true
 		}
 	case LocalModule:
 		if f, ok := lm.GetLocalFunction(name); ok {
-			return f, nil, true
+			return f, nil, m, true
 		}
 	default:
 		// A module that only offers GetFunction searches its imports itself.
 		f, ok := m.GetFunction(name)
-		return f, nil, ok
+		return f, nil, m, ok
 	}
 	for _, imp := range m.Imports() {
-		if f, nf, ok := findFunction(imp, name, seen); ok {
-			return f, nf, true
+		if f, nf, owner, ok := findFunction(imp, name, seen); ok {
+			return f, nf, owner, true
 		}
 	}
-	return nil, nil, false
+	return nil, nil, nil, false
 }
 
 // ThreadSetter is a module with its own thread pool (a DSOModule whose
@@ -155,6 +156,9 @@ type DSOModule struct {
 	setErr     unsafe.Pointer // kiln_set_last_error, or nil
 	getErr     unsafe.Pointer // kiln_get_last_error, or nil
 	setThreads unsafe.Pointer // kiln_set_num_threads, or nil
+	// setThreadsHere is kiln_set_num_threads_here (the calling OS
+	// thread's count), or nil in libraries built before it existed.
+	setThreadsHere unsafe.Pointer
 
 	// registry is the library's function table (RegistrySymbol): the
 	// only functions GetFunction finds.
@@ -191,13 +195,14 @@ func LoadLibrary(path string) (Module, error) {
 		return nil, fmt.Errorf("load library %s: %w", path, err)
 	}
 	return &DSOModule{
-		path:       abs,
-		handle:     h,
-		registry:   reg,
-		setErr:     dlSym(h, "kiln_set_last_error"),
-		getErr:     dlSym(h, "kiln_get_last_error"),
-		setThreads: dlSym(h, "kiln_set_num_threads"),
-		funcs:      map[string]*nativeFunc{},
+		path:           abs,
+		handle:         h,
+		registry:       reg,
+		setErr:         dlSym(h, "kiln_set_last_error"),
+		getErr:         dlSym(h, "kiln_get_last_error"),
+		setThreads:     dlSym(h, "kiln_set_num_threads"),
+		setThreadsHere: dlSym(h, "kiln_set_num_threads_here"),
+		funcs:          map[string]*nativeFunc{},
 	}, nil
 }
 
@@ -233,6 +238,28 @@ func (d *DSOModule) SetNumThreads(n int) bool {
 	}
 	callSetNumThreads(d.setThreads, int32(min(n, 1<<30)))
 	return true
+}
+
+// threadSetters returns the per-OS-thread thread-count setters of the
+// libraries in m's module tree.
+func threadSetters(m Module) []unsafe.Pointer {
+	var out []unsafe.Pointer
+	seen := map[Module]bool{}
+	var walk func(Module)
+	walk = func(m Module) {
+		if m == nil || seen[m] {
+			return
+		}
+		seen[m] = true
+		if d, ok := m.(*DSOModule); ok && d.setThreadsHere != nil {
+			out = append(out, d.setThreadsHere)
+		}
+		for _, im := range m.Imports() {
+			walk(im)
+		}
+	}
+	walk(m)
+	return out
 }
 
 // Funcs returns the names in the library's function table, sorted.

@@ -18,6 +18,7 @@ need_go
 need_backends # gcc (cgo, race detector, compiled engine), libdnnl-dev, libopenblas-dev
 need_cross    # make, gcc-arm-none-eabi: AOT C projects built for a Cortex-M4
 need_shared   # ../shared: the ONNX suites and the models
+need_packages chromium:chromium # headless Chromium: the HTML view's browser tests
 
 echo "== go vet"
 go vet ./...

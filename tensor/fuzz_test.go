@@ -2,6 +2,8 @@ package tensor
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/kiln-dev/kiln/ir"
@@ -42,6 +44,46 @@ func FuzzReadNpy(f *testing.F) {
 		back, err := ReadNpy(&b)
 		if err != nil || !back.Equal(v) {
 			t.Fatalf("round trip: %v", err)
+		}
+	})
+}
+
+// FuzzReadNpzFile checks that ReadNpzFile never panics, and that what it
+// accepts writes back and reads again the same.
+func FuzzReadNpzFile(f *testing.F) {
+	dir := f.TempDir()
+	seed := filepath.Join(dir, "seed.npz")
+	if err := WriteNpzFile(seed, []Named{{"x", FromFloat32s(ir.Shape{2}, []float32{1, 2})}, {"y", New(ir.Int32, ir.Shape{})}}); err != nil {
+		f.Fatal(err)
+	}
+	data, err := os.ReadFile(seed)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// One directory per worker process (f.TempDir), reused: a fuzz
+		// call must be cheap.
+		p := filepath.Join(dir, "f.npz")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		arrays, err := ReadNpzFile(p)
+		if err != nil {
+			return
+		}
+		q := filepath.Join(dir, "back.npz")
+		if err := WriteNpzFile(q, arrays); err != nil {
+			t.Fatalf("write back: %v", err)
+		}
+		back, err := ReadNpzFile(q)
+		if err != nil || len(back) != len(arrays) {
+			t.Fatalf("read back: %d arrays, %v", len(back), err)
+		}
+		for i := range back {
+			if back[i].Name != arrays[i].Name || !back[i].Tensor.Equal(arrays[i].Tensor) {
+				t.Fatalf("array %d changed in the round trip", i)
+			}
 		}
 	})
 }

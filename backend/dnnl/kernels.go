@@ -92,16 +92,94 @@ type kernelSet struct {
 	engine  C.dnnl_engine_t
 	stream  C.dnnl_stream_t
 	threads atomic.Int32
+	// shared is what every instance of the module shares (NewInstance):
+	// the engine and the reordered weights.
+	shared *setShared
 }
 
-func newKernelSet() (*kernelSet, error) { return &kernelSet{}, nil }
+// setShared is the part of a module's kernel sets its instances share.
+// An engine is safe to use from several threads; the memory objects of
+// the weights belong to it, and so may serve every instance's primitives.
+type setShared struct {
+	once    sync.Once
+	err     error
+	engine  C.dnnl_engine_t
+	weights weightCache
+	// instances counts the sets made by NewInstance (for tests).
+	instances atomic.Int32
+}
+
+func newKernelSet() (*kernelSet, error) { return &kernelSet{shared: &setShared{}}, nil }
+
+// NewInstance returns the kernel set of another instance of the module
+// (jsonrt.SetInstancer): a stream of its own, so that its
+// kernels run at the same time as this set's, the same thread count,
+// and the same engine and reordered weights.
+func (s *kernelSet) NewInstance() (jsonrt.KernelSet, error) {
+	n := &kernelSet{shared: s.shared}
+	s.shared.instances.Add(1)
+	n.threads.Store(s.threads.Load())
+	return n, nil
+}
+
+// weightCache holds constants reordered into a primitive's layout, keyed
+// by the constant's array and the layout, so that the instances of a
+// module reorder each weight once and keep one copy of it. Entries live
+// as long as the module (like its kernels); each keeps its source array
+// alive, so a key's address is never reused.
+type weightCache struct {
+	mu      sync.Mutex
+	entries []weightEntry
+	// reorders counts the constants reordered (for tests: instances
+	// must not reorder again what the cache holds).
+	reorders int
+}
+
+type weightEntry struct {
+	src *runtime.NDArray
+	md  C.dnnl_memory_desc_t
+	mem C.dnnl_memory_t
+}
+
+// lookup returns the reordered form of src in layout md, or nil.
+func (w *weightCache) lookup(src *runtime.NDArray, md *C.dnnl_memory_desc_t) C.dnnl_memory_t {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.entries {
+		if e := &w.entries[i]; e.src == src && mdEqual(&e.md, md) {
+			return e.mem
+		}
+	}
+	return nil
+}
+
+// add records mem as the reordered form of src in layout md and returns
+// the memory to use: an entry another instance added meanwhile wins.
+func (w *weightCache) add(src *runtime.NDArray, md *C.dnnl_memory_desc_t, mem C.dnnl_memory_t) C.dnnl_memory_t {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.entries {
+		if e := &w.entries[i]; e.src == src && mdEqual(&e.md, md) {
+			return e.mem
+		}
+	}
+	w.entries = append(w.entries, weightEntry{src: src, md: *md, mem: mem})
+	w.reorders++
+	return mem
+}
 
 func (s *kernelSet) init() error {
 	s.once.Do(func() {
-		if st := C.dnnl_engine_create(&s.engine, C.dnnl_cpu, 0); st != C.dnnl_success {
-			s.err = dnnlError("creating the CPU engine", st)
+		sh := s.shared
+		sh.once.Do(func() {
+			if st := C.dnnl_engine_create(&sh.engine, C.dnnl_cpu, 0); st != C.dnnl_success {
+				sh.err = dnnlError("creating the CPU engine", st)
+			}
+		})
+		if s.err = sh.err; s.err != nil {
 			return
 		}
+		s.engine = sh.engine
 		if st := C.dnnl_stream_create(&s.stream, s.engine, C.dnnl_stream_default_flags); st != C.dnnl_success {
 			s.err = dnnlError("creating a stream", st)
 		}
@@ -360,6 +438,9 @@ func (b *builder) plainInput(i int, md *C.dnnl_memory_desc_t) C.dnnl_memory_t {
 // describes, reordered once, now, into layout want.
 func (b *builder) constInput(i int, plain, want *C.dnnl_memory_desc_t) C.dnnl_memory_t {
 	c := b.ctx.Const(i)
+	if m := b.s.shared.weights.lookup(c, want); m != nil {
+		return m
+	}
 	ptr, err := c.DataPtr()
 	if err != nil {
 		b.fail(err)
@@ -381,7 +462,10 @@ func (b *builder) constInput(i int, plain, want *C.dnnl_memory_desc_t) C.dnnl_me
 		b.fail(dnnlError("reordering a constant", st))
 	}
 	goruntime.KeepAlive(c)
-	return dst
+	if b.err != nil {
+		return nil
+	}
+	return b.s.shared.weights.add(c, want, dst)
 }
 
 // output returns the memory the operator writes output 0 to in layout

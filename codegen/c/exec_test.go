@@ -5,6 +5,7 @@ package c
 import (
 	"fmt"
 	"math/rand"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -149,6 +150,40 @@ func TestThreads(t *testing.T) {
 					t.Fatalf("threads=%d: %v", n, err)
 				}
 			}
+		}
+	}
+}
+
+// TestThreadsHere: a count set for one OS thread comes before the
+// library's on that thread only (the graph executor's SetThreads gives
+// each fork its own count through it).
+func TestThreadsHere(t *testing.T) {
+	lib, _ := buildTestLib(t)
+	defer lib.SetNumThreads(0)
+	if err := lib.SetNumThreads(3); err != nil {
+		t.Fatal(err)
+	}
+	count := func(here int) int {
+		done := make(chan int)
+		go func() {
+			goruntime.LockOSThread()
+			defer goruntime.UnlockOSThread()
+			if err := lib.SetNumThreadsHere(here); err != nil {
+				t.Error(err)
+			}
+			n, err := lib.ThreadCount()
+			if err != nil {
+				t.Error(err)
+			}
+			// Leave the thread as it was found.
+			_ = lib.SetNumThreadsHere(0)
+			done <- n
+		}()
+		return <-done
+	}
+	for _, c := range []struct{ here, want int }{{2, 2}, {0, 3}, {5, 5}, {-1, 3}} {
+		if got := count(c.here); got != c.want {
+			t.Errorf("library count 3, this thread's %d: kiln_thread_count() = %d, want %d", c.here, got, c.want)
 		}
 	}
 }

@@ -14,9 +14,10 @@ package c
 const preambleMacros = `#define KILN_PRAGMA(x) _Pragma(#x)
 #ifdef _OPENMP
 #include <omp.h>
-/* The thread count is library-wide, not per calling thread: the Go runtime
- * calls kernels from whichever OS thread runs the goroutine, and OpenMP's own
- * setting is per thread. */
+/* The thread count is library-wide (the Go runtime calls kernels from
+ * whichever OS thread runs the goroutine, and OpenMP's own setting is per
+ * thread), unless the calling OS thread has a count of its own, which the
+ * graph executor sets on the thread that runs its kernels (SetThreads). */
 int32_t kiln_thread_count(void);
 #define KILN_PARALLEL_FOR KILN_PRAGMA(omp parallel for schedule(static) num_threads(kiln_thread_count()))
 #define KILN_ATOMIC_WRITE KILN_PRAGMA(omp atomic write)
@@ -80,9 +81,10 @@ const char* kiln_get_last_error(void) { return kiln_last_error; }
 
 #ifdef _OPENMP
 static int32_t kiln_threads = 0;
+static KILN_THREAD_LOCAL int32_t kiln_threads_here = 0;
 
 int32_t kiln_thread_count(void) {
-  int32_t n = kiln_threads;
+  int32_t n = kiln_threads_here > 0 ? kiln_threads_here : kiln_threads;
   return n > 0 ? n : omp_get_num_procs();
 }
 #endif
@@ -90,6 +92,15 @@ int32_t kiln_thread_count(void) {
 void kiln_set_num_threads(int32_t n) {
 #ifdef _OPENMP
   kiln_threads = n > 0 ? n : 0;
+#else
+  (void)n;
+#endif
+}
+
+/* The calling OS thread's count, before kiln_set_num_threads' (0: none). */
+void kiln_set_num_threads_here(int32_t n) {
+#ifdef _OPENMP
+  kiln_threads_here = n > 0 ? n : 0;
 #else
   (void)n;
 #endif

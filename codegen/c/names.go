@@ -90,7 +90,7 @@ func commentSafe(s string) string { return escape.CComment(s) }
 var (
 	runtimeNames = wordSet(`kiln_tensor kiln_packed_func kiln_check_arg kiln_check_num_args kiln_device_type
 kiln_dtype_code kiln_dtype_name kiln_get_last_error kiln_set_last_error kiln_last_error kiln_oom kiln_lib
-kiln_set_num_threads kiln_thread_count kiln_threads kiln_bf16_to_f32 kiln_f16_to_f32 kiln_f2i64 kiln_f2u64
+kiln_set_num_threads kiln_set_num_threads_here kiln_thread_count kiln_threads kiln_threads_here kiln_bf16_to_f32 kiln_f16_to_f32 kiln_f2i64 kiln_f2u64
 kiln_f64_to_bf16 kiln_f64_to_f16 kiln_round_bf16 kiln_round_f16`)
 	runtimePrefixes = []string{"kiln_shape_", "kiln_min_", "kiln_max_", "kiln_minc_", "kiln_maxc_", "kiln_floordiv_", "kiln_floormod_", "KILN_"}
 )

@@ -50,6 +50,15 @@ type ThreadSetter interface {
 	SetNumThreads(n int) (changed bool)
 }
 
+// SetInstancer is implemented by a KernelSet that can make the set of
+// another instance of its module (Module.NewInstance): one whose kernels
+// run at the same time as this set's, sharing with it what they only
+// read (weights reordered once). A KernelSet without it keeps its module
+// a single instance whose calls are serialised.
+type SetInstancer interface {
+	NewInstance() (KernelSet, error)
+}
+
 // PrepareContext is what KernelSet.Prepare receives for one node.
 type PrepareContext struct {
 	// Graph is the module's graph and ID the node being prepared.
@@ -193,6 +202,9 @@ func NewLoader(kind string, newSet func() (KernelSet, error)) runtime.Loader {
 // Graph returns the module's graph.
 func (m *Module) Graph() *Graph { return m.graph }
 
+// KernelSet returns the module's kernel set.
+func (m *Module) KernelSet() KernelSet { return m.set }
+
 // Name returns the symbol.
 func (m *Module) Name() string { return m.graph.Symbol }
 
@@ -222,6 +234,28 @@ func (m *Module) SetNumThreads(n int) bool {
 		m.prepared = false
 	}
 	return true
+}
+
+// NewInstance returns a module over the same graph and constants with
+// kernels and intermediates of its own, when the kernel set can make
+// another instance of itself (SetInstancer): the graph executor's forks
+// call the two at the same time. Otherwise it returns m itself, whose
+// calls stay serialised.
+func (m *Module) NewInstance() (runtime.Module, error) {
+	si, ok := m.set.(SetInstancer)
+	if !ok {
+		return m, nil
+	}
+	set, err := si.NewInstance()
+	if err != nil {
+		return nil, fmt.Errorf("jsonrt: %s: %w", m.graph.Symbol, err)
+	}
+	m.mu.Lock()
+	consts := m.consts
+	m.mu.Unlock()
+	// The constants are shared: no kernel writes them, and SetConstants
+	// replaces the map instead of changing it.
+	return &Module{kind: m.kind, graph: m.graph, set: set, consts: consts, entryOf: m.entryOf}, nil
 }
 
 // SetConstants binds every const node by name. A missing constant, or

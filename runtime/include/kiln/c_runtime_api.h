@@ -71,6 +71,10 @@ void kiln_set_last_error(const char* msg);
 const char* kiln_get_last_error(void);
 /* Sets the number of threads parallel loops use (<= 0: library default). */
 void kiln_set_num_threads(int32_t n);
+/* Sets the calling OS thread's count, which comes before
+ * kiln_set_num_threads' on that thread (<= 0: none). Optional: the graph
+ * executor uses it when a library exports it (GraphExecutor.SetThreads). */
+void kiln_set_num_threads_here(int32_t n);
 
 #ifdef __cplusplus
 }

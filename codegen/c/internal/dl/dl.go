@@ -19,6 +19,9 @@ static const char* kiln_dl_last_error(void* fn) {
 static void kiln_dl_set_threads(void* fn, int32_t n) {
 	((void (*)(int32_t))fn)(n);
 }
+static int32_t kiln_dl_thread_count(void* fn) {
+	return ((int32_t (*)(void))fn)();
+}
 static void* kiln_dl_alloc(size_t n) {
 	void* p = NULL;
 	if (n == 0) n = 1;
@@ -152,4 +155,25 @@ func (l *Lib) SetNumThreads(n int) error {
 	}
 	C.kiln_dl_set_threads(fn, C.int32_t(n))
 	return nil
+}
+
+// SetNumThreadsHere calls kiln_set_num_threads_here(n): the count of the
+// calling OS thread (lock the goroutine to it).
+func (l *Lib) SetNumThreadsHere(n int) error {
+	fn, err := l.sym("kiln_set_num_threads_here")
+	if err != nil {
+		return err
+	}
+	C.kiln_dl_set_threads(fn, C.int32_t(n))
+	return nil
+}
+
+// ThreadCount calls kiln_thread_count(): the thread count parallel loops
+// started on the calling OS thread use (libraries built with OpenMP).
+func (l *Lib) ThreadCount() (int, error) {
+	fn, err := l.sym("kiln_thread_count")
+	if err != nil {
+		return 0, err
+	}
+	return int(C.kiln_dl_thread_count(fn)), nil
 }
