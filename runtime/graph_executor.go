@@ -388,11 +388,6 @@ func (e *GraphExecutor) Run() error { return e.RunContext(context.Background()) 
 func (e *GraphExecutor) RunContext(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	// Kernels run OpenMP parallel regions, and OpenMP keeps a thread
-	// team per calling OS thread: a run that moved between OS threads
-	// would wake several teams, which then compete for the cores.
-	goruntime.LockOSThread()
-	defer goruntime.UnlockOSThread()
 	return e.run(ctx, nil, nil)
 }
 
@@ -595,6 +590,12 @@ func (e *GraphExecutor) run(ctx context.Context, times []time.Duration, trace *[
 	if e.closed {
 		return errClosed
 	}
+	// Kernels run OpenMP parallel regions, and OpenMP keeps a thread
+	// team per calling OS thread: a run that moved between OS threads
+	// would wake several teams, which then compete for the cores. The
+	// thread count SetThreads gives is per OS thread too (runSteps).
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
 	var unset []string
 	for k, ok := range e.set {
 		if !ok {
