@@ -237,6 +237,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	linkParams := fs.Bool("link-params", false, "link the weights into kiln_lib.so as read-only data instead of writing params.bin")
 	dump := fs.String("dump-graph", "", "write the graph IR after every pass to this file")
 	verbose := fs.Bool("v", false, "print per-stage timings, graph pass statistics and the full partition report")
+	quiet := fs.Bool("quiet", false, "no progress on stderr (shown for compiles longer than a second: one line redrawn on a terminal, plain lines elsewhere)")
 	requireOffload := fs.Bool("require-offload", false, "fail when partitioning leaves operators on the host")
 	reportJSON := fs.String("report-json", "", "write the partition report as JSON to this file")
 	reportHTML := fs.String("report-html", "", "write the graph coloured by target and the partition report as one HTML page to this file")
@@ -334,6 +335,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	var rep partition.Report
 	opts := compileOptions{Place: place, Out: *out, Source: source, Passes: pc, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts,
 		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter, Cache: cache.open(stderr), Tuning: recs, Partition: part.forThreads(1), Warn: stderr}
+	var prog *progress
 	if *verbose {
 		opts.Log = stdout
 		fmt.Fprintf(stdout, "  %-22s %v\n", "import", tImport.Round(time.Microsecond))
@@ -347,7 +349,14 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		opts.Dump = f
 	}
+	if !*verbose {
+		prog = newProgress(stderr, "compiling "+moduleName(pos[0]), *quiet)
+		opts.Progress, opts.Log = prog, prog
+	}
 	res, tCompile, err := compileModel(model, opts)
+	if prog != nil {
+		prog.Close()
+	}
 	if err != nil {
 		return fail(stderr, "compile", err)
 	}

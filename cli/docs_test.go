@@ -153,3 +153,39 @@ func shellWords(s string) ([]string, error) {
 	}
 	return words, nil
 }
+
+// TestREADMESynopsisFlags: every flag the README's command synopsis shows
+// is a flag of that command (kiln CMD -h lists it), so the synopsis
+// cannot drift from the command line.
+func TestREADMESynopsisFlags(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(text), "## The command line\n\n```\n")
+	if !ok {
+		t.Fatal("README.md has no command synopsis block")
+	}
+	block, _, _ := strings.Cut(after, "```")
+	flagRE := regexp.MustCompile(`(?:^|[\s\[])--?([a-z][a-z0-9-]*)`)
+	checked := 0
+	for _, line := range strings.Split(block, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "kiln" {
+			continue
+		}
+		cmd := f[1]
+		_, _, help := kiln(cmd, "-h")
+		// A synopsis may point at another command's flag: "(then compile --tuning ...)".
+		line, _, _ = strings.Cut(line, "(then ")
+		for _, m := range flagRE.FindAllStringSubmatch(line, -1) {
+			if !strings.Contains(help, "\n  -"+m[1]+" ") && !strings.Contains(help, "\n  -"+m[1]+"\n") {
+				t.Errorf("README: kiln %s shows --%s, which kiln %s -h does not list", cmd, m[1], cmd)
+			}
+			checked++
+		}
+	}
+	if checked < 20 {
+		t.Errorf("checked %d flags of the synopsis; the block was not found whole", checked)
+	}
+}

@@ -75,6 +75,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	targets := fs.String("t", "", "the target to tune for (default \"c\")")
 	out := fs.String("o", "", "the tuning records file to write; existing records in it are kept, and workloads already recorded for the target are not measured again")
 	budget := fs.Duration("budget", 10*time.Minute, "stop measuring after this long (the records so far are written)")
+	quiet := fs.Bool("quiet", false, "no progress on stderr (one line redrawn on a terminal, a line per workload elsewhere)")
 	runs := fs.Int("runs", 20, "timed runs per candidate (after at least 2 warm-up runs and 20 ms); the median counts")
 	threads := fs.Int("threads", 1, "threads the measured operators use")
 	var imp importOptions
@@ -136,8 +137,11 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		pos[0], len(rec.order), len(rec.order)-len(todo), *budget)
 	deadline := time.Now().Add(*budget)
 	m := &tuneMeasurer{ctx: ctx, place: place, dir: tmp, runs: *runs, threads: *threads}
+	prog := newProgress(stderr, "tuning "+moduleName(pos[0]), *quiet)
+	defer prog.Close()
 	for i, w := range todo {
 		if time.Now().After(deadline) {
+			prog.Close()
 			fmt.Fprintf(stderr, "kiln tune: budget spent: %d workloads left (run again to resume)\n", len(todo)-i)
 			break
 		}
@@ -162,10 +166,11 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 			if best.Ms == 0 || ms < best.Ms {
 				best.Ms, best.Knobs = ms, k
 			}
-			fmt.Fprintf(stderr, "\r[%d/%d] %s x%d: %d/%d candidates, best %.4f ms (defaults %.4f ms)   ",
-				i+1, len(todo), w.call.Op.Name, w.count, j+1, len(cands), best.Ms, best.DefaultMs)
+			prog.Status(fmt.Sprintf("[%d/%d] %s x%d: %d/%d candidates, best %.4f ms (defaults %.4f ms)",
+				i+1, len(todo), w.call.Op.Name, w.count, j+1, len(cands), best.Ms, best.DefaultMs))
 		}
-		fmt.Fprintln(stderr)
+		prog.Set(fmt.Sprintf("[%d/%d] %s x%d: %d candidates, best %.4f ms (defaults %.4f ms)",
+			i+1, len(todo), w.call.Op.Name, w.count, len(cands), best.Ms, best.DefaultMs))
 		if best.Knobs == nil {
 			best.Knobs = strategy.Knobs{} // the defaults won: recorded, so not measured again
 		}
