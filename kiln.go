@@ -41,7 +41,7 @@
 //	import _ "github.com/kiln-dev/kiln/backend/dnnl"
 //
 // Loading an artifact that needs a backend the program did not import is
-// an error naming the package to import.
+// an error that names the module kind and says to import its package.
 //
 // # Where this sits
 //

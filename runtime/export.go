@@ -99,7 +99,7 @@ func LoadModule(kind string, data []byte) (Module, error) {
 	l, ok := loaders.m[kind]
 	loaders.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("runtime: no loader for module kind %q (registered: %v); is the backend that produced it linked into this program?", kind, LoaderKinds())
+		return nil, fmt.Errorf("runtime: no loader for module kind %q (registered: %v): the program must import the package of the backend that produced it (kiln's own: import _ \"github.com/kiln-dev/kiln/backend/NAME\", e.g. backend/dnnl)", kind, LoaderKinds())
 	}
 	m, err := l.Load(data)
 	if err != nil {
