@@ -57,7 +57,7 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "target kinds: %s\n", strings.Join(kinds, ", "))
 	if !dnnl.Available {
-		fmt.Fprintln(stdout, "oneDNN: not in this build (dnnl unavailable)")
+		fmt.Fprintf(stdout, "oneDNN: unavailable, so no dnnl target (%v)\n", dnnl.Unavailable())
 	}
 	host, err := targets.New(targets.C, nil)
 	if err != nil {

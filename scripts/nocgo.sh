@@ -4,7 +4,11 @@
 # engine, checks that running a compiled artifact says why it cannot, runs
 # the tests of every package that way (tests that load compiled libraries
 # skip, saying so: KILN_TEST_NOCGO=1), and vets the build without oneDNN
-# (-tags kiln_nodnnl, for machines without libdnnl-dev).
+# (-tags kiln_nodnnl). Then kiln with cgo but without oneDNN: built as on a
+# machine without libdnnl-dev (-DKILN_DNNL_STUB: the package's stand-in
+# declarations instead of oneDNN's header), it compiles and runs -t c and
+# says why it has no dnnl target; and a normal build run where libdnnl
+# cannot be loaded (KILN_DNNL_LIBRARY naming no file) says why too.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_go
@@ -37,4 +41,30 @@ CGO_ENABLED=0 KILN_TEST_NOCGO=1 go test -short ./...
 
 echo "== go vet -tags kiln_nodnnl ./... (kiln without oneDNN)"
 go vet -tags kiln_nodnnl ./...
+echo "== go build ./cmd/kiln without oneDNN's header (cgo, CGO_CPPFLAGS=-DKILN_DNNL_STUB)"
+CGO_CPPFLAGS=-DKILN_DNNL_STUB go build -o out/nocgo/kiln-nodnnl ./cmd/kiln
+if ldd out/nocgo/kiln-nodnnl | grep -q libdnnl; then
+	echo "nocgo: kiln links libdnnl; it must load it at run time" >&2
+	exit 1
+fi
+out/nocgo/kiln-nodnnl compile "$mlp" -t c -o out/nocgo/mlp-nodnnl.kiln
+out/nocgo/kiln-nodnnl test-onnx --engine compiled -t c "$mlp"
+out/nocgo/kiln-nodnnl version | grep -q "oneDNN: unavailable, so no dnnl target (dnnl: this kiln was built without oneDNN's header" || {
+	echo "nocgo: kiln version does not say why dnnl is unavailable" >&2
+	exit 1
+}
+if out/nocgo/kiln-nodnnl compile "$mlp" -t "dnnl, c" -o out/nocgo/mlp-dnnl.kiln 2>out/nocgo/dnnl.err; then
+	echo "nocgo: -t dnnl compiled without oneDNN?" >&2
+	exit 1
+fi
+grep -q "this kiln has no dnnl target: this kiln was built without oneDNN's header" out/nocgo/dnnl.err || {
+	echo "nocgo: -t dnnl failed without saying why:" >&2
+	cat out/nocgo/dnnl.err >&2
+	exit 1
+}
+build_kiln
+KILN_DNNL_LIBRARY=/nonexistent/libdnnl.so.2 out/kiln version | grep -q "oneDNN: unavailable, so no dnnl target (dnnl: cannot load /nonexistent/libdnnl.so.2" || {
+	echo "nocgo: kiln run without libdnnl does not say why dnnl is unavailable" >&2
+	exit 1
+}
 echo "nocgo: passed"

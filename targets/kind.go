@@ -149,6 +149,22 @@ type Registry struct {
 	mu    sync.RWMutex
 	kinds map[string]*Kind
 	tags  *TagRegistry
+	// unavailable maps a kind this build or machine lacks to why
+	// (RegisterUnavailable).
+	unavailable map[string]string
+}
+
+// RegisterUnavailable records that the kind name exists but is not
+// available in this process, and why (a backend whose library could not be
+// loaded): asking for it is then an error that says so, not merely an
+// unknown kind. Registering the kind later wins.
+func (r *Registry) RegisterUnavailable(name, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unavailable == nil {
+		r.unavailable = map[string]string{}
+	}
+	r.unavailable[name] = why
 }
 
 // NewRegistry makes an empty registry (with an empty tag registry).

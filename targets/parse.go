@@ -95,7 +95,20 @@ func (r *Registry) base(name, input string) (*Kind, ir.Attrs, *Target, error) {
 		tt := tag.Target()
 		return tt.Kind, tt.Attrs, tt.Host, nil
 	}
-	return nil, nil, nil, fmt.Errorf("target %q: %w %q (kinds: %s)", input, ErrUnknownKind, name, r.knownNames())
+	return nil, nil, nil, r.unknownKind(strconv.Quote(input), name)
+}
+
+// unknownKind is the error for a kind name the registry lacks: why it is
+// unavailable when a backend said so (RegisterUnavailable), else the
+// known names.
+func (r *Registry) unknownKind(input, name string) error {
+	r.mu.RLock()
+	why, ok := r.unavailable[name]
+	r.mu.RUnlock()
+	if ok {
+		return fmt.Errorf("target %s: %w %q: this kiln has no %s target: %s", input, ErrUnknownKind, name, name, why)
+	}
+	return fmt.Errorf("target %s: %w %q (kinds: %s)", input, ErrUnknownKind, name, r.knownNames())
 }
 
 func (r *Registry) knownNames() string {
@@ -488,7 +501,7 @@ func (r *Registry) fromJSON(v jsonValue, input string, depth int) (*Target, erro
 		}
 		kk, ok := r.Lookup(kindV.str)
 		if !ok {
-			return nil, fmt.Errorf("target %s: %w %q (kinds: %s)", input, ErrUnknownKind, kindV.str, r.knownNames())
+			return nil, r.unknownKind(input, kindV.str)
 		}
 		k, attrs = kk, ir.Attrs{}
 	case tagV != nil && tagV.kind == "string":

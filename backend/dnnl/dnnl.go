@@ -37,6 +37,7 @@ import (
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/runtime/jsonrt"
 	"github.com/kiln-dev/kiln/targets"
+	"strings"
 )
 
 // ModuleKind is the runtime module kind of dnnl's JSON modules (the
@@ -60,10 +61,13 @@ var Kind = &targets.Kind{
 }
 
 // Register adds Kind to r and registers the runtime loader of dnnl's
-// modules (once per process). In a build without oneDNN (no cgo, or the
-// build tag kiln_nodnnl) it registers nothing: Available is false there.
+// modules (once per process). Where oneDNN is unavailable (Available is
+// false: a build without cgo, oneDNN's header or the build tag
+// kiln_nodnnl, or a machine without libdnnl) it records why instead, so
+// that asking for -t dnnl says so.
 func Register(r *targets.Registry) error {
 	if !Available {
+		r.RegisterUnavailable(Kind.Name, strings.TrimPrefix(Unavailable().Error(), "dnnl: "))
 		return nil
 	}
 	if err := RegisterLoader(); err != nil {

@@ -3,10 +3,11 @@
 package dnnl
 
 /*
-#cgo LDFLAGS: -ldnnl -lgomp
+#cgo LDFLAGS: -ldl -lgomp
 #include <stdlib.h>
 #include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
+#include "kd_dnnl.h"
+#include "kd_funcs.h"
 
 #define KD_MAX_ARGS 8
 
@@ -62,11 +63,30 @@ import (
 	"github.com/kiln-dev/kiln/runtime/jsonrt"
 )
 
-// Available reports whether this build has the oneDNN kernels (cgo and
-// libdnnl, without the build tag kiln_nodnnl).
-const Available = true
+// Available reports whether the oneDNN kernels can run: this build has
+// cgo and was compiled with oneDNN's header (libdnnl-dev), and this
+// process could load libdnnl (the major version of that header) when the
+// package was initialised. kiln links no -ldnnl: a kiln built or run
+// without oneDNN has no dnnl target (Unavailable says why) and everything
+// else works.
+var Available, unavailable = loadDNNL()
+
+// Unavailable says why Available is false (nil when it is true).
+func Unavailable() error { return unavailable }
+
+// loadDNNL opens libdnnl and resolves the functions the kernels call.
+func loadDNNL() (bool, error) {
+	var msg [512]C.char
+	if C.kd_load(&msg[0], C.int(len(msg))) != 0 {
+		return false, fmt.Errorf("dnnl: %s", C.GoString(&msg[0]))
+	}
+	return true, nil
+}
 
 var registerLoader = sync.OnceValue(func() error {
+	if !Available {
+		return unavailable
+	}
 	return runtime.RegisterLoader(jsonrt.NewLoader(ModuleKind, func() (jsonrt.KernelSet, error) { return newKernelSet() }))
 })
 
@@ -77,6 +97,9 @@ var registerLoader = sync.OnceValue(func() error {
 func RegisterLoader() error { return registerLoader() }
 
 func init() {
+	if !Available {
+		return
+	}
 	if err := RegisterLoader(); err != nil {
 		// Only a programming error (another package registering the
 		// same module kind) gets here.
@@ -109,7 +132,12 @@ type setShared struct {
 	instances atomic.Int32
 }
 
-func newKernelSet() (*kernelSet, error) { return &kernelSet{shared: &setShared{}}, nil }
+func newKernelSet() (*kernelSet, error) {
+	if !Available {
+		return nil, unavailable
+	}
+	return &kernelSet{shared: &setShared{}}, nil
+}
 
 // NewInstance returns the kernel set of another instance of the module
 // (jsonrt.SetInstancer): a stream of its own, so that its
@@ -549,6 +577,9 @@ func (l *implLog) snapshot() map[string]int {
 // effectiveISA is the instruction set oneDNN's JIT kernels use in this
 // process (after ONEDNN_MAX_CPU_ISA).
 func effectiveISA() string {
+	if !Available {
+		return "none"
+	}
 	switch isa := C.dnnl_get_effective_cpu_isa(); {
 	case isa == C.dnnl_cpu_isa_avx2:
 		return "avx2"

@@ -8,10 +8,13 @@ import (
 	"github.com/kiln-dev/kiln/runtime/jsonrt"
 )
 
-// Available reports whether this build has the oneDNN kernels: false in a
-// build without cgo or with the build tag kiln_nodnnl, where Register adds
+// Available reports whether the oneDNN kernels can run: false in a build
+// without cgo or with the build tag kiln_nodnnl, where Register adds
 // nothing and the package only generates code.
-const Available = false
+var Available = false
+
+// Unavailable says why Available is false.
+func Unavailable() error { return errUnavailable }
 
 // errUnavailable is what asking for kernels says in such a build.
 var errUnavailable = errors.New("dnnl: this kiln was built without oneDNN (no cgo, or the build tag kiln_nodnnl)")
