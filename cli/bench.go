@@ -77,7 +77,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	var tuning tuningFlag
 	tuning.register(fs)
 	var inputs listFlag
-	fs.Var(&inputs, "input", "an input: NAME=FILE or FILE (default: random values; repeatable)")
+	fs.Var(&inputs, "input", "an input: NAME=FILE or FILE (.npy, .pb or .npz; a bare FILE.npz binds each array by name; default: random values; repeatable)")
 	var imp importOptions
 	imp.register(fs)
 	var devs deviceFlags

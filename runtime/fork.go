@@ -11,7 +11,8 @@ import (
 // with state of its own, sharing what it only reads (constants, reordered
 // weights), so that two executors can call them at the same time. A
 // module without shared state need not implement it: forks call it
-// directly.
+// directly. An instance with a Close method (resources outside Go) is
+// closed with the fork that owns it.
 type Instancer interface {
 	Module
 	NewInstance() (Module, error)

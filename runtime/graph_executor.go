@@ -243,6 +243,13 @@ func (e *GraphExecutor) release() {
 		s.Free()
 	}
 	e.storage, e.views, e.owners = nil, nil, nil
+	// The module instances Fork made are this executor's alone.
+	for _, m := range e.instances {
+		if c, ok := m.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
+	e.instances = nil
 	for i := range e.steps {
 		e.steps[i].args, e.steps[i].src, e.steps[i].dst = nil, nil, nil
 	}

@@ -75,6 +75,7 @@ func TestForkSharesReorderedWeights(t *testing.T) {
 	if reorders < 2 {
 		t.Fatalf("%d constants reordered, want the two convolutions' weights at least", reorders)
 	}
+	live := livePrimitives.Load()
 	var forks []*runtime.GraphExecutor
 	for range 2 {
 		f, err := art.Exec.Fork([]string{"x"})
@@ -108,5 +109,27 @@ func TestForkSharesReorderedWeights(t *testing.T) {
 	}
 	if cache.reorders != reorders {
 		t.Errorf("the forks reordered %d constants again; they must share the reordered weights", cache.reorders-reorders)
+	}
+	// Closing the forks destroys their instances' primitives; a new
+	// thread count rebuilds the root's kernels and destroys the old ones.
+	if livePrimitives.Load() <= live {
+		t.Fatalf("the forks created no primitives (%d live, %d before)", livePrimitives.Load(), live)
+	}
+	for _, f := range forks {
+		f.Close()
+	}
+	if n := livePrimitives.Load(); n != live {
+		t.Errorf("%d primitives live after closing the forks, %d before they were made", n, live)
+	}
+	runtime.SetNumThreads(art.Exec.Module(), 1)
+	if err := run(art.Exec, 99); err != nil {
+		t.Fatal(err)
+	}
+	runtime.SetNumThreads(art.Exec.Module(), 0)
+	if err := run(art.Exec, 98); err != nil {
+		t.Fatal(err)
+	}
+	if n := livePrimitives.Load(); n != live {
+		t.Errorf("%d primitives live after rebuilding the kernels twice, %d before", n, live)
 	}
 }

@@ -10,6 +10,7 @@
 	X(dnnl_engine_create) \
 	X(dnnl_stream_create) \
 	X(dnnl_stream_wait) \
+	X(dnnl_stream_destroy) \
 	X(dnnl_memory_desc_init_by_strides) \
 	X(dnnl_memory_desc_init_by_tag) \
 	X(dnnl_memory_desc_init_submemory) \
@@ -18,8 +19,10 @@
 	X(dnnl_memory_create) \
 	X(dnnl_memory_get_data_handle) \
 	X(dnnl_memory_set_data_handle) \
+	X(dnnl_memory_destroy) \
 	X(dnnl_primitive_create) \
 	X(dnnl_primitive_execute) \
+	X(dnnl_primitive_destroy) \
 	X(dnnl_primitive_desc_create) \
 	X(dnnl_primitive_desc_destroy) \
 	X(dnnl_primitive_desc_query) \

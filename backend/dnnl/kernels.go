@@ -52,6 +52,7 @@ import "C"
 import (
 	"fmt"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -324,9 +325,39 @@ type kernel struct {
 	mems   *C.dnnl_memory_t
 	ptrs   *unsafe.Pointer
 	args   []int // argument index of each binding
-	// owned objects, kept for the module's lifetime
+	// owned objects, destroyed by Release (the module's reordered
+	// weights belong to its weightCache instead)
 	prims []C.dnnl_primitive_t
 	owned []C.dnnl_memory_t
+}
+
+// livePrimitives counts the primitives created and not yet destroyed in
+// this process (for tests: closing an executor's forks frees theirs).
+var livePrimitives atomic.Int64
+
+// Release destroys the kernel's primitives and memory objects and frees
+// its C arrays (jsonrt.Releaser); the kernel is not run again.
+func (k *kernel) Release() {
+	for _, p := range k.prims {
+		C.dnnl_primitive_destroy(p)
+		livePrimitives.Add(-1)
+	}
+	for _, m := range k.owned {
+		C.dnnl_memory_destroy(m)
+	}
+	k.prims, k.owned = nil, nil
+	C.free(unsafe.Pointer(k.steps))
+	C.free(unsafe.Pointer(k.mems))
+	C.free(unsafe.Pointer(k.ptrs))
+	k.steps, k.mems, k.ptrs, k.nsteps, k.nbind = nil, nil, nil, 0, 0
+}
+
+// Close destroys the set's stream (jsonrt.SetCloser): its module is done.
+func (s *kernelSet) Close() {
+	if s.stream != nil {
+		C.dnnl_stream_destroy(s.stream)
+		s.stream = nil
+	}
 }
 
 // Run binds the buffers and executes the steps.
@@ -395,6 +426,7 @@ func (b *builder) primitive(pd C.dnnl_primitive_desc_t) C.dnnl_primitive_t {
 		return nil
 	}
 	implsCreated.add(b.ctx.Node.Name, implName(pd))
+	livePrimitives.Add(1)
 	b.k.prims = append(b.k.prims, p)
 	return p
 }
@@ -490,10 +522,27 @@ func (b *builder) constInput(i int, plain, want *C.dnnl_memory_desc_t) C.dnnl_me
 		b.fail(dnnlError("reordering a constant", st))
 	}
 	goruntime.KeepAlive(c)
+	// The reorder and the view of the plain data served once.
+	b.destroy(p, src)
 	if b.err != nil {
 		return nil
 	}
-	return b.s.shared.weights.add(c, want, dst)
+	kept := b.s.shared.weights.add(c, want, dst)
+	if kept == dst {
+		// The cache owns it now: it outlives this kernel.
+		b.k.owned = slices.DeleteFunc(b.k.owned, func(m C.dnnl_memory_t) bool { return m == dst })
+	}
+	return kept
+}
+
+// destroy destroys a primitive and a memory object of the kernel being
+// built that it no longer needs.
+func (b *builder) destroy(p C.dnnl_primitive_t, m C.dnnl_memory_t) {
+	b.k.prims = slices.DeleteFunc(b.k.prims, func(x C.dnnl_primitive_t) bool { return x == p })
+	C.dnnl_primitive_destroy(p)
+	livePrimitives.Add(-1)
+	b.k.owned = slices.DeleteFunc(b.k.owned, func(x C.dnnl_memory_t) bool { return x == m })
+	C.dnnl_memory_destroy(m)
 }
 
 // output returns the memory the operator writes output 0 to in layout
@@ -760,9 +809,14 @@ func (s *kernelSet) Prepare(ctx *jsonrt.PrepareContext) (jsonrt.Kernel, error) {
 		}
 	}
 	if err != nil {
+		b.k.Release()
 		return nil, err
 	}
-	return b.finish(main)
+	k, err := b.finish(main)
+	if err != nil {
+		b.k.Release()
+	}
+	return k, err
 }
 
 // anchor builds a convolution or inner product with its bias and

@@ -41,6 +41,30 @@ type Kernel interface {
 	Run(args []*runtime.NDArray) error
 }
 
+// Releaser is implemented by a Kernel that holds memory or handles
+// outside Go (a oneDNN primitive): Release frees them. The module calls
+// it when it replaces its kernels (a new thread count, new constants) and
+// when it is closed; the kernel is not run again.
+type Releaser interface {
+	Release()
+}
+
+// SetCloser is implemented by a KernelSet that holds resources of its
+// own (a oneDNN stream): Module.Close calls it after releasing the
+// kernels.
+type SetCloser interface {
+	Close()
+}
+
+// releaseKernels releases the kernels that hold resources (Releaser).
+func releaseKernels(ks []Kernel) {
+	for _, k := range ks {
+		if r, ok := k.(Releaser); ok {
+			r.Release()
+		}
+	}
+}
+
 // ThreadSetter is implemented by a KernelSet whose kernels use a thread
 // pool; Module.SetNumThreads forwards to it. It reports whether the
 // count changed, in which case the module builds its kernels again before
@@ -120,6 +144,7 @@ type Module struct {
 	mu       sync.Mutex
 	consts   map[int]*runtime.NDArray // by const node id
 	prepared bool
+	closed   bool
 	kernels  []Kernel           // by node id (nil for input/const)
 	entryOf  [][]int            // node id, output index → flat entry
 	bufs     []*runtime.NDArray // by entry: preallocated intermediates
@@ -258,6 +283,24 @@ func (m *Module) NewInstance() (runtime.Module, error) {
 	return &Module{kind: m.kind, graph: m.graph, set: set, consts: consts, entryOf: m.entryOf}, nil
 }
 
+// Close releases the module's kernels and its kernel set's resources;
+// later calls of its function fail. The graph executor closes the module
+// instances it made for a fork (NewInstance) with the fork; a module
+// loaded from an artifact lives as long as the process.
+func (m *Module) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.closed = true
+	releaseKernels(m.kernels)
+	m.kernels, m.bufs, m.vals, m.prepared = nil, nil, nil, false
+	if c, ok := m.set.(SetCloser); ok {
+		c.Close()
+	}
+}
+
 // SetConstants binds every const node by name. A missing constant, or
 // one whose dtype or shape differs from the node's, is an error naming
 // it. Constants are copied into the module; the kernels are then
@@ -288,7 +331,7 @@ func (m *Module) SetConstants(consts map[string]*tensor.Tensor) error {
 }
 
 // prepare builds the kernels and allocates the intermediates (m.mu held).
-func (m *Module) prepare() error {
+func (m *Module) prepare() (err error) {
 	g := m.graph
 	if len(g.Consts()) > 0 && m.consts == nil {
 		return fmt.Errorf("jsonrt: %s: constants were not set", g.Symbol)
@@ -303,6 +346,11 @@ func (m *Module) prepare() error {
 	}
 	layouts := make([]Layout, nEntries)
 	kernels := make([]Kernel, len(g.Nodes))
+	defer func() {
+		if err != nil {
+			releaseKernels(kernels) // the ones built before the error
+		}
+	}()
 	bufs := make([]*runtime.NDArray, nEntries)
 	// Intermediates share memory: an entry's buffer returns to the pool
 	// after its last consumer, and later outputs take the smallest free
@@ -385,6 +433,7 @@ func (m *Module) prepare() error {
 			}
 		}
 	}
+	releaseKernels(m.kernels)
 	m.kernels, m.bufs = kernels, bufs
 	m.vals = make([]*runtime.NDArray, nEntries)
 	m.prepared = true
@@ -432,6 +481,9 @@ func (m *Module) call(args []*runtime.NDArray) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("%s: the module is closed", g.Symbol)
+	}
 	if !m.prepared {
 		if err := m.prepare(); err != nil {
 			return err

@@ -449,3 +449,115 @@ func TestIntermediatesShareMemory(t *testing.T) {
 		t.Errorf("%d intermediates in %d buffers, want fewer buffers", inter, len(distinct))
 	}
 }
+
+// releasingKernels is goKernels whose kernels count their releases, can
+// make instances of itself (SetInstancer) and count Close.
+type releasingKernels struct {
+	goKernels
+	live      *int // kernels prepared and not released, over all instances
+	instances int
+	closed    bool
+	failAt    string // Prepare fails on this node
+}
+
+type releasingKernel struct {
+	Kernel
+	live     *int
+	released bool
+}
+
+func (k *releasingKernel) Release() {
+	if !k.released {
+		k.released = true
+		*k.live--
+	}
+}
+
+func (s *releasingKernels) Prepare(ctx *PrepareContext) (Kernel, error) {
+	if ctx.Node.Name == s.failAt {
+		return nil, fmt.Errorf("no kernel for %s", s.failAt)
+	}
+	k, err := s.goKernels.Prepare(ctx)
+	if err != nil {
+		return nil, err
+	}
+	*s.live++
+	return &releasingKernel{Kernel: k, live: s.live}, nil
+}
+
+func (s *releasingKernels) NewInstance() (KernelSet, error) {
+	s.instances++
+	return &releasingKernels{live: s.live}, nil
+}
+
+func (s *releasingKernels) Close() { s.closed = true }
+
+// TestInstancesAndRelease: an instance computes what its module does with
+// kernels of its own; rebuilding kernels releases the old ones, a failed
+// build releases those it made, and Close releases all and closes the
+// set; a closed module refuses calls.
+func TestInstancesAndRelease(t *testing.T) {
+	live := 0
+	set := &releasingKernels{live: &live}
+	m, err := New("kiln_test_json", testGraph(), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := tensor.FromFloat32s(ir.Shape{2, 3}, []float32{1, -2, 3, -4, 5, -6})
+	c := tensor.FromFloat32s(ir.Shape{2, 3}, []float32{10, 20, 30, 40, 50, 60})
+	if err := m.SetConstants(map[string]*tensor.Tensor{"c": c}); err != nil {
+		t.Fatal(err)
+	}
+	want := run(t, m, x)
+	if live != 4 {
+		t.Fatalf("%d kernels live after one build, want 4", live)
+	}
+	if err := m.SetConstants(map[string]*tensor.Tensor{"c": c}); err != nil {
+		t.Fatal(err)
+	}
+	if live != 4 {
+		t.Errorf("%d kernels live after a rebuild, want 4 (the old ones released)", live)
+	}
+	im, err := m.NewInstance()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := im.(*Module)
+	if inst == m || set.instances != 1 {
+		t.Fatalf("NewInstance gave the module itself (%d instances)", set.instances)
+	}
+	if got := run(t, inst, x); !reflect.DeepEqual(got, want) {
+		t.Errorf("the instance computes %v, want %v", got, want)
+	}
+	if live != 8 {
+		t.Errorf("%d kernels live with an instance, want 8", live)
+	}
+	inst.Close()
+	if live != 4 || !inst.set.(*releasingKernels).closed {
+		t.Errorf("after the instance's Close: %d kernels live (want 4), set closed %v", live, inst.set.(*releasingKernels).closed)
+	}
+	f, _ := inst.GetFunction("f")
+	var args []*runtime.NDArray
+	for range 4 {
+		a, err := runtime.FromTensor(x, runtime.CPUDevice(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, a)
+	}
+	if err := f(args); err == nil || !strings.Contains(err.Error(), "the module is closed") {
+		t.Errorf("a call of a closed module: %v", err)
+	}
+	// A build that fails half-way releases what it built.
+	bad := &releasingKernels{live: &live, failAt: "scale"}
+	mb, err := New("kiln_test_json", testGraph(), bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mb.SetConstants(map[string]*tensor.Tensor{"c": c}); err == nil || !strings.Contains(err.Error(), "no kernel for scale") {
+		t.Fatalf("a failing build: %v", err)
+	}
+	if live != 4 {
+		t.Errorf("%d kernels live after a failed build, want 4", live)
+	}
+}
