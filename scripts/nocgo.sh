@@ -18,7 +18,8 @@ mkdir -p out/nocgo
 
 echo "== CGO_ENABLED=0 go build ./cmd/kiln"
 CGO_ENABLED=0 go build -o out/nocgo/kiln ./cmd/kiln
-if out/nocgo/kiln targets | grep -q '^dnnl'; then
+out/nocgo/kiln targets >out/nocgo/targets.txt
+if grep -q '^dnnl' out/nocgo/targets.txt; then
 	echo "nocgo: the cgo-free kiln lists the dnnl target" >&2
 	exit 1
 fi
@@ -43,13 +44,17 @@ echo "== go vet -tags kiln_nodnnl ./... (kiln without oneDNN)"
 go vet -tags kiln_nodnnl ./...
 echo "== go build ./cmd/kiln without oneDNN's header (cgo, CGO_CPPFLAGS=-DKILN_DNNL_STUB)"
 CGO_CPPFLAGS=-DKILN_DNNL_STUB go build -o out/nocgo/kiln-nodnnl ./cmd/kiln
-if ldd out/nocgo/kiln-nodnnl | grep -q libdnnl; then
+ldd out/nocgo/kiln-nodnnl >out/nocgo/ldd.txt
+if grep -q libdnnl out/nocgo/ldd.txt; then
 	echo "nocgo: kiln links libdnnl; it must load it at run time" >&2
 	exit 1
 fi
 out/nocgo/kiln-nodnnl compile "$mlp" -t c -o out/nocgo/mlp-nodnnl.kiln
 out/nocgo/kiln-nodnnl test-onnx --engine compiled -t c "$mlp"
-out/nocgo/kiln-nodnnl version | grep -q "oneDNN: unavailable, so no dnnl target (dnnl: this kiln was built without oneDNN's header" || {
+# (Output to a file first: with pipefail, grep -q closing the pipe early
+# could fail the pipeline.)
+out/nocgo/kiln-nodnnl version >out/nocgo/version.txt
+grep -q "oneDNN: unavailable, so no dnnl target (dnnl: this kiln was built without oneDNN's header" out/nocgo/version.txt || {
 	echo "nocgo: kiln version does not say why dnnl is unavailable" >&2
 	exit 1
 }
@@ -63,7 +68,8 @@ grep -q "this kiln has no dnnl target: this kiln was built without oneDNN's head
 	exit 1
 }
 build_kiln
-KILN_DNNL_LIBRARY=/nonexistent/libdnnl.so.2 out/kiln version | grep -q "oneDNN: unavailable, so no dnnl target (dnnl: cannot load /nonexistent/libdnnl.so.2" || {
+KILN_DNNL_LIBRARY=/nonexistent/libdnnl.so.2 out/kiln version >out/nocgo/version-nolib.txt
+grep -q "oneDNN: unavailable, so no dnnl target (dnnl: cannot load /nonexistent/libdnnl.so.2" out/nocgo/version-nolib.txt || {
 	echo "nocgo: kiln run without libdnnl does not say why dnnl is unavailable" >&2
 	exit 1
 }
