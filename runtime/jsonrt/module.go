@@ -303,8 +303,10 @@ func (m *Module) Close() {
 
 // SetConstants binds every const node by name. A missing constant, or
 // one whose dtype or shape differs from the node's, is an error naming
-// it. Constants are copied into the module; the kernels are then
-// prepared (again, when constants are set a second time).
+// it. Constants are copied into the module; the kernels are built (again,
+// when constants are set a second time) at the next call, on the thread
+// count the module has then: a module that is never called (the one a
+// graph executor's forks make instances of) builds nothing.
 func (m *Module) SetConstants(consts map[string]*tensor.Tensor) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -327,7 +329,7 @@ func (m *Module) SetConstants(consts map[string]*tensor.Tensor) error {
 	}
 	m.consts = bound
 	m.prepared = false
-	return m.prepare()
+	return nil
 }
 
 // prepare builds the kernels and allocates the intermediates (m.mu held).

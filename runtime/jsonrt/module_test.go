@@ -554,7 +554,14 @@ func TestInstancesAndRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mb.SetConstants(map[string]*tensor.Tensor{"c": c}); err == nil || !strings.Contains(err.Error(), "no kernel for scale") {
+	if err := mb.SetConstants(map[string]*tensor.Tensor{"c": c}); err != nil {
+		t.Fatal(err)
+	}
+	if live != 4 {
+		t.Errorf("setting constants built kernels (%d live, want 4): kernels are built at the first call", live)
+	}
+	fb, _ := mb.GetFunction("f")
+	if err := fb(args); err == nil || !strings.Contains(err.Error(), "no kernel for scale") {
 		t.Fatalf("a failing build: %v", err)
 	}
 	if live != 4 {
