@@ -65,7 +65,6 @@ import (
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/partition"
-	krt "github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/targets"
 )
 
@@ -159,13 +158,11 @@ func Compile(ctx context.Context, model, targetList string, opts Options) (art *
 	var cacheDir string
 	if !opts.NoCache {
 		// A cache that cannot be used only makes the compile slower.
-		if dir, err := cgen.DefaultCacheDir(); err == nil {
-			if c, err := cgen.OpenCache(dir); err == nil {
-				cfg.Cache, cacheDir = c, c.Dir()
-			}
+		if c, err := cgen.OpenDefaultCache(); err == nil {
+			cfg.Cache, cacheDir = c, c.Dir()
 		}
 	}
-	measured := driver.HasExternal(list.Targets) && krt.CanRun
+	measured := driver.CanMeasure(list.Targets)
 	switch opts.Partition {
 	case "", "measured":
 	case "greedy":
@@ -208,7 +205,7 @@ func outDir(opts Options, source *driver.SourceMeta) (dir string, temp bool, err
 		return "", false, err
 	}
 	if _, err := os.Lstat(dir); err == nil && !opts.Force {
-		if md, err := driver.ReadMetadata(dir); err != nil || md.Source == nil || *md.Source != *source {
+		if md, err := driver.ReadMetadata(dir); err != nil || !md.Source.Same(source) {
 			return "", false, fmt.Errorf("kiln: %s exists and does not hold an artifact of this model (set Options.Force to replace an artifact there)", opts.Out)
 		}
 	}

@@ -27,12 +27,9 @@ func (c *cacheFlags) open(stderr io.Writer) *cgen.Cache {
 	if c.off {
 		return nil
 	}
-	dir, err := cgen.DefaultCacheDir()
+	cache, err := cgen.OpenDefaultCache()
 	if err == nil {
-		var cache *cgen.Cache
-		if cache, err = cgen.OpenCache(dir); err == nil {
-			return cache
-		}
+		return cache
 	}
 	fmt.Fprintf(stderr, "kiln: warning: compiling without a cache: %v\n", err)
 	return nil

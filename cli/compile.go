@@ -318,7 +318,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	}
 	replacing := isArtifact(*out) // said in the summary: never silently
 	if replacing && !*force {
-		if md, err := driver.ReadMetadata(*out); err != nil || md.Source == nil || *md.Source != *source {
+		if md, err := driver.ReadMetadata(*out); err != nil || !md.Source.Same(source) {
 			return fail(stderr, "compile", fmt.Errorf("%s holds an artifact of another model (%s); choose another -o, or give --force to replace it", *out, describeSource(md.Source)))
 		}
 	}

@@ -27,16 +27,30 @@ func ReadTensor(path string) (*tensor.Tensor, string, error) {
 	case ".pb":
 		return onnx.ReadTensorFile(path)
 	case ".npz":
-		arrays, err := tensor.ReadNpzFile(path)
-		if err != nil {
-			return nil, "", err
-		}
-		if len(arrays) != 1 {
-			return nil, "", fmt.Errorf("%s holds %d arrays, not one (give it as a bare --input FILE.npz to bind each array to the input of its name)", path, len(arrays))
-		}
-		return arrays[0].Tensor, arrays[0].Name, nil
+		return readNpzArray(path, "")
 	}
 	return nil, "", fmt.Errorf("%s: unknown tensor file type (want .npy, .pb or .npz)", path)
+}
+
+// readNpzArray reads the one array of a .npz archive or, when it holds
+// several and name is not empty, the one named name.
+func readNpzArray(path, name string) (*tensor.Tensor, string, error) {
+	arrays, err := tensor.ReadNpzFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(arrays) == 1 {
+		return arrays[0].Tensor, arrays[0].Name, nil
+	}
+	if name == "" {
+		return nil, "", fmt.Errorf("%s holds %d arrays, not one (give it as a bare --input FILE.npz to bind each array to the input of its name)", path, len(arrays))
+	}
+	for _, a := range arrays {
+		if a.Name == name {
+			return a.Tensor, a.Name, nil
+		}
+	}
+	return nil, "", fmt.Errorf("%s holds %d arrays and none named %q", path, len(arrays), name)
 }
 
 // isNpz reports whether path names a .npz archive.

@@ -8,7 +8,6 @@ import (
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/internal/escape"
 	"github.com/kiln-dev/kiln/partition"
-	krt "github.com/kiln-dev/kiln/runtime"
 )
 
 // Partitioning modes of --partition.
@@ -54,7 +53,7 @@ func (p partitionFlags) forThreads(threads int) *partitionFlags {
 // no --require-offload (which asks for every call on the external
 // targets, however fast) and a kiln that can run what it compiles.
 func (p *partitionFlags) measure(place *placement, requireOffload bool) (driver.MeasureOptions, bool) {
-	if p == nil || p.mode != partitionMeasured || requireOffload || place == nil || !driver.HasExternal(place.list.Targets) || !krt.CanRun {
+	if p == nil || p.mode != partitionMeasured || requireOffload || place == nil || !driver.CanMeasure(place.list.Targets) {
 		return driver.MeasureOptions{}, false
 	}
 	return driver.MeasureOptions{Threads: max(p.threads, 1)}, true

@@ -47,23 +47,12 @@ var errArtifact = fmt.Errorf("not an .onnx model")
 // readInputFile reads the file of NAME=FILE: a .npz must hold one array,
 // or one named NAME.
 func readInputFile(name, file string) (*tensor.Tensor, error) {
-	if !isNpz(file) {
-		t, _, err := ReadTensor(file)
+	if isNpz(file) {
+		t, _, err := readNpzArray(file, name)
 		return t, err
 	}
-	arrays, err := tensor.ReadNpzFile(file)
-	if err != nil {
-		return nil, err
-	}
-	if len(arrays) == 1 {
-		return arrays[0].Tensor, nil
-	}
-	for _, a := range arrays {
-		if a.Name == name {
-			return a.Tensor, nil
-		}
-	}
-	return nil, fmt.Errorf("%s holds %d arrays and none named %q", file, len(arrays), name)
+	t, _, err := ReadTensor(file)
+	return t, err
 }
 
 // readInputs reads --input values: NAME=FILE binds by name, a bare FILE

@@ -166,6 +166,12 @@ type SourceMeta struct {
 	SHA256 string `json:"sha256"`
 }
 
+// Same reports whether s and o are both set and name the same model file
+// (name and content).
+func (s *SourceMeta) Same(o *SourceMeta) bool {
+	return s != nil && o != nil && *s == *o
+}
+
 // SourceOf reads the model file at path and returns its SourceMeta.
 func SourceOf(path string) (*SourceMeta, error) {
 	f, err := os.Open(path)

@@ -64,6 +64,13 @@ type MeasureOptions struct {
 // read and write a tensor: a conservative figure for one core.
 const copyBandwidth = 5e9
 
+// CanMeasure reports whether measured partitioning applies to a
+// compilation for tgts: one has an external code generator (HasExternal)
+// and this build can run the candidates it measures (runtime.CanRun).
+func CanMeasure(tgts []*targets.Target) bool {
+	return HasExternal(tgts) && runtime.CanRun
+}
+
 // HasExternal reports whether targets holds a target whose kind takes
 // calls by partitioning (an external code generator), the case in which
 // CompileMeasured measures.

@@ -134,25 +134,14 @@ type ConstantUser interface {
 // SetConstants walks m and its imports and calls SetConstants on every
 // ConstantUser.
 func SetConstants(m Module, consts map[string]*tensor.Tensor) error {
-	var walk func(Module, map[Module]bool) error
-	walk = func(m Module, seen map[Module]bool) error {
-		if m == nil || seen[m] {
-			return nil
-		}
-		seen[m] = true
+	return eachModule(m, func(m Module) error {
 		if cu, ok := m.(ConstantUser); ok {
 			if err := cu.SetConstants(consts); err != nil {
 				return fmt.Errorf("module %s: %w", m.Name(), err)
 			}
 		}
-		for _, imp := range m.Imports() {
-			if err := walk(imp, seen); err != nil {
-				return err
-			}
-		}
 		return nil
-	}
-	return walk(m, map[Module]bool{})
+	})
 }
 
 // UnpackedFunc is the unpacked form of a C source module's function: its

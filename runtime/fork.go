@@ -108,9 +108,6 @@ func (e *GraphExecutor) Fork(inputs []string) (*GraphExecutor, error) {
 	for _, k := range sharedInputs {
 		e.frozen[k], f.frozen[k], f.set[k] = true, true, true
 	}
-	for sid := range shared {
-		e.shared[sid] = true
-	}
 	// e gives up ownership of the shared buffers: whichever executor
 	// goes last leaves them to the garbage collector.
 	e.storage = slices.DeleteFunc(e.storage, func(a *NDArray) bool {

@@ -68,10 +68,6 @@ type GraphExecutor struct {
 	// frozen marks the inputs whose storage is shared with forks
 	// (parameters): they no longer change.
 	frozen []bool
-	// shared marks the storage ids whose buffers other executors use too
-	// (Fork): release leaves them to the garbage collector, which frees
-	// them once no executor refers to them.
-	shared map[int64]bool
 	// owners maps each storage id to its buffer.
 	owners map[int64]*NDArray
 	// instances are the module instances made for this executor by Fork
@@ -205,11 +201,12 @@ func (e *GraphExecutor) allocate(shared map[int64]*NDArray) error {
 		s.nbytes = max(s.nbytes, en.offset+en.nbytes)
 	}
 	e.owners = map[int64]*NDArray{}
-	e.shared = map[int64]bool{}
 	for _, sid := range sids {
 		if a, ok := shared[sid]; ok {
+			// Not in e.storage: release leaves a shared buffer to the
+			// garbage collector, which frees it once no executor
+			// refers to it.
 			e.owners[sid] = a
-			e.shared[sid] = true
 			continue
 		}
 		s := sizes[sid]
@@ -538,21 +535,12 @@ type stepEvent struct {
 // time their functions' inner steps, with recording set to on.
 func (e *GraphExecutor) innerProfilers(on bool) []InnerProfiler {
 	var out []InnerProfiler
-	seen := map[Module]bool{}
-	var walk func(m Module)
-	walk = func(m Module) {
-		if m == nil || seen[m] {
-			return
-		}
-		seen[m] = true
+	eachModule(e.mod, func(m Module) error {
 		if p, ok := m.(InnerProfiler); ok {
 			out = append(out, p)
 		}
-		for _, im := range m.Imports() {
-			walk(im)
-		}
-	}
-	walk(e.mod)
+		return nil
+	})
 	setProfiling(out, on)
 	return out
 }

@@ -127,21 +127,37 @@ type ThreadSetter interface {
 // returns how many took it.
 func SetNumThreads(m Module, n int) int {
 	count := 0
-	var walk func(Module, map[Module]bool)
-	walk = func(m Module, seen map[Module]bool) {
-		if m == nil || seen[m] {
-			return
-		}
-		seen[m] = true
+	eachModule(m, func(m Module) error {
 		if d, ok := m.(ThreadSetter); ok && d.SetNumThreads(n) {
 			count++
 		}
-		for _, imp := range m.Imports() {
-			walk(imp, seen)
-		}
-	}
-	walk(m, map[Module]bool{})
+		return nil
+	})
 	return count
+}
+
+// eachModule calls f on m and every module it imports, directly or not,
+// once each (shared or cyclic imports are harmless), depth first in
+// import order, and stops at f's first error.
+func eachModule(m Module, f func(Module) error) error {
+	seen := map[Module]bool{}
+	var walk func(Module) error
+	walk = func(m Module) error {
+		if m == nil || seen[m] {
+			return nil
+		}
+		seen[m] = true
+		if err := f(m); err != nil {
+			return err
+		}
+		for _, imp := range m.Imports() {
+			if err := walk(imp); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(m)
 }
 
 // DSOModule is a shared library of packed functions compiled from kiln's C
@@ -244,21 +260,12 @@ func (d *DSOModule) SetNumThreads(n int) bool {
 // libraries in m's module tree.
 func threadSetters(m Module) []unsafe.Pointer {
 	var out []unsafe.Pointer
-	seen := map[Module]bool{}
-	var walk func(Module)
-	walk = func(m Module) {
-		if m == nil || seen[m] {
-			return
-		}
-		seen[m] = true
+	eachModule(m, func(m Module) error {
 		if d, ok := m.(*DSOModule); ok && d.setThreadsHere != nil {
 			out = append(out, d.setThreadsHere)
 		}
-		for _, im := range m.Imports() {
-			walk(im)
-		}
-	}
-	walk(m)
+		return nil
+	})
 	return out
 }
 

@@ -174,6 +174,11 @@ type weightEntry struct {
 func (w *weightCache) lookup(src *runtime.NDArray, md *C.dnnl_memory_desc_t) C.dnnl_memory_t {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.find(src, md)
+}
+
+// find is lookup with w.mu held.
+func (w *weightCache) find(src *runtime.NDArray, md *C.dnnl_memory_desc_t) C.dnnl_memory_t {
 	for i := range w.entries {
 		if e := &w.entries[i]; e.src == src && mdEqual(&e.md, md) {
 			return e.mem
@@ -187,10 +192,8 @@ func (w *weightCache) lookup(src *runtime.NDArray, md *C.dnnl_memory_desc_t) C.d
 func (w *weightCache) add(src *runtime.NDArray, md *C.dnnl_memory_desc_t, mem C.dnnl_memory_t) C.dnnl_memory_t {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for i := range w.entries {
-		if e := &w.entries[i]; e.src == src && mdEqual(&e.md, md) {
-			return e.mem
-		}
+	if m := w.find(src, md); m != nil {
+		return m
 	}
 	w.entries = append(w.entries, weightEntry{src: src, md: *md, mem: mem})
 	w.reorders++

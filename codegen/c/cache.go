@@ -52,6 +52,15 @@ func DefaultCacheDir() (string, error) {
 	return filepath.Join(d, "kiln"), nil
 }
 
+// OpenDefaultCache opens the cache in DefaultCacheDir.
+func OpenDefaultCache() (*Cache, error) {
+	dir, err := DefaultCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	return OpenCache(dir)
+}
+
 // OpenCache opens (creating it when missing, mode 0700) the cache in
 // dir. A directory that other users may write, or that belongs to
 // another user, is refused: an object from it would be linked into

@@ -175,6 +175,21 @@ func run(t *testing.T, m *Module, x *tensor.Tensor) [][]float32 {
 	return out
 }
 
+// constModule makes testGraph's module over set with its constant c
+// bound to 10, 20, ... 60.
+func constModule(t *testing.T, set KernelSet) *Module {
+	t.Helper()
+	m, err := New("kiln_test_json", testGraph(), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tensor.FromFloat32s(ir.Shape{2, 3}, []float32{10, 20, 30, 40, 50, 60})
+	if err := m.SetConstants(map[string]*tensor.Tensor{"c": c}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func TestRunRoundTripAndConstants(t *testing.T) {
 	set := &goKernels{}
 	m, err := New("kiln_test_json", testGraph(), set)
@@ -358,15 +373,8 @@ func (s *threadKernels) SetNumThreads(n int) bool {
 
 func TestSetNumThreadsRebuildsKernels(t *testing.T) {
 	set := &threadKernels{}
-	m, err := New("kiln_test_json", testGraph(), set)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := constModule(t, set)
 	x := tensor.FromFloat32s(ir.Shape{2, 3}, []float32{1, -2, 3, -4, 5, -6})
-	c := tensor.FromFloat32s(ir.Shape{2, 3}, []float32{10, 20, 30, 40, 50, 60})
-	if err := m.SetConstants(map[string]*tensor.Tensor{"c": c}); err != nil {
-		t.Fatal(err)
-	}
 	want := run(t, m, x)
 	steps := []struct {
 		n        int
@@ -499,15 +507,9 @@ func (s *releasingKernels) Close() { s.closed = true }
 func TestInstancesAndRelease(t *testing.T) {
 	live := 0
 	set := &releasingKernels{live: &live}
-	m, err := New("kiln_test_json", testGraph(), set)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := constModule(t, set)
 	x := tensor.FromFloat32s(ir.Shape{2, 3}, []float32{1, -2, 3, -4, 5, -6})
 	c := tensor.FromFloat32s(ir.Shape{2, 3}, []float32{10, 20, 30, 40, 50, 60})
-	if err := m.SetConstants(map[string]*tensor.Tensor{"c": c}); err != nil {
-		t.Fatal(err)
-	}
 	want := run(t, m, x)
 	if live != 4 {
 		t.Fatalf("%d kernels live after one build, want 4", live)
@@ -549,14 +551,7 @@ func TestInstancesAndRelease(t *testing.T) {
 		t.Errorf("a call of a closed module: %v", err)
 	}
 	// A build that fails half-way releases what it built.
-	bad := &releasingKernels{live: &live, failAt: "scale"}
-	mb, err := New("kiln_test_json", testGraph(), bad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mb.SetConstants(map[string]*tensor.Tensor{"c": c}); err != nil {
-		t.Fatal(err)
-	}
+	mb := constModule(t, &releasingKernels{live: &live, failAt: "scale"})
 	if live != 4 {
 		t.Errorf("setting constants built kernels (%d live, want 4): kernels are built at the first call", live)
 	}
