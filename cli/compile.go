@@ -159,11 +159,17 @@ func compileModel(m *onnx.Model, opts compileOptions) (*driver.Result, time.Dura
 		res, err = driver.CompileContext(ctx, m.Module, names, cfg)
 	}
 	if err == nil && opts.Warn != nil && cfg.Report != nil {
-		for _, w := range cfg.Report.Warnings {
-			fmt.Fprintf(opts.Warn, "kiln: warning: %s\n", escape.Printable(w))
-		}
+		writeWarnings(opts.Warn, cfg.Report)
 	}
 	return res, time.Since(t0), err
+}
+
+// writeWarnings writes the partition report's warnings to w, one
+// "kiln: warning:" line each.
+func writeWarnings(w io.Writer, rep *partition.Report) {
+	for _, s := range rep.Warnings {
+		fmt.Fprintf(w, "kiln: warning: %s\n", escape.Printable(s))
+	}
 }
 
 // importOptions holds the import flags compile and bench share with

@@ -327,22 +327,27 @@ func checkHTMLReport(t *testing.T, name, page string) {
 // the host keeps it out of dnnl's regions (the report says why), one that
 // puts a node on dnnl offloads it whole (the convolution with its bias
 // and relu, as one composite), one that puts a node dnnl does not take
-// on dnnl fails naming the node and the reason, and the placed artifact
-// matches PyTorch's outputs.
+// on dnnl fails naming the node and the reason, a composite straddling
+// two placements is split with a warning, and the placed artifacts match
+// PyTorch's outputs.
 func TestPlacementBeatsPartitioning(t *testing.T) {
 	testenv.Cgo(t)
 	if !dnnl.Available {
 		t.Skip("no oneDNN in this build")
 	}
 	lenet := filepath.Join(sharedRoot(t), "models", "lenet")
-	report := func(place string) *partition.Report {
+	reportFor := func(tl string, places ...string) *partition.Report {
 		t.Helper()
 		dir := t.TempDir()
 		rj := filepath.Join(dir, "report.json")
 		art := filepath.Join(dir, "a")
-		code, _, stderr := kiln("compile", lenet, "-t", "dnnl, c", "--partition", "greedy", "--place", place, "--report-json", rj, "-o", art)
+		args := []string{"compile", lenet, "-t", tl, "--partition", "greedy", "--report-json", rj, "-o", art}
+		for _, p := range places {
+			args = append(args, "--place", p)
+		}
+		code, _, stderr := kiln(args...)
 		if code != 0 {
-			t.Fatalf("--place %q: exit %d: %s", place, code, stderr)
+			t.Fatalf("--place %q: exit %d: %s", places, code, stderr)
 		}
 		runLeNet(t, lenet, art)
 		data, err := os.ReadFile(rj)
@@ -355,6 +360,7 @@ func TestPlacementBeatsPartitioning(t *testing.T) {
 		}
 		return &rep
 	}
+	report := func(place string) *partition.Report { return reportFor("dnnl, c", place) }
 	rep := report("node:/3/Conv = c")
 	for _, n := range rep.Nodes {
 		if n.Node == "/3/Conv" && (n.Target != partition.HostTarget || !strings.Contains(strings.Join(n.Why, ";"), "by a placement rule")) {
@@ -369,6 +375,18 @@ func TestPlacementBeatsPartitioning(t *testing.T) {
 		if n.Node == "/3/Conv" && (n.Target != "dnnl" || n.Composite != "dnnl.conv2d_bias_relu") {
 			t.Errorf("placed on dnnl: %s %s went to %s in %q", n.Node, n.Op, n.Target, n.Composite)
 		}
+	}
+	// A composite whose operators are placed on two targets (dnnl's dense
+	// with its bias add, the add placed on ccompiler) is split into its
+	// operators, each going where it is placed, and a warning says so.
+	rep = reportFor("dnnl, ccompiler, c", "op:nn.dense = dnnl", "op:add = ccompiler")
+	for _, n := range rep.Nodes {
+		if (n.Op == "nn.dense" && n.Target != "dnnl") || (n.Op == "add" && n.Target != "ccompiler") {
+			t.Errorf("straddling placements: %s %s went to %s in %q", n.Node, n.Op, n.Target, n.Composite)
+		}
+	}
+	if w := strings.Join(rep.Warnings, "\n"); !strings.Contains(w, `composite dnnl.dense_bias_relu straddles placements (/7/Gemm (nn.dense) on "dnnl", /7/Gemm (add) on "ccompiler"): split into its operators`) {
+		t.Errorf("no warning for the split composite: %s", w)
 	}
 	// kiln inspect shows the plan compile uses.
 	if code, stdout, stderr := kiln("inspect", lenet, "-t", "dnnl, c", "--place", "node:/3/Conv = c"); code != 0 ||

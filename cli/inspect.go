@@ -98,6 +98,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		if rep, devOf, err = partitionView(model.Module, place); err != nil {
 			return fail(stderr, "inspect", err)
 		}
+		if rep != nil {
+			writeWarnings(stderr, rep)
+		}
 		if rep == nil {
 			planned, err := place.plan(model.Module)
 			if err != nil {

@@ -118,6 +118,7 @@ func Partition(mod *graph.Module, tgts []*targets.Target, opts Options) (*graph.
 	rep := newReport(main, ann, regions, refused)
 	rep.Warnings = append(rep.Warnings, idleTargets(tgts, ann, measured)...)
 	if place != nil {
+		rep.Warnings = append(rep.Warnings, place.splits...)
 		if err := place.check(rep); err != nil {
 			return nil, rep, err
 		}

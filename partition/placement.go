@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kiln-dev/kiln/backend"
@@ -16,6 +17,9 @@ import (
 // calls (composites, inlining) and the key survives that.
 type placement struct {
 	on map[string]placed
+	// splits says which composites straddled placements and were split
+	// into their operators (warnings of the report).
+	splits []string
 }
 
 type placed struct {
@@ -82,33 +86,58 @@ func (p *placement) stripExternal(main *graph.Function, resolve func(string) (*t
 	return nf
 }
 
-// of returns the placement of call c (for a composite call, of any of
-// its operators), if any.
-func (p *placement) of(c *graph.Call) (placed, bool) {
+// of returns the placement of call c, if any. For a composite call it is
+// the placement its placed operators share; operators placed on
+// different targets make split set, saying which are placed where.
+func (p *placement) of(c *graph.Call) (v placed, ok bool, split string) {
 	if c.Op != nil {
-		v, ok := p.on[placementKey(c.Span, c.Op.Name)]
-		return v, ok
+		v, ok = p.on[placementKey(c.Span, c.Op.Name)]
+		return v, ok, ""
 	}
-	f, ok := c.Fn.(*graph.Function)
-	if !ok {
-		return placed{}, false
+	f, isFn := c.Fn.(*graph.Function)
+	if !isFn {
+		return placed{}, false, ""
 	}
-	var found placed
-	var hit bool
+	var where []string
 	graph.PostOrder(f.Body, func(e graph.Expr) {
-		if x, ok := e.(*graph.Call); ok && x.Op != nil && !hit {
-			found, hit = p.on[placementKey(x.Span, x.Op.Name)]
+		x, isCall := e.(*graph.Call)
+		if !isCall || x.Op == nil {
+			return
+		}
+		w, hit := p.on[placementKey(x.Span, x.Op.Name)]
+		if !hit {
+			return
+		}
+		where = append(where, fmt.Sprintf("%s (%s) on %q", x.Span, x.Op.Name, w.device))
+		switch {
+		case !ok:
+			v, ok = w, true
+		case w.target != v.target:
+			split = "x"
 		}
 	})
-	return found, hit
+	if split != "" {
+		split = fmt.Sprintf("composite %s straddles placements (%s): split into its operators", compositeName(c), strings.Join(where, ", "))
+	}
+	return v, ok, split
 }
 
 // decider wraps decide (nil: the first able target) so that a placed
 // call goes where its placement says: to the placed target when that is
-// an external target that takes it, else to the host.
+// an external target that takes it, else to the host. A composite whose
+// operators are placed on different targets goes to no target, so that
+// partitioning splits it into its operators, each then placed on its
+// own; the split is recorded for the report's warnings.
 func (p *placement) decider(decide Decider) Decider {
 	return func(c *graph.Call, able []*targets.Target) (*targets.Target, string) {
-		if v, ok := p.of(c); ok {
+		v, ok, split := p.of(c)
+		if split != "" {
+			if !slices.Contains(p.splits, split) {
+				p.splits = append(p.splits, split)
+			}
+			return nil, split
+		}
+		if ok {
 			for _, t := range able {
 				if t == v.target || t.Kind == v.target.Kind {
 					return t, ""
