@@ -13,7 +13,6 @@ import (
 
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/ir"
-	krt "github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -213,7 +212,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if err := cores.apply(art); err != nil {
 		return fail(stderr, "bench", err)
 	}
-	if n := krt.SetNumThreads(art.Exec.Module(), *threads); n == 0 && *threads > 1 {
+	if n := art.Exec.UseThreads(*threads); n == 0 && *threads > 1 {
 		fmt.Fprintf(stderr, "kiln bench: note: the library has no thread control; --threads %d has no effect\n", *threads)
 	}
 	for _, d := range decl {

@@ -12,7 +12,6 @@ import (
 	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/internal/opsuite"
-	krt "github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/targets"
 )
 
@@ -151,7 +150,7 @@ func benchWorkload(w *opsuite.Workload, dir string, place *placement, cache *cge
 		return r, err
 	}
 	defer a.Close()
-	krt.SetNumThreads(a.Exec.Module(), o.threads)
+	a.Exec.UseThreads(o.threads)
 	if err := a.Exec.SetInput("x", w.Input); err != nil {
 		return r, err
 	}

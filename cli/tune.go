@@ -14,7 +14,6 @@ import (
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
-	krt "github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/tune"
 )
@@ -263,7 +262,7 @@ func (m *tuneMeasurer) measure(w *tuneWorkload, k strategy.Knobs) (float64, erro
 			return 0, err
 		}
 	}
-	krt.SetNumThreads(art.Exec.Module(), m.threads)
+	art.Exec.UseThreads(m.threads)
 	// Warm up for at least two runs and tuneWarmup: a freshly loaded
 	// candidate's first milliseconds (page faults, the core's clock
 	// ramping up) made the first candidate of a workload, the defaults,

@@ -371,7 +371,7 @@ func prepareCandidate(ctx context.Context, dir string, mo MeasureOptions, c *can
 	if art.Exec == nil {
 		return fmt.Errorf("not a graph-executor artifact")
 	}
-	runtime.SetNumThreads(art.Exec.Module(), mo.Threads)
+	art.Exec.UseThreads(mo.Threads)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, in := range art.Metadata.Inputs {
 		dt, err := ir.ParseDType(in.DType)

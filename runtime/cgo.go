@@ -10,6 +10,7 @@ package runtime
 #cgo linux LDFLAGS: -ldl
 #ifdef __linux__
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <sched.h>
 #endif
 #include <dlfcn.h>
@@ -41,15 +42,85 @@ typedef struct {
 
 // dlopen and dlerror run in one C call so that the error text comes from the
 // same OS thread that failed.
+//
+// A library that brings in the OpenMP runtime (every generated library
+// links libgomp) may bind the loading thread to a core as libgomp
+// starts (OMP_PROC_BIND, OMP_PLACES): the thread's affinity before the
+// load is put back, so that the Go threads it later starts are not
+// confined to that core.
 static kiln_rt_open_result kiln_rt_dlopen(const char* path) {
 	kiln_rt_open_result r;
 	r.err = NULL;
+#ifdef __linux__
+	cpu_set_t before, after;
+	int have = sched_getaffinity(0, sizeof before, &before) == 0;
+#endif
 	r.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (r.handle == NULL) {
 		const char* e = dlerror();
 		r.err = strdup(e ? e : "dlopen failed");
 	}
+#ifdef __linux__
+	if (have && sched_getaffinity(0, sizeof after, &after) == 0 && !CPU_EQUAL(&before, &after)) {
+		sched_setaffinity(0, sizeof before, &before);
+	}
+#endif
 	return r;
+}
+
+typedef int (*kiln_rt_omp_int_fn)(void);
+typedef int (*kiln_rt_omp_place_procs_fn)(int);
+typedef void (*kiln_rt_omp_place_ids_fn)(int, int*);
+
+// kiln_rt_unbind_openmp undoes libgomp's binding of the process's first
+// thread. With OMP_PROC_BIND or OMP_PLACES set, libgomp, when it starts
+// with the process (the dnnl backend links it), binds the first thread
+// to its first place before the Go runtime starts: every Go thread then
+// inherits that one core and the Go runtime sizes itself for one
+// processor. The places are built from the process's affinity before
+// that binding, so their union is that affinity. When the calling
+// thread's affinity is a strict subset of the union (it was bound), every
+// thread of the process gets the union back and the number of its CPUs
+// is returned; otherwise (no libgomp, no places, a mask the user chose
+// with taskset) nothing changes and 0 is returned. OpenMP's own worker
+// threads, started later, are still bound to their places.
+static int kiln_rt_unbind_openmp(void) {
+#ifdef __linux__
+	kiln_rt_omp_int_fn num_places = (kiln_rt_omp_int_fn)dlsym(RTLD_DEFAULT, "omp_get_num_places");
+	kiln_rt_omp_place_procs_fn place_procs = (kiln_rt_omp_place_procs_fn)dlsym(RTLD_DEFAULT, "omp_get_place_num_procs");
+	kiln_rt_omp_place_ids_fn place_ids = (kiln_rt_omp_place_ids_fn)dlsym(RTLD_DEFAULT, "omp_get_place_proc_ids");
+	if (num_places == NULL || place_procs == NULL || place_ids == NULL) return 0;
+	int np = num_places();
+	if (np <= 1) return 0;
+	cpu_set_t all, cur, both;
+	CPU_ZERO(&all);
+	for (int p = 0; p < np; p++) {
+		int n = place_procs(p);
+		if (n <= 0 || n > CPU_SETSIZE) continue;
+		int* ids = malloc(sizeof(int) * (size_t)n);
+		if (ids == NULL) return 0;
+		place_ids(p, ids);
+		for (int i = 0; i < n; i++) {
+			if (ids[i] >= 0 && ids[i] < CPU_SETSIZE) CPU_SET(ids[i], &all);
+		}
+		free(ids);
+	}
+	if (sched_getaffinity(0, sizeof cur, &cur) != 0) return 0;
+	CPU_AND(&both, &cur, &all);
+	if (CPU_EQUAL(&cur, &all) || !CPU_EQUAL(&both, &cur)) return 0;
+	DIR* d = opendir("/proc/self/task");
+	if (d == NULL) return 0;
+	struct dirent* e;
+	while ((e = readdir(d)) != NULL) {
+		char* end;
+		long tid = strtol(e->d_name, &end, 10);
+		if (*end == 0 && tid > 0) sched_setaffinity((pid_t)tid, sizeof all, &all);
+	}
+	closedir(d);
+	return CPU_COUNT(&all);
+#else
+	return 0;
+#endif
 }
 
 static void* kiln_rt_dlsym(void* handle, const char* name) {
@@ -124,9 +195,19 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"syscall"
 	"unsafe"
 )
+
+// The Go runtime must not stay on the one core libgomp bound the first
+// thread to (kiln_rt_unbind_openmp); having widened the threads, it sizes
+// itself again for the cores they now have.
+func init() {
+	if C.kiln_rt_unbind_openmp() > 0 {
+		goruntime.SetDefaultGOMAXPROCS()
+	}
+}
 
 // CanRun reports whether this kiln can load and run compiled artifacts
 // (it was built with cgo).

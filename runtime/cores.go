@@ -134,15 +134,18 @@ var ErrNoAffinity = errors.New("pinning threads to cores is not supported in thi
 // mask), the cores SetDeviceCores accepts.
 func AvailableCores() (CoreSet, error) { return allowedCores() }
 
-// coreWorker runs one device's kernels on an OS thread pinned to the
-// device's cores; the OpenMP threads the kernels start inherit the pin.
+// coreWorker runs kernels on an OS thread of its own: an executor's home
+// thread (multi-threaded runs, see GraphExecutor.run), or one device's
+// kernels on a thread pinned to the device's cores, whose pin the OpenMP
+// threads the kernels start inherit.
 type coreWorker struct {
 	cores CoreSet
 	jobs  chan func() error
 	done  chan error
 }
 
-// startCoreWorker starts the pinned thread and waits until it is pinned.
+// startCoreWorker starts the pinned thread and waits until it is pinned
+// (with no cores, a thread of its own that is not pinned).
 func startCoreWorker(cores CoreSet) (*coreWorker, error) {
 	w := &coreWorker{cores: cores, jobs: make(chan func() error), done: make(chan error)}
 	ready := make(chan error)
@@ -151,14 +154,18 @@ func startCoreWorker(cores CoreSet) (*coreWorker, error) {
 		// and then exits with it: a pinned thread never goes back to
 		// Go's pool.
 		goruntime.LockOSThread()
-		if err := pinThread(cores); err != nil {
-			ready <- err
-			return
+		if len(cores) > 0 {
+			if err := pinThread(cores); err != nil {
+				ready <- err
+				return
+			}
 		}
 		ready <- nil
 		// Both sides of a handoff sleep while they wait: polling was
 		// measured slower (the unpinned caller's polling thread shares
-		// a core with the pinned worker).
+		// a core with the pinned worker; a polling goroutine holds one
+		// of Go's processors, and lenet's runs at 1 thread took 0.2 ms
+		// instead of 0.04).
 		for job := range w.jobs {
 			w.done <- runJob(job)
 		}
@@ -170,23 +177,24 @@ func startCoreWorker(cores CoreSet) (*coreWorker, error) {
 }
 
 // runJob runs job, turning a panic (a Go kernel's bug) into an error: on
-// the pinned thread nobody above could recover it.
+// the worker's thread nobody above could recover it.
 func runJob(job func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("internal error on a pinned device thread: %v", r)
+			err = fmt.Errorf("internal error on a kernel thread: %v", r)
 		}
 	}()
 	return job()
 }
 
-// run runs job on the pinned thread and returns its error.
+// run runs job on the worker's thread and returns its error.
 func (w *coreWorker) run(job func() error) error {
 	w.jobs <- job
 	return <-w.done
 }
 
-// stop ends the worker's thread.
+// stop ends the worker's thread. A thread that ran OpenMP regions takes
+// its OpenMP team with it.
 func (w *coreWorker) stop() { close(w.jobs) }
 
 // SetDeviceCores runs the kernels of each listed CPU device (and the

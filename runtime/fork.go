@@ -140,3 +140,12 @@ func (e *GraphExecutor) SetThreads(n int) {
 		SetNumThreads(m, int(e.threads))
 	}
 }
+
+// UseThreads is SetThreads(n) together with SetNumThreads(e.Module(), n):
+// the count of a process that runs this executor alone (kiln run and
+// bench), reaching the modules shared with other executors too. It
+// returns how many modules took the count.
+func (e *GraphExecutor) UseThreads(n int) int {
+	e.SetThreads(n)
+	return SetNumThreads(e.mod, n)
+}

@@ -84,6 +84,11 @@ type GraphExecutor struct {
 	// workersCleanup ends the pinned threads of an executor dropped
 	// without Close.
 	workersCleanup goruntime.Cleanup
+	// home is the OS thread the multi-threaded runs of this executor run
+	// on (started at the first; homeCleanup ends it for an executor
+	// dropped without Close). See run.
+	home        *coreWorker
+	homeCleanup goruntime.Cleanup
 }
 
 func freeBlocks(blocks []unsafe.Pointer) {
@@ -234,6 +239,7 @@ func (e *GraphExecutor) allocate(shared map[int64]*NDArray) error {
 func (e *GraphExecutor) release() {
 	e.cleanup.Stop()
 	e.stopWorkers()
+	e.stopHome()
 	freeBlocks(e.blocks)
 	e.blocks = nil
 	for _, s := range e.storage {
@@ -465,8 +471,6 @@ func (e *GraphExecutor) Profile(runs int) ([]StepTime, error) {
 func (e *GraphExecutor) recorded(runs int, times []time.Duration, trace *[]stepEvent, collect func([]InnerProfiler)) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	goruntime.LockOSThread()
-	defer goruntime.UnlockOSThread()
 	profs := e.innerProfilers(true)
 	defer setProfiling(profs, false)
 	for r := 0; r < runs; r++ {
@@ -586,11 +590,46 @@ func (e *GraphExecutor) run(ctx context.Context, times []time.Duration, trace *[
 		return errClosed
 	}
 	// Kernels run OpenMP parallel regions, and OpenMP keeps a thread
-	// team per calling OS thread: a run that moved between OS threads
-	// would wake several teams, which then compete for the cores. The
-	// thread count SetThreads gives is per OS thread too (runSteps).
-	goruntime.LockOSThread()
-	defer goruntime.UnlockOSThread()
+	// team per calling OS thread, whose workers stay awake (spinning,
+	// with OMP_WAIT_POLICY=active) after the region: runs on whatever
+	// thread called them would leave a team awake on each, competing
+	// for the cores with the team at work (two busy workers on one core,
+	// seen as mobilenet_v2 at 2 threads taking 8-11 ms instead of 5).
+	// So multi-threaded runs of an executor run on its own home thread,
+	// one handoff per run (about 25 µs of wake-ups in a VM). A run at one
+	// thread starts no team: it runs on the calling thread, without the
+	// handoff, and a home thread left from earlier runs ends, taking its
+	// team with it.
+	if e.threads == 1 {
+		e.stopHome()
+		goruntime.LockOSThread()
+		defer goruntime.UnlockOSThread()
+		return e.runHere(ctx, times, trace)
+	}
+	if e.home == nil {
+		w, err := startCoreWorker(nil)
+		if err != nil {
+			return err
+		}
+		e.home = w
+		e.homeCleanup = goruntime.AddCleanup(e, (*coreWorker).stop, w)
+	}
+	return e.home.run(func() error { return e.runHere(ctx, times, trace) })
+}
+
+// stopHome ends the home thread, if any.
+func (e *GraphExecutor) stopHome() {
+	e.homeCleanup.Stop()
+	if e.home != nil {
+		e.home.stop()
+		e.home = nil
+	}
+}
+
+// runHere is run on the calling thread, which stays the same OS thread
+// throughout (the home thread, or one locked by run): the thread count
+// SetThreads gives is per OS thread in the libraries (runSteps).
+func (e *GraphExecutor) runHere(ctx context.Context, times []time.Duration, trace *[]stepEvent) error {
 	var unset []string
 	for k, ok := range e.set {
 		if !ok {

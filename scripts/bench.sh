@@ -43,7 +43,7 @@ for m in $MODELS; do
 	# Compile without the object cache (cold), fill the cache, compile
 	# again from it (cached); then bench the artifact at each thread count.
 	t0=$(date +%s.%N)
-	out/kiln compile "$dir/model.onnx" -t "$TARGETS" -o "out/bench/$m" --no-cache "$@" >/dev/null
+	out/kiln compile "$dir/model.onnx" -t "$TARGETS" -o "out/bench/$m" --force --no-cache "$@" >/dev/null
 	t1=$(date +%s.%N)
 	out/kiln compile "$dir/model.onnx" -t "$TARGETS" -o "out/bench/$m" "$@" >/dev/null
 	t2=$(date +%s.%N)
