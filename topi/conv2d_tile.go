@@ -28,48 +28,84 @@ func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
 	load func(row, col tir.PrimExpr) tir.PrimExpr,
 	store func(plane int64, r, col, v tir.PrimExpr) tir.Stmt) tir.Stmt {
 	g := p.g
+	// Columns [lo[pw], hi[pw]) of column phase pw read the input; the
+	// others are padding.
+	lo := make([]int64, g.sw)
+	hi := make([]int64, g.sw)
+	for pw := int64(0); pw < g.sw; pw++ {
+		lo[pw], hi[pw] = p.wq, p.wq
+		for c := int64(0); c < p.wq; c++ {
+			src := c*g.sw + pw - g.pw
+			if src >= 0 && src < w && lo[pw] == p.wq {
+				lo[pw] = c
+			}
+			if src >= w && hi[pw] == p.wq {
+				hi[pw] = c
+			}
+		}
+		hi[pw] = max(hi[pw], lo[pw])
+	}
+	// With a column stride, the column range every phase reads is copied
+	// in one loop that stores all phases: its loads are then one
+	// interleaved group, which compilers vectorise with permutes (a loop
+	// per phase reads with a stride and stays scalar).
+	common0, common1 := int64(0), p.wq
+	for pw := range lo {
+		common0, common1 = max(common0, lo[pw]), min(common1, hi[pw])
+	}
+	if g.sw == 1 || common1 <= common0 {
+		common0, common1 = p.wq, p.wq // no shared range: a loop per phase
+	}
 	var phases []tir.Stmt
 	for ph := int64(0); ph < g.sh; ph++ {
 		r := tir.NewVar("r", tir.Int32T)
 		row := tir.Sub(tir.Add(tir.Mul(tir.Add(r0, r), tir.Idx(g.sh)), tir.Idx(ph)), tir.Idx(g.ph))
+		col := func(c tir.PrimExpr, pw int64) tir.PrimExpr {
+			return tir.Add(tir.Mul(c, tir.Idx(g.sw)), tir.Idx(pw-g.pw))
+		}
+		fill := func(plane, from, to int64) tir.Stmt {
+			if to <= from {
+				return nil
+			}
+			c := tir.NewVar("c", tir.Int32T)
+			return tir.Loop(c, to-from, tir.Serial, store(plane, r, tir.Add(c, tir.Idx(from)), pad))
+		}
+		copyRun := func(pw, from, to int64) tir.Stmt {
+			if to <= from {
+				return nil
+			}
+			c := tir.NewVar("c", tir.Int32T)
+			kind := tir.Serial
+			if g.sw == 1 {
+				kind = tir.Vectorized
+			}
+			cc := tir.Add(c, tir.Idx(from))
+			return tir.Loop(c, to-from, kind, store(ph*g.sw+pw, r, cc, load(row, col(cc, pw))))
+		}
 		var runs, zeros []tir.Stmt
+		add := func(list *[]tir.Stmt, s tir.Stmt) {
+			if s != nil {
+				*list = append(*list, s)
+			}
+		}
 		for pw := int64(0); pw < g.sw; pw++ {
 			plane := ph*g.sw + pw
-			fill := func(from, to int64) tir.Stmt {
-				if to <= from {
-					return nil
-				}
-				c := tir.NewVar("c", tir.Int32T)
-				return tir.Loop(c, to-from, tir.Serial, store(plane, r, tir.Add(c, tir.Idx(from)), pad))
+			add(&runs, fill(plane, 0, lo[pw]))
+			add(&runs, copyRun(pw, lo[pw], min(hi[pw], common0)))
+			add(&zeros, fill(plane, 0, p.wq))
+		}
+		if common1 > common0 {
+			c := tir.NewVar("c", tir.Int32T)
+			cc := tir.Add(c, tir.Idx(common0))
+			var body []tir.Stmt
+			for pw := int64(0); pw < g.sw; pw++ {
+				body = append(body, store(ph*g.sw+pw, r, cc, load(row, col(cc, pw))))
 			}
-			// Columns [lo, hi) of this phase read the input.
-			lo, hi := p.wq, p.wq
-			for c := int64(0); c < p.wq; c++ {
-				src := c*g.sw + pw - g.pw
-				if src >= 0 && src < w && lo == p.wq {
-					lo = c
-				}
-				if src >= w && hi == p.wq {
-					hi = c
-				}
-			}
-			hi = max(hi, lo)
-			if s := fill(0, lo); s != nil {
-				runs = append(runs, s)
-			}
-			if hi > lo {
-				c := tir.NewVar("c", tir.Int32T)
-				col := tir.Add(tir.Mul(tir.Add(c, tir.Idx(lo)), tir.Idx(g.sw)), tir.Idx(pw-g.pw))
-				kind := tir.Serial
-				if g.sw == 1 {
-					kind = tir.Vectorized
-				}
-				runs = append(runs, tir.Loop(c, hi-lo, kind, store(plane, r, tir.Add(c, tir.Idx(lo)), load(row, col))))
-			}
-			if s := fill(hi, p.wq); s != nil {
-				runs = append(runs, s)
-			}
-			zeros = append(zeros, fill(0, p.wq))
+			runs = append(runs, tir.Loop(c, common1-common0, tir.Serial, tir.Seq(body...)))
+		}
+		for pw := int64(0); pw < g.sw; pw++ {
+			add(&runs, copyRun(pw, max(lo[pw], common1), hi[pw]))
+			add(&runs, fill(ph*g.sw+pw, hi[pw], p.wq))
 		}
 		rowIn := tir.And(tir.GE(row, tir.Idx(0)), tir.LT(row, tir.Idx(h)))
 		phases = append(phases, tir.Loop(r, nr, tir.Serial, tir.NewIf(rowIn, tir.Seq(runs...), tir.Seq(zeros...))))
@@ -156,21 +192,13 @@ func (p *convPlan) localTile(x *te.Tensor, pad tir.PrimExpr, cols int64, body ti
 	}
 }
 
-// maxTile is the tileBody of max pooling: the taps outside, the tile's
-// contiguous columns vectorised inside, V = max over the taps.
-func maxTile(ctx *te.TensorizeContext, xb *tir.Buffer, koff []int64, _, cols int64) (tir.Stmt, error) {
-	out := ctx.Out
-	var taps []tir.Stmt
-	for t, o := range koff {
-		j := tir.NewVar("j", tir.Int32T)
-		oi := append([]tir.PrimExpr(nil), ctx.OutIndex...)
-		oi[len(oi)-1] = tir.Add(oi[len(oi)-1], j)
-		in := tir.NewLoad(xb, tir.Add(j, tir.Idx(o)))
-		var v tir.PrimExpr = in
-		if t > 0 {
-			v = tir.Max(tir.NewLoad(out, oi...), in)
-		}
-		taps = append(taps, tir.Loop(j, cols, tir.Vectorized, tir.NewStore(out, v, oi...)))
+// maxTile is the tileBody of max pooling: one call of the max pool
+// kernel (pool_kernel.go) per tile.
+func maxTile(ctx *te.TensorizeContext, xb *tir.Buffer, koff []int64, plane, cols int64) (tir.Stmt, error) {
+	k, err := newMaxPoolKernel(koff, plane, cols)
+	if err != nil {
+		return nil, err
 	}
-	return tir.Seq(taps...), nil
+	vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
+	return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(tir.NewLoad(xb, tir.Idx(0))))), nil
 }
