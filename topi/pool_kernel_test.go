@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,7 +66,6 @@ func TestMaxPoolKernelMatchesEval(t *testing.T) {
 // float flags and returns what it computes on tile x.
 func runMaxPoolKernel(t *testing.T, cc string, k *maxPoolKernel, x []float32, flags []string) []float32 {
 	t.Helper()
-	dir := t.TempDir()
 	var src strings.Builder
 	src.WriteString("#include <stdint.h>\n#include <stdio.h>\n")
 	for _, inc := range k.Includes() {
@@ -88,31 +84,11 @@ int main(void) {
   return fclose(f) != 0;
 }
 `, k.plane, k.cols, k.Symbol())
-	if err := os.WriteFile(filepath.Join(dir, "k.c"), []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	var in []byte
 	for _, v := range x {
 		in = binary.LittleEndian.AppendUint32(in, math.Float32bits(v))
 	}
-	if err := os.WriteFile(filepath.Join(dir, "in.bin"), in, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"-O3", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-trapping-math"}, flags...)
-	cmd := exec.Command(cc, append(args, "k.c", "-o", "k", "-lm")...)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s %v: %v\n%s", cc, args, err, out)
-	}
-	run := exec.Command("./k")
-	run.Dir = dir
-	if out, err := run.CombinedOutput(); err != nil {
-		t.Fatalf("run: %v\n%s", err, out)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "out.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := runKernelProgram(t, cc, src.String(), in, append([]string{"-O3", "-fno-trapping-math"}, flags...))
 	out := make([]float32, k.cols)
 	for j := range out {
 		out[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:]))

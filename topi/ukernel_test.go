@@ -120,7 +120,6 @@ func checkKernelSpans(t *testing.T, cc string, k tir.Kernel, spans [3]int64, out
 	if err := k.Eval([]tir.KernelArg{{Mem: want}, {Mem: x}, {Mem: w}}); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	var src strings.Builder
 	src.WriteString("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <math.h>\n")
 	for _, inc := range k.Includes() {
@@ -139,17 +138,36 @@ int main(void) {
   return fclose(f) != 0;
 }
 `, spans[1], spans[2], spans[0], k.Symbol())
-	if err := os.WriteFile(filepath.Join(dir, "k.c"), []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	var in []byte
 	for _, v := range append(append(floatMem(nil), x...), w...) {
 		in = binary.LittleEndian.AppendUint32(in, math.Float32bits(v))
 	}
+	raw := runKernelProgram(t, cc, src.String(), in, append([]string{"-O2"}, flags...), runner...)
+	if int64(len(raw)) != 4*spans[0] {
+		t.Fatalf("%d output bytes, want %d", len(raw), 4*spans[0])
+	}
+	for _, i := range outs {
+		got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		if math.Float32bits(got) != math.Float32bits(want[i]) {
+			t.Fatalf("v[%d] = %g, Eval %g (%s)", i, got, want[i], k.Symbol())
+		}
+	}
+}
+
+// runKernelProgram compiles src, a C program that reads in.bin and
+// writes out.bin in its working directory, with the code generator's
+// warning and float flags and then flags, runs it (under runner, if
+// given) on in and returns what it wrote.
+func runKernelProgram(t *testing.T, cc, src string, in []byte, flags []string, runner ...string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "k.c"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "in.bin"), in, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"}, flags...)
+	args := append([]string{"-std=c99", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"}, flags...)
 	args = append(args, "k.c", "-o", "k", "-lm")
 	cmd := exec.Command(cc, args...)
 	cmd.Dir = dir
@@ -168,15 +186,7 @@ int main(void) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if int64(len(raw)) != 4*spans[0] {
-		t.Fatalf("%d output bytes, want %d", len(raw), 4*spans[0])
-	}
-	for _, i := range outs {
-		got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		if math.Float32bits(got) != math.Float32bits(want[i]) {
-			t.Fatalf("v[%d] = %g, Eval %g (%s)", i, got, want[i], k.Symbol())
-		}
-	}
+	return raw
 }
 
 // TestConvKernelNEON cross-compiles the micro-kernel for 64-bit Arm
