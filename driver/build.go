@@ -306,9 +306,6 @@ func writeParamsFile(path string, params map[string]*tensor.Tensor) error {
 // and (with LinkParams) the weights.
 func stageLink(ctx context.Context, s *state) error {
 	var err error
-	if s.paramsBin, err = encodeParams(s.prog.params); err != nil {
-		return err
-	}
 	bopts := cgen.BuildOptionsForTarget(s.low.cfg.Host)
 	applyCCodegen(s.low.cfg, nil, &bopts)
 	bopts.Cache = s.cfg.Cache
@@ -322,6 +319,9 @@ func stageLink(ctx context.Context, s *state) error {
 	}
 	s.res.Metadata.Modules = mods
 	if s.cfg.LinkParams {
+		if s.paramsBin, err = encodeParams(s.prog.params); err != nil {
+			return err
+		}
 		// The assembler finds the blob's relative name in its working
 		// directory, the build directory: no path (which may hold commas
 		// or quotes) goes into a flag or the assembly.
@@ -377,16 +377,19 @@ func (s *state) packageGraph() error {
 		}
 		md.Outputs = append(md.Outputs, meta(name, t))
 	}
-	files := map[string][]byte{"graph.json": s.gjText}
+	if err := os.WriteFile(filepath.Join(s.tmp, "graph.json"), s.gjText, 0o644); err != nil {
+		return fmt.Errorf("build: %w", err)
+	}
+	hashed := []string{"kiln_lib.so", "graph.json"}
 	if !s.cfg.LinkParams {
-		files["params.bin"] = s.paramsBin
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(s.tmp, name), data, 0o644); err != nil {
-			return fmt.Errorf("build: %w", err)
+		// Streamed to the file, as the constants below: encoding the
+		// weights in memory first cost a model-sized buffer (45 MB of
+		// fresh pages for resnet18, slow to fault in a VM).
+		if err := writeParamsFile(filepath.Join(s.tmp, "params.bin"), s.prog.params); err != nil {
+			return err
 		}
+		hashed = append(hashed, "params.bin")
 	}
-	hashed := []string{"kiln_lib.so"}
 	if len(low.consts) > 0 {
 		// Streamed to the file: the external modules' weights can be
 		// most of the model.
@@ -395,9 +398,6 @@ func (s *state) packageGraph() error {
 		}
 		md.Constants = constantsFile
 		hashed = append(hashed, constantsFile)
-	}
-	for name := range files {
-		hashed = append(hashed, name)
 	}
 	for _, m := range md.Modules {
 		hashed = append(hashed, m.File)

@@ -99,7 +99,7 @@ type state struct {
 	others    []targetSource // the C of the other code-generating CPU targets
 	bopts     cgen.BuildOptions
 	hookMods  []externalModule
-	paramsBin []byte
+	paramsBin []byte // the weights encoded, for LinkParams (linked into the library)
 	aot       *aotBuild
 }
 

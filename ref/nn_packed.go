@@ -26,6 +26,12 @@ func PackConv2DWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, error) {
 	out := tensor.New(w.DType, op.PackConv2DWeightShape(w.Shape, b))
 	inner := int(w.Shape[1] * w.Shape[2] * w.Shape[3])
 	bb := int(b)
+	if w.DType == ir.Float32 {
+		// Typed, not an element copy per call: resnet18's 11 million
+		// weights took a fifth of a cached compile.
+		packBlocked(out.Float32s(), w.Float32s(), int(w.Shape[0]), inner, bb)
+		return out, nil
+	}
 	for oc := 0; oc < int(w.Shape[0]); oc++ {
 		ocb, ocv := oc/bb, oc%bb
 		for r := 0; r < inner; r++ {
@@ -33,6 +39,18 @@ func PackConv2DWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, error) {
 		}
 	}
 	return out, nil
+}
+
+// packBlocked writes src, oc rows of inner elements, into dst as
+// [oc/bb, inner, bb]: row o's element r goes to ((o/bb)*inner + r)*bb + o%bb.
+func packBlocked[T any](dst, src []T, oc, inner, bb int) {
+	for o := 0; o < oc; o++ {
+		row := src[o*inner : (o+1)*inner]
+		d := dst[(o/bb)*inner*bb+o%bb:]
+		for r, v := range row {
+			d[r*bb] = v
+		}
+	}
 }
 
 // UnpackConv2DWeight turns a packed [O/b, I, H, W, b] weight back into

@@ -3,7 +3,6 @@ package onnx
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -60,10 +59,11 @@ const trainingDomain = "ai.onnx.preview.training"
 // LoadFile reads and imports an ONNX model file. External tensor data is
 // resolved relative to the file's directory.
 func LoadFile(path string, opts Options) (*Model, error) {
-	data, err := os.ReadFile(path)
+	data, release, err := readModelFile(path)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	m, err := load(data, opts, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

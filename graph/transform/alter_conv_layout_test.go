@@ -125,26 +125,29 @@ func TestAlterConvLayoutInPipeline(t *testing.T) {
 	sameBits(t, "pipeline", run(t, out, args), run(t, m, args))
 }
 
-// TestPackConv2DWeightRoundTrip checks the packing helpers the pass uses.
+// TestPackConv2DWeightRoundTrip checks the packing helpers the pass uses,
+// for float32 (a typed path) and float64 (element by element).
 func TestPackConv2DWeightRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
-	w := convWeight(rng, ir.Float32, 24, 2, 3, 1).Value
-	p, err := ref.PackConv2DWeight(w, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Element [oc=13, ic=1, kh=2, kw=0] sits at [1, 1, 2, 0, 5].
-	if got, want := p.Float(((1*2+1)*3+2)*8+5), w.Float(((13*2+1)*3+2)*1); got != want {
-		t.Errorf("packed element %v, want %v", got, want)
-	}
-	back, err := ref.UnpackConv2DWeight(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !back.Equal(w) {
-		t.Error("unpack(pack(w)) != w")
-	}
-	if _, err := ref.PackConv2DWeight(w, 16); err == nil {
-		t.Error("block 16 does not divide 24 output channels: want an error")
+	for _, dt := range []ir.DType{ir.Float32, ir.Float64} {
+		w := convWeight(rng, dt, 24, 2, 3, 1).Value
+		p, err := ref.PackConv2DWeight(w, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Element [oc=13, ic=1, kh=2, kw=0] sits at [1, 1, 2, 0, 5].
+		if got, want := p.Float(((1*2+1)*3+2)*8+5), w.Float(((13*2+1)*3+2)*1); got != want {
+			t.Errorf("%s: packed element %v, want %v", dt, got, want)
+		}
+		back, err := ref.UnpackConv2DWeight(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !back.Equal(w) {
+			t.Errorf("%s: unpack(pack(w)) != w", dt)
+		}
+		if _, err := ref.PackConv2DWeight(w, 16); err == nil {
+			t.Errorf("%s: block 16 does not divide 24 output channels: want an error", dt)
+		}
 	}
 }
