@@ -18,10 +18,11 @@ need_backends
 # from one process to the next. Spin like ORT unless told otherwise
 # (OMP_WAIT_POLICY=passive measures libgomp's default).
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-active}
-# Spinning workers must not share a core: without binding, some kiln
-# processes at 2 threads ran resnet18 at 45 ms instead of 21 ms (an OpenMP
-# worker time-sliced with one of the Go runtime's threads); with
-# OMP_PROC_BIND=true every process ran at 20-22 ms (docs/performance.md).
+# One OpenMP thread per core. (Some kiln processes at 2 threads once ran
+# resnet18 at 45 ms instead of 21 ms without binding: runs on different
+# OS threads left a spinning OpenMP team on each. The graph executor now
+# runs multi-threaded runs on one thread of its own, and binding gains a
+# few per cent: docs/performance.md, 2026-11-26.)
 export OMP_PROC_BIND=${OMP_PROC_BIND:-true}
 
 MODELS=${MODELS:-"resnet18 mobilenet_v2 squeezenet1_1 tiny_bert"}
