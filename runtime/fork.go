@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	goruntime "runtime"
 	"slices"
 )
 
@@ -103,7 +104,13 @@ func (e *GraphExecutor) Fork(inputs []string) (*GraphExecutor, error) {
 		}
 	}
 	if err := f.build(fns, shared); err != nil {
+		closeModules(f.instances)
 		return nil, fmt.Errorf("fork: %w", err)
+	}
+	if len(f.instances) > 0 {
+		// A fork dropped without Close still releases its instances
+		// (a oneDNN instance holds its primitives and stream).
+		f.instancesCleanup = goruntime.AddCleanup(f, closeModules, slices.Clone(f.instances))
 	}
 	for _, k := range sharedInputs {
 		e.frozen[k], f.frozen[k], f.set[k] = true, true, true

@@ -84,6 +84,9 @@ type GraphExecutor struct {
 	// workersCleanup ends the pinned threads of an executor dropped
 	// without Close.
 	workersCleanup goruntime.Cleanup
+	// instancesCleanup closes the instances of a fork dropped without
+	// Close.
+	instancesCleanup goruntime.Cleanup
 	// home is the OS thread the multi-threaded runs of this executor run
 	// on (started at the first; homeCleanup ends it for an executor
 	// dropped without Close). See run.
@@ -247,14 +250,20 @@ func (e *GraphExecutor) release() {
 	}
 	e.storage, e.views, e.owners = nil, nil, nil
 	// The module instances Fork made are this executor's alone.
-	for _, m := range e.instances {
-		if c, ok := m.(interface{ Close() }); ok {
-			c.Close()
-		}
-	}
+	e.instancesCleanup.Stop()
+	closeModules(e.instances)
 	e.instances = nil
 	for i := range e.steps {
 		e.steps[i].args, e.steps[i].src, e.steps[i].dst = nil, nil, nil
+	}
+}
+
+// closeModules closes the modules that have a Close method.
+func closeModules(ms []Module) {
+	for _, m := range ms {
+		if c, ok := m.(interface{ Close() }); ok {
+			c.Close()
+		}
 	}
 }
 

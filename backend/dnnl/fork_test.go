@@ -5,8 +5,10 @@ package dnnl
 import (
 	"fmt"
 	"math/rand"
+	goruntime "runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kiln-dev/kiln/driver"
 	"github.com/kiln-dev/kiln/graph"
@@ -131,5 +133,26 @@ func TestForkSharesReorderedWeights(t *testing.T) {
 	}
 	if n := livePrimitives.Load(); n != live {
 		t.Errorf("%d primitives live after rebuilding the kernels twice, %d before", n, live)
+	}
+	// A fork dropped without Close releases its instance's primitives
+	// once the garbage collector finds it unreachable.
+	func() {
+		f, err := art.Exec.Fork([]string{"x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run(f, 7); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	if livePrimitives.Load() <= live {
+		t.Fatalf("the dropped fork created no primitives")
+	}
+	for i := 0; i < 100 && livePrimitives.Load() != live; i++ {
+		goruntime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := livePrimitives.Load(); n != live {
+		t.Errorf("%d primitives live after a dropped fork was collected, %d before", n, live)
 	}
 }
