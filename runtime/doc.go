@@ -132,6 +132,12 @@
 // sharing what it only reads (constants, reordered weights). SetThreads
 // gives a fork its own thread count: the host library reads it per OS
 // thread (kiln_set_num_threads_here), so forks on different threads do
-// not disturb each other. Package kiln's sessions are built on forks. An
-// NDArray is not synchronised beyond guarding against use after Free.
+// not disturb each other. Package kiln's sessions are built on forks.
+// OpenMP keeps a team of worker threads per calling OS thread: an
+// executor runs its multi-threaded runs on an OS thread of its own, so
+// that one team serves them all (runs from whatever thread called would
+// leave a spinning team on each), and its runs at one thread on the
+// caller's thread. A fork dropped without Close releases its memory,
+// threads and module instances when it is collected. An NDArray is not
+// synchronised beyond guarding against use after Free.
 package runtime
