@@ -100,8 +100,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		}
 		if rep != nil {
 			writeWarnings(stderr, rep)
-		}
-		if rep == nil {
+		} else {
 			planned, err := place.plan(model.Module)
 			if err != nil {
 				return fail(stderr, "inspect", err)

@@ -99,6 +99,7 @@ func (p *placement) of(c *graph.Call) (v placed, ok bool, split string) {
 		return placed{}, false, ""
 	}
 	var where []string
+	mixed := false
 	graph.PostOrder(f.Body, func(e graph.Expr) {
 		x, isCall := e.(*graph.Call)
 		if !isCall || x.Op == nil {
@@ -109,14 +110,12 @@ func (p *placement) of(c *graph.Call) (v placed, ok bool, split string) {
 			return
 		}
 		where = append(where, fmt.Sprintf("%s (%s) on %q", x.Span, x.Op.Name, w.device))
-		switch {
-		case !ok:
+		if !ok {
 			v, ok = w, true
-		case w.target != v.target:
-			split = "x"
 		}
+		mixed = mixed || w.target != v.target
 	})
-	if split != "" {
+	if mixed {
 		split = fmt.Sprintf("composite %s straddles placements (%s): split into its operators", compositeName(c), strings.Join(where, ", "))
 	}
 	return v, ok, split

@@ -27,8 +27,8 @@ func PackConv2DWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, error) {
 	inner := int(w.Shape[1] * w.Shape[2] * w.Shape[3])
 	bb := int(b)
 	if w.DType == ir.Float32 {
-		// Typed, not an element copy per call: resnet18's 11 million
-		// weights took a fifth of a cached compile.
+		// Typed, not an element copy per call: 1.3 against 7.6 ms for
+		// 2.4 million weights (resnet18 has 11 million).
 		packBlocked(out.Float32s(), w.Float32s(), int(w.Shape[0]), inner, bb)
 		return out, nil
 	}

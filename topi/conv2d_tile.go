@@ -70,7 +70,9 @@ func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
 			c := tir.NewVar("c", tir.Int32T)
 			return tir.Loop(c, to-from, tir.Serial, store(plane, r, tir.Add(c, tir.Idx(from)), pad))
 		}
-		copyRun := func(pw, from, to int64) tir.Stmt {
+		// copyCols copies columns [from, to) of the column phases pws in
+		// one loop.
+		copyCols := func(from, to int64, pws ...int64) tir.Stmt {
 			if to <= from {
 				return nil
 			}
@@ -80,7 +82,11 @@ func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
 				kind = tir.Vectorized
 			}
 			cc := tir.Add(c, tir.Idx(from))
-			return tir.Loop(c, to-from, kind, store(ph*g.sw+pw, r, cc, load(row, col(cc, pw))))
+			body := make([]tir.Stmt, len(pws))
+			for i, pw := range pws {
+				body[i] = store(ph*g.sw+pw, r, cc, load(row, col(cc, pw)))
+			}
+			return tir.Loop(c, to-from, kind, tir.Seq(body...))
 		}
 		var runs, zeros []tir.Stmt
 		add := func(list *[]tir.Stmt, s tir.Stmt) {
@@ -91,20 +97,16 @@ func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
 		for pw := int64(0); pw < g.sw; pw++ {
 			plane := ph*g.sw + pw
 			add(&runs, fill(plane, 0, lo[pw]))
-			add(&runs, copyRun(pw, lo[pw], min(hi[pw], common0)))
+			add(&runs, copyCols(lo[pw], min(hi[pw], common0), pw))
 			add(&zeros, fill(plane, 0, p.wq))
 		}
-		if common1 > common0 {
-			c := tir.NewVar("c", tir.Int32T)
-			cc := tir.Add(c, tir.Idx(common0))
-			var body []tir.Stmt
-			for pw := int64(0); pw < g.sw; pw++ {
-				body = append(body, store(ph*g.sw+pw, r, cc, load(row, col(cc, pw))))
-			}
-			runs = append(runs, tir.Loop(c, common1-common0, tir.Serial, tir.Seq(body...)))
+		all := make([]int64, g.sw)
+		for pw := range all {
+			all[pw] = int64(pw)
 		}
+		add(&runs, copyCols(common0, common1, all...))
 		for pw := int64(0); pw < g.sw; pw++ {
-			add(&runs, copyRun(pw, max(lo[pw], common1), hi[pw]))
+			add(&runs, copyCols(max(lo[pw], common1), hi[pw], pw))
 			add(&runs, fill(ph*g.sw+pw, hi[pw], p.wq))
 		}
 		rowIn := tir.And(tir.GE(row, tir.Idx(0)), tir.LT(row, tir.Idx(h)))
