@@ -16,7 +16,7 @@ type cacheFlags struct {
 }
 
 func (c *cacheFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&c.off, "no-cache", false, "compile every C translation unit again instead of taking unchanged ones from kiln's cache ($XDG_CACHE_HOME/kiln)")
+	fs.BoolVar(&c.off, "no-cache", false, "compile again instead of taking the unchanged artifact (kiln compile) or unchanged C translation units from kiln's cache ($XDG_CACHE_HOME/kiln)")
 }
 
 // open returns the cache to compile with, or nil with --no-cache. A

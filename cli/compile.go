@@ -333,6 +333,23 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "compile", err)
 	}
 	t0 := time.Now()
+	objs := cache.open(stderr)
+	arts := openArtifactCache(objs, fs, place, source, moduleName(pos[0]))
+	md, rec, hit, err := arts.restore(*out, filepath.Dir(path))
+	if err != nil {
+		return fail(stderr, "compile", err)
+	}
+	if hit {
+		if rec.Report != "" {
+			fmt.Fprint(stdout, rec.Report)
+		}
+		for _, w := range rec.Warnings {
+			fmt.Fprintf(stderr, "kiln: warning: %s\n", escape.Printable(w))
+		}
+		dir, _ := filepath.Abs(*out)
+		printCompiled(stdout, pos[0], md, fmt.Sprintf("%s (from kiln's cache: nothing it depends on changed; the compile took %s; --no-cache compiles again)", roundDur(time.Since(t0)), roundDur(rec.Took)), dir, replacing)
+		return exitOK
+	}
 	model, err := imp.load(path, nil)
 	if err != nil {
 		return fail(stderr, "compile", err)
@@ -340,7 +357,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 	tImport := time.Since(t0)
 	var rep partition.Report
 	opts := compileOptions{Place: place, Out: *out, Source: source, Passes: pc, LinkParams: *linkParams, RequireOffload: *requireOffload, Report: &rep, ModuleName: moduleName(pos[0]), Executor: *executor, AOT: aotOpts,
-		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter, Cache: cache.open(stderr), Tuning: recs, Partition: part.forThreads(1), Warn: stderr}
+		Verify: *verify, DumpDir: *dumpDir, DumpAfter: *dumpAfter, Cache: objs, Tuning: recs, Partition: part.forThreads(1), Warn: stderr}
 	var prog *progress
 	if *verbose {
 		opts.Log = stdout
@@ -371,10 +388,12 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, "compile", err)
 		}
 	}
+	var report strings.Builder
 	if rep.Counts != nil {
-		if err := writePartitionReport(stdout, &rep, *verbose, *reportJSON); err != nil {
+		if err := writePartitionReport(&report, &rep, *verbose, *reportJSON); err != nil {
 			return fail(stderr, "compile", err)
 		}
+		fmt.Fprint(stdout, report.String())
 	}
 	for _, node := range explain {
 		if err := explainNode(stdout, &rep, node); err != nil {
@@ -394,22 +413,8 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, "compile", fmt.Errorf("--report-html: %v", err))
 		}
 	}
-	md := res.Metadata
-	fmt.Fprintf(stdout, "compiled %s for %q in %s (import %s, build %s)\n", pos[0], md.Target, roundDur(tImport+tCompile), roundDur(tImport), roundDur(tCompile))
-	fmt.Fprintf(stdout, "  %d kernels, executor %s, %s, %s\n", md.Kernels, md.Executor, plural(len(md.Inputs), "input"), plural(len(md.Outputs), "output"))
-	if a := md.AOT; a != nil {
-		ratio := 1.0
-		if a.LowerBound > 0 {
-			ratio = float64(a.WorkspaceBytes) / float64(a.LowerBound)
-		}
-		fmt.Fprintf(stdout, "  AOT: workspace %d bytes (%s; liveness lower bound %d bytes, %.3fx), constants %d bytes, entry kiln_%s_run in kiln_%s.h\n",
-			a.WorkspaceBytes, a.Algorithm, a.LowerBound, ratio, a.ConstantsBytes, a.Module, a.Module)
-	}
-	if replacing {
-		fmt.Fprintf(stdout, "  artifact: %s (replaced the artifact that was there)\n", res.Dir)
-	} else {
-		fmt.Fprintf(stdout, "  artifact: %s\n", res.Dir)
-	}
+	arts.store(res.Dir, filepath.Dir(path), model.ExternalFiles, &driver.ArtifactRecord{Report: report.String(), Warnings: rep.Warnings, Took: tImport + tCompile})
+	printCompiled(stdout, pos[0], res.Metadata, fmt.Sprintf("%s (import %s, build %s)", roundDur(tImport+tCompile), roundDur(tImport), roundDur(tCompile)), res.Dir, replacing)
 	return exitOK
 }
 

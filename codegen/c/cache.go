@@ -225,6 +225,32 @@ var (
 	})
 )
 
+// CompilerStamp identifies the C compiler that the command cc (a
+// target's -cc option: empty means $CC, else "cc") runs without running
+// it: the command's words, and for each that names a program, its path
+// with symbolic links resolved and that file's size and modification
+// time (what ccache's default compiler check compares). Caches of whole
+// artifacts key their entries with it; it cannot hang on a compiler that
+// does not answer.
+func CompilerStamp(cc string) string {
+	var h hasher
+	cmd := compilerCommand(cc)
+	h.add(cmd...)
+	for _, w := range cmd {
+		p, err := exec.LookPath(w)
+		if err != nil {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		if st, err := os.Stat(p); err == nil {
+			h.add(p, fmt.Sprint(st.Size(), st.ModTime().UnixNano()))
+		}
+	}
+	return h.sum()
+}
+
 // compilerID identifies the compiler cc runs: its resolved path, the
 // size and modification time of that file, and its version and target
 // as it prints them. Two compilers that differ in any of these never

@@ -38,6 +38,9 @@ type importer struct {
 	// loops and inlined functions multiply a file's nodes, and the total
 	// is bounded by MaxImportCalls.
 	calls int
+	// external holds the locations of the external tensor data read
+	// (Model.ExternalFiles).
+	external map[string]bool
 }
 
 // MaxImportCalls bounds the operator calls one import may build. Loops
@@ -137,6 +140,7 @@ func (imp *importer) importGraph(g *pb.GraphProto, parent *scope, args []graph.E
 			// parameter, so this is a real duplicate.
 			return nil, fmt.Errorf("initializer %q is defined twice", name)
 		}
+		imp.noteExternal(t)
 		v, err := initializerTensor(t, imp.baseDir)
 		if err != nil {
 			return nil, fmt.Errorf("initializer %q: %w", name, err)
@@ -518,6 +522,7 @@ func (imp *importer) decodeAttr(a *pb.AttributeProto) (*Attr, error) {
 	case pb.AttributeProto_STRING:
 		return &Attr{Type: AttrString, Str: string(a.GetS())}, nil
 	case pb.AttributeProto_TENSOR:
+		imp.noteExternal(a.GetT())
 		t, err := tensorFromProto(a.GetT(), imp.baseDir)
 		if err != nil {
 			return nil, err
@@ -616,4 +621,17 @@ func (imp *importer) evalFrozen(e graph.Expr) (*tensor.Tensor, bool) {
 		imp.freeze(v)
 	}
 	return res.Tensor, true
+}
+
+// noteExternal records the file holding p's data when it is external
+// (Model.ExternalFiles).
+func (imp *importer) noteExternal(p *pb.TensorProto) {
+	if p.GetDataLocation() != pb.TensorProto_EXTERNAL || imp.external == nil {
+		return
+	}
+	for _, kv := range p.GetExternalData() {
+		if kv.GetKey() == "location" {
+			imp.external[kv.GetValue()] = true
+		}
+	}
 }

@@ -3,8 +3,10 @@ package onnx
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -45,6 +47,10 @@ type Model struct {
 	IRVersion int64
 	// Producer is "producer_name producer_version".
 	Producer string
+	// ExternalFiles are the files holding the model's external tensor
+	// data, as the model names them (relative to its directory), sorted:
+	// what a compile depends on besides the model file.
+	ExternalFiles []string
 }
 
 // ValueInfo is the name and type of a graph input or output.
@@ -108,6 +114,7 @@ func importModel(mp *pb.ModelProto, opts Options, baseDir string) (*Model, error
 		mainInputs: map[*graph.Var]bool{},
 		frozenSet:  map[string]bool{},
 		functions:  map[string]bool{},
+		external:   map[string]bool{},
 	}
 	for _, f := range mp.GetFunctions() {
 		imp.functions[convKey(normDomain(f.GetDomain()), f.GetName())] = true
@@ -233,13 +240,14 @@ func importModel(mp *pb.ModelProto, opts Options, baseDir string) (*Model, error
 		outputs[i] = ValueInfo{Name: name, Type: t}
 	}
 	return &Model{
-		Module:    mod,
-		Inputs:    inputs,
-		Outputs:   outputs,
-		Frozen:    imp.frozen,
-		Opsets:    opsets,
-		IRVersion: mp.GetIrVersion(),
-		Producer:  producer,
+		Module:        mod,
+		Inputs:        inputs,
+		Outputs:       outputs,
+		Frozen:        imp.frozen,
+		Opsets:        opsets,
+		IRVersion:     mp.GetIrVersion(),
+		Producer:      producer,
+		ExternalFiles: slices.Sorted(maps.Keys(imp.external)),
 	}, nil
 }
 

@@ -2,6 +2,8 @@ package onnx
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -652,5 +654,58 @@ func TestLoadModelFunctionAndOpsets(t *testing.T) {
 	got, err := Load(data, Options{})
 	if err != nil || got.Opsets[""] != 15 {
 		t.Fatalf("load: %v, opsets %v", err, got)
+	}
+}
+
+// TestLoadExternalFiles: Model.ExternalFiles lists the files holding
+// external data (initializers and tensor attributes), once each, sorted.
+func TestLoadExternalFiles(t *testing.T) {
+	dir := t.TempDir()
+	ext := func(name, file string) *pb.TensorProto {
+		return &pb.TensorProto{
+			Name: proto.String(name), DataType: proto.Int32(1), Dims: []int64{2},
+			DataLocation: pb.TensorProto_EXTERNAL.Enum(),
+			ExternalData: []*pb.StringStringEntryProto{{Key: proto.String("location"), Value: proto.String(file)}},
+		}
+	}
+	for _, f := range []string{"w.bin", "b.bin"} {
+		if err := os.WriteFile(filepath.Join(dir, f), f32(1, 2).Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := nd("c", "Constant", nil, []string{"b"})
+	c.Attribute = []*pb.AttributeProto{{Name: proto.String("value"), Type: pb.AttributeProto_TENSOR.Enum(), T: ext("b", "b.bin")}}
+	g := &pb.GraphProto{
+		Node: []*pb.NodeProto{
+			c,
+			nd("a", "Add", []string{"x", "w"}, []string{"y0"}),
+			nd("a2", "Add", []string{"y0", "w2"}, []string{"y1"}),
+			nd("a3", "Add", []string{"y1", "b"}, []string{"y"}),
+		},
+		Initializer: []*pb.TensorProto{ext("w", "w.bin"), ext("w2", "w.bin")},
+		Input:       []*pb.ValueInfoProto{tvi("x", pb.TensorProto_FLOAT, 2)},
+		Output:      []*pb.ValueInfoProto{tvi("y", pb.TensorProto_FLOAT, 2)},
+	}
+	path := filepath.Join(dir, "m.onnx")
+	if err := os.WriteFile(path, modelBytes(t, g, 13), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadFile(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(m.ExternalFiles, ","); got != "b.bin,w.bin" {
+		t.Fatalf("ExternalFiles = %q, want b.bin,w.bin", got)
+	}
+	if got := runModel(t, m, f32(10, 20))[0].Float32s(); got[0] != 13 || got[1] != 26 {
+		t.Fatalf("y = %v, want [13 26]", got)
+	}
+	m2, err := Load(modelBytes(t, &pb.GraphProto{
+		Node:   []*pb.NodeProto{nd("a", "Relu", []string{"x"}, []string{"y"})},
+		Input:  []*pb.ValueInfoProto{tvi("x", pb.TensorProto_FLOAT, 2)},
+		Output: []*pb.ValueInfoProto{tvi("y", pb.TensorProto_FLOAT, 2)},
+	}, 13), Options{})
+	if err != nil || m2.ExternalFiles != nil {
+		t.Fatalf("a model without external data: %v %v", m2.ExternalFiles, err)
 	}
 }
