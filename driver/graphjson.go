@@ -49,6 +49,9 @@ type graphBuilder struct {
 	pools []MemoryPool
 	// sources names the model nodes a call computes (nil: none recorded).
 	sources func(*graph.Call) []string
+	// concats are the nodes of plain concatenations (plainConcat), which
+	// planStorage may run in place.
+	concats []int
 }
 
 // deviceIndex is the [device_type, device_id] of e's entries: its planned
@@ -225,6 +228,9 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 			}
 			first = b.addNode(runtime.GraphNode{Op: runtime.OpKiln, Name: name, Inputs: ins, Attrs: rawAttrs(attrs)}, outs, b.deviceIndex(x))
 			b.funcs[first.node] = name
+			if plainConcat(x) {
+				b.concats = append(b.concats, first.node)
+			}
 		}
 		es := make([]entry, len(outs))
 		for i := range outs {
@@ -263,6 +269,9 @@ func (b *graphBuilder) planStorage() error {
 	for _, h := range b.g.Heads {
 		pinned[b.rowStart[h[0]]+int(h[1])] = true
 	}
+	// Arguments of concatenations run in place live inside their
+	// result's bytes (inplace.go).
+	alias, rel := b.inPlaceConcats(pinned)
 	ids := make([]int64, n)
 	offsets := make([]int64, n)
 	var nextID int64
@@ -280,6 +289,9 @@ func (b *graphBuilder) planStorage() error {
 	for ni, node := range b.g.Nodes {
 		for k := b.rowStart[ni]; k < b.rowStart[ni]+numOutputs(b, ni); k++ {
 			poolOf[k] = -1
+			if alias[k] >= 0 {
+				continue
+			}
 			if node.Op == runtime.OpNull || pinned[k] {
 				ids[k] = nextID
 				nextID++
@@ -298,6 +310,9 @@ func (b *graphBuilder) planStorage() error {
 		}
 	}
 	touch := func(ni, k int) {
+		if alias[k] >= 0 {
+			k = alias[k]
+		}
 		if pi := poolOf[k]; pi >= 0 {
 			pools[pi].steps[ni] = append(pools[pi].steps[ni], local[k])
 		}
@@ -331,6 +346,11 @@ func (b *graphBuilder) planStorage() error {
 			Tensors: len(p.entries), Bytes: pl.Size, LowerBound: pl.LowerBound, Algorithm: pl.Algorithm,
 		})
 		nextID++
+	}
+	for k, a := range alias {
+		if a >= 0 {
+			ids[k], offsets[k] = ids[a], offsets[a]+rel[k]
+		}
 	}
 	b.g.Attrs.StorageID = ids
 	b.g.Attrs.StorageOffset = offsets

@@ -32,6 +32,10 @@ type gNode struct {
 	inputs   []int    // entry ids
 	first    int      // first output entry
 	nout     int
+	// inPlace (kiln_op attribute in_place 1): the node's output is its
+	// inputs laid end to end in one storage, so it is not called
+	// (checkInPlace).
+	inPlace bool
 }
 
 // gEntry is a validated node output.
@@ -179,6 +183,9 @@ func parseGraph(data []byte, devices []Device) (*graph, error) {
 	if err := g.checkNodeTypes(); err != nil {
 		return nil, err
 	}
+	if err := g.checkInPlace(); err != nil {
+		return nil, err
+	}
 	if err := g.checkStorage(); err != nil {
 		return nil, err
 	}
@@ -239,6 +246,14 @@ func (g *graph) checkNodeKind(i int, jn *GraphNode) error {
 			return fmt.Errorf("num_outputs is %d, want at least 1", nout)
 		}
 		n.nout = int(nout)
+		inPlace, _, err := intAttr("in_place")
+		if err != nil {
+			return err
+		}
+		if inPlace != 0 && inPlace != 1 {
+			return fmt.Errorf("in_place is %d, want 0 or 1", inPlace)
+		}
+		n.inPlace = inPlace == 1
 	case opDeviceCopy:
 		if len(jn.Inputs) != 1 {
 			return fmt.Errorf("device_copy has %d inputs, want 1", len(jn.Inputs))
@@ -406,6 +421,56 @@ func (g *graph) checkNodeTypes() error {
 	return nil
 }
 
+// checkInPlace checks the nodes marked in_place: one output, whose bytes
+// are exactly its inputs' laid end to end (same storage, dtype and
+// device, each input at the offset where the previous one ends), each
+// input written by a kiln_op that is not in place itself, read by this
+// node alone and once, and not a graph output. Such a node computes
+// nothing at run time, so the executor does not call it; the storage
+// check then treats its inputs as parts of its output.
+func (g *graph) checkInPlace() error {
+	readers := make([]int, len(g.entries))
+	for _, n := range g.nodes {
+		for _, e := range n.inputs {
+			readers[e]++
+		}
+	}
+	head := make([]bool, len(g.entries))
+	for _, e := range g.heads {
+		head[e] = true
+	}
+	for i, n := range g.nodes {
+		if !n.inPlace {
+			continue
+		}
+		out := g.entries[n.first]
+		if n.nout != 1 || len(n.inputs) == 0 {
+			return fmt.Errorf("graph JSON: %s: an in_place node needs inputs and exactly one output", g.nodeRef(i))
+		}
+		if head[n.first] {
+			return fmt.Errorf("graph JSON: %s: an in_place node's output cannot be a graph output", g.nodeRef(i))
+		}
+		at := out.offset
+		for k, e := range n.inputs {
+			in := g.entries[e]
+			p := g.nodes[in.node]
+			switch {
+			case p.op != opKiln || p.inPlace:
+				return fmt.Errorf("graph JSON: %s: in_place input %d (%s) is not written by a kernel", g.nodeRef(i), k, g.entryRef(e))
+			case readers[e] != 1 || head[e]:
+				return fmt.Errorf("graph JSON: %s: in_place input %d (%s) has other readers", g.nodeRef(i), k, g.entryRef(e))
+			case in.sid != out.sid || in.dtype != out.dtype || in.dev != out.dev || in.offset != at:
+				return fmt.Errorf("graph JSON: %s: in_place input %d (%s) is not at byte %d of the output's storage %d", g.nodeRef(i), k, g.entryRef(e), at, out.sid)
+			}
+			at += in.nbytes
+		}
+		if at != out.offset+out.nbytes {
+			return fmt.Errorf("graph JSON: %s: in_place inputs hold %d bytes, the output %d", g.nodeRef(i), at-out.offset, out.nbytes)
+		}
+	}
+	return nil
+}
+
 // outs lists node i's entry ids.
 func (g *graph) outs(i int) []int {
 	r := make([]int, g.nodes[i].nout)
@@ -452,6 +517,17 @@ func (g *graph) checkStorage() error {
 	for _, e := range g.heads {
 		last[e] = end
 	}
+	// The inputs of an in-place node live inside its output's bytes
+	// (checkInPlace): the output counts as live from the first of them.
+	inside := make([]bool, len(g.entries))
+	for _, n := range g.nodes {
+		if n.inPlace {
+			for _, e := range n.inputs {
+				inside[e] = true
+				def[n.first] = min(def[n.first], def[e])
+			}
+		}
+	}
 	order := make([]int, len(g.entries))
 	for e := range order {
 		order[e] = e
@@ -466,7 +542,7 @@ func (g *graph) checkStorage() error {
 		} else if g.entries[o].dev != en.dev {
 			return fmt.Errorf("graph JSON: storage_id %d is shared by %s on %s and %s on %s", en.sid, g.entryRef(o), g.entries[o].dev, g.entryRef(e), en.dev)
 		}
-		if en.nbytes == 0 {
+		if en.nbytes == 0 || inside[e] {
 			continue
 		}
 		// Drop the entries of this storage that died before e starts.

@@ -164,6 +164,9 @@ func (e *GraphExecutor) build(fns []resolved, shared map[int64]*NDArray) error {
 	for i, n := range g.nodes {
 		switch n.op {
 		case opKiln:
+			if n.inPlace {
+				continue // its inputs were written into its output
+			}
 			args := make([]*NDArray, 0, len(n.inputs)+n.nout)
 			for _, en := range n.inputs {
 				args = append(args, e.views[en])

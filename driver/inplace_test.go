@@ -1,0 +1,131 @@
+package driver
+
+import (
+	"encoding/json"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/ref"
+	"github.com/kiln-dev/kiln/runtime"
+	"github.com/kiln-dev/kiln/tensor"
+)
+
+// concatModule is conv(concat(conv(x, w1), conv(x, w2), axis), w3), as
+// in squeezenet's fire modules, with 8 output channels per convolution on
+// a 1x4x6x6 input; with extraUse, the first convolution's result is an
+// output as well.
+func concatModule(t *testing.T, axis int64, extraUse bool) *graph.Module {
+	t.Helper()
+	rng := rand.New(rand.NewSource(3))
+	weight := func(in int64) graph.Expr {
+		v := make([]float32, 8*in*3*3)
+		for i := range v {
+			v[i] = rng.Float32() - 0.5
+		}
+		return graph.NewConstant(tensor.FromFloat32s(ir.Shape{8, in, 3, 3}, v))
+	}
+	call := func(o *op.Op, args []graph.Expr, attrs ir.Attrs) graph.Expr {
+		c, err := graph.NewCall(o, args, attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	x := graph.NewVar("x", ir.NewTensorType(ir.Float32, ir.Shape{1, 4, 6, 6}))
+	pad := ir.Attrs{"padding": []int64{1, 1, 1, 1}}
+	a := call(op.Conv2D, []graph.Expr{x, weight(4)}, pad)
+	b := call(op.Conv2D, []graph.Expr{x, weight(4)}, pad)
+	in := int64(16)
+	if axis != 1 && axis != -3 {
+		in = 8
+	}
+	var body graph.Expr = call(op.Conv2D, []graph.Expr{call(op.Concatenate, []graph.Expr{a, b}, ir.Attrs{"axis": axis}), weight(in)}, pad)
+	if extraUse {
+		body = graph.NewTuple([]graph.Expr{body, a})
+	}
+	mod := graph.NewModule(graph.NewFunction([]*graph.Var{x}, body, nil))
+	if err := graph.InferTypes(mod); err != nil {
+		t.Fatal(err)
+	}
+	return mod
+}
+
+// TestConcatInPlace: the graph executor runs a concatenation along the
+// channels in place (its arguments' kernels write into its result, the
+// node is marked in_place and not called) and the outputs match the
+// reference executor; along the width (not contiguous runs), or with an
+// argument that is also an output, it is called as before.
+func TestConcatInPlace(t *testing.T) {
+	testenv.Cgo(t)
+	for _, c := range []struct {
+		name     string
+		axis     int64
+		extraUse bool
+		inPlace  int
+	}{
+		{"channels", 1, false, 1},
+		{"negative axis", -3, false, 1},
+		{"width", 3, false, 0},
+		{"argument is an output", 1, true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mod := concatModule(t, c.axis, c.extraUse)
+			in := make([]float32, 4*6*6)
+			for i := range in {
+				in[i] = float32(i%13) - 6
+			}
+			x := tensor.FromFloat32s(ir.Shape{1, 4, 6, 6}, in)
+			want, err := ref.Run(mod, []*tensor.Tensor{x})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Compile(mod, nil, Config{Host: hostTarget(t), Out: filepath.Join(t.TempDir(), "a"), Verify: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(filepath.Join(res.Dir, "graph.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g runtime.GraphJSON
+			if err := json.Unmarshal(data, &g); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, node := range g.Nodes {
+				if string(node.Attrs["in_place"]) == "1" {
+					n++
+				}
+			}
+			if n != c.inPlace {
+				t.Fatalf("%d nodes in place, want %d", n, c.inPlace)
+			}
+			art, err := LoadArtifact(res.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := art.Run(map[string]*tensor.Tensor{"x": x})
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps, err := art.Exec.Profile(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := 4 - c.inPlace; len(steps) != want {
+				t.Errorf("%d steps run, want %d (three convolutions, and the concatenation unless in place)", len(steps), want)
+			}
+			for i, w := range want.Flatten() {
+				if err := tensor.AllClose(got[i], w, 1e-4, 1e-5); err != nil {
+					t.Errorf("output %d: %v", i, err)
+				}
+			}
+		})
+	}
+}
