@@ -49,9 +49,11 @@ type graphBuilder struct {
 	pools []MemoryPool
 	// sources names the model nodes a call computes (nil: none recorded).
 	sources func(*graph.Call) []string
-	// concats are the nodes of plain concatenations (plainConcat), which
-	// planStorage may run in place.
-	concats []int
+	// views are the nodes of calls that move no data once their operands
+	// sit in the right bytes (viewOf), and viewKinds their kinds:
+	// planStorage may run them in place.
+	views     []int
+	viewKinds []viewKind
 }
 
 // deviceIndex is the [device_type, device_id] of e's entries: its planned
@@ -228,8 +230,8 @@ func (b *graphBuilder) visit(e graph.Expr) error {
 			}
 			first = b.addNode(runtime.GraphNode{Op: runtime.OpKiln, Name: name, Inputs: ins, Attrs: rawAttrs(attrs)}, outs, b.deviceIndex(x))
 			b.funcs[first.node] = name
-			if plainConcat(x) {
-				b.concats = append(b.concats, first.node)
+			if k := viewOf(x); k != notView {
+				b.views, b.viewKinds = append(b.views, first.node), append(b.viewKinds, k)
 			}
 		}
 		es := make([]entry, len(outs))
@@ -269,9 +271,9 @@ func (b *graphBuilder) planStorage() error {
 	for _, h := range b.g.Heads {
 		pinned[b.rowStart[h[0]]+int(h[1])] = true
 	}
-	// Arguments of concatenations run in place live inside their
-	// result's bytes (inplace.go).
-	alias, rel := b.inPlaceConcats(pinned)
+	// The operands of joins and the results of cuts run in place live
+	// inside another entry's bytes (inplace.go).
+	alias, rel := b.inPlaceViews(pinned)
 	ids := make([]int64, n)
 	offsets := make([]int64, n)
 	var nextID int64

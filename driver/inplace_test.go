@@ -129,3 +129,82 @@ func TestConcatInPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestCutInPlace: a reshape and a channel split between kernels run in
+// place (their results are their argument's bytes), and the outputs match
+// the reference executor.
+func TestCutInPlace(t *testing.T) {
+	testenv.Cgo(t)
+	rng := rand.New(rand.NewSource(5))
+	weight := func(out, in int64) graph.Expr {
+		v := make([]float32, out*in*9)
+		for i := range v {
+			v[i] = rng.Float32() - 0.5
+		}
+		return graph.NewConstant(tensor.FromFloat32s(ir.Shape{out, in, 3, 3}, v))
+	}
+	call := func(o *op.Op, args []graph.Expr, attrs ir.Attrs) graph.Expr {
+		c, err := graph.NewCall(o, args, attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	pad := ir.Attrs{"padding": []int64{1, 1, 1, 1}}
+	x := graph.NewVar("x", ir.NewTensorType(ir.Float32, ir.Shape{1, 4, 8, 8}))
+	a := call(op.Conv2D, []graph.Expr{x, weight(8, 4)}, pad)
+	// The reshape: [1, 8, 8, 8] -> [1, 16, 4, 8].
+	r := call(op.Reshape, []graph.Expr{a}, ir.Attrs{"newshape": []int64{1, 16, 4, 8}})
+	b := call(op.Conv2D, []graph.Expr{r, weight(8, 16)}, pad)
+	// The split: 8 channels into 4 and 4.
+	s := call(op.Split, []graph.Expr{b}, ir.Attrs{"indices": []int64{4}, "axis": int64(1)})
+	o0 := call(op.Conv2D, []graph.Expr{graph.NewTupleGetItem(s, 0), weight(4, 4)}, pad)
+	o1 := call(op.Conv2D, []graph.Expr{graph.NewTupleGetItem(s, 1), weight(4, 4)}, pad)
+	mod := graph.NewModule(graph.NewFunction([]*graph.Var{x}, graph.NewTuple([]graph.Expr{o0, o1}), nil))
+	if err := graph.InferTypes(mod); err != nil {
+		t.Fatal(err)
+	}
+	in := make([]float32, 4*8*8)
+	for i := range in {
+		in[i] = float32(i%11) - 5
+	}
+	xv := tensor.FromFloat32s(ir.Shape{1, 4, 8, 8}, in)
+	want, err := ref.Run(mod, []*tensor.Tensor{xv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Compile(mod, nil, Config{Host: hostTarget(t), Out: filepath.Join(t.TempDir(), "a"), Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(res.Dir, "graph.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g runtime.GraphJSON
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	var inPlace []string
+	for _, node := range g.Nodes {
+		if string(node.Attrs["in_place"]) == "1" {
+			inPlace = append(inPlace, node.Name)
+		}
+	}
+	if len(inPlace) != 2 {
+		t.Fatalf("in place: %v, want the reshape and the split", inPlace)
+	}
+	art, err := LoadArtifact(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := art.Run(map[string]*tensor.Tensor{"x": xv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want.Flatten() {
+		if err := tensor.AllClose(got[i], w, 1e-4, 1e-5); err != nil {
+			t.Errorf("output %d: %v", i, err)
+		}
+	}
+}

@@ -93,12 +93,15 @@
 //     "kiln_op" (attrs func_name, num_inputs = len(inputs), num_outputs >= 1,
 //     and optionally sources, the model nodes it computes, for profiles;
 //     the function is called with the inputs then the outputs; with
-//     attribute in_place 1 it is not called: its one output is its inputs
-//     laid end to end, each at the byte where the previous one ends in
-//     the output's storage, each written by a kiln_op that is not in
-//     place and read by this node alone, none a graph output — how the
-//     compiler runs a concatenation whose arguments' kernels write into
-//     its result) or
+//     attribute in_place 1 it is not called, because its operands already
+//     sit in the right bytes: with several inputs (a join, such as a
+//     concatenation) its one output is its inputs laid end to end, each at
+//     the byte where the previous one ends in the output's storage, each
+//     written by a kiln_op that is not in place and read by this node
+//     alone, none of them or the output a graph output; with one input (a
+//     cut: a reshape, a split) its outputs are that input's bytes cut in
+//     order, the input written by a kiln_op that is not in place, no
+//     output a graph output) or
 //     "device_copy" (one input, one output of the same dtype and shape,
 //     copied between the devices of the two entries). Integer attrs may be
 //     numbers or decimal strings; other node attrs are ignored.
@@ -118,8 +121,10 @@
 //     furthest end, storage_offset plus size, of its entries) and must be
 //     on one device; entries whose bytes overlap must have disjoint
 //     lifetimes. An entry lives from the node that writes it to its last
-//     reader, both included (the inputs of an in_place node count as
-//     parts of its output, which lives from the first of them on);
+//     reader, both included (the entries an in_place node places inside
+//     another count as parts of it: a join's output lives from the first
+//     of its inputs on, a cut's input until the last reader of its
+//     outputs);
 //     inputs and heads live for the whole run. So
 //     memory planning (package memplan: one pool per device for the
 //     intermediates) may reuse bytes once their last reader has run, but

@@ -421,13 +421,20 @@ func (g *graph) checkNodeTypes() error {
 	return nil
 }
 
-// checkInPlace checks the nodes marked in_place: one output, whose bytes
-// are exactly its inputs' laid end to end (same storage, dtype and
-// device, each input at the offset where the previous one ends), each
-// input written by a kiln_op that is not in place itself, read by this
-// node alone and once, and not a graph output. Such a node computes
-// nothing at run time, so the executor does not call it; the storage
-// check then treats its inputs as parts of its output.
+// checkInPlace checks the nodes marked in_place, which move no data and
+// are not called:
+//
+//   - a join (several inputs, one output): the output's bytes are its
+//     inputs' laid end to end, each input at the byte where the previous
+//     one ends, read by this node alone and once;
+//   - a cut (one input): the outputs' bytes are the input's cut in order,
+//     each output at the byte where the previous one ends, none a graph
+//     output.
+//
+// The entries placed inside another share its storage, dtype and device;
+// a join's inputs and a cut's input are written by a kiln_op that is not
+// in place; a join's output and its inputs are not graph outputs. The
+// storage check then treats the placed entries as parts of the other.
 func (g *graph) checkInPlace() error {
 	readers := make([]int, len(g.entries))
 	for _, n := range g.nodes {
@@ -439,33 +446,47 @@ func (g *graph) checkInPlace() error {
 	for _, e := range g.heads {
 		head[e] = true
 	}
+	written := func(e int) bool {
+		p := g.nodes[g.entries[e].node]
+		return p.op == opKiln && !p.inPlace
+	}
 	for i, n := range g.nodes {
 		if !n.inPlace {
 			continue
 		}
-		out := g.entries[n.first]
-		if n.nout != 1 || len(n.inputs) == 0 {
-			return fmt.Errorf("graph JSON: %s: an in_place node needs inputs and exactly one output", g.nodeRef(i))
+		if len(n.inputs) == 0 {
+			return fmt.Errorf("graph JSON: %s: an in_place node needs inputs", g.nodeRef(i))
 		}
-		if head[n.first] {
-			return fmt.Errorf("graph JSON: %s: an in_place node's output cannot be a graph output", g.nodeRef(i))
+		whole, parts, what := n.first, n.inputs, "input"
+		if len(n.inputs) == 1 {
+			whole, parts, what = n.inputs[0], g.outs(i), "output"
+		} else if n.nout != 1 {
+			return fmt.Errorf("graph JSON: %s: an in_place node with several inputs needs exactly one output", g.nodeRef(i))
 		}
-		at := out.offset
-		for k, e := range n.inputs {
-			in := g.entries[e]
-			p := g.nodes[in.node]
+		if what == "output" && !written(whole) {
+			return fmt.Errorf("graph JSON: %s: in_place input %s is not written by a kernel", g.nodeRef(i), g.entryRef(whole))
+		}
+		if what == "input" && head[whole] {
+			return fmt.Errorf("graph JSON: %s: the output of an in_place node with several inputs cannot be a graph output", g.nodeRef(i))
+		}
+		w := g.entries[whole]
+		at := w.offset
+		for k, e := range parts {
+			p := g.entries[e]
 			switch {
-			case p.op != opKiln || p.inPlace:
+			case head[e]:
+				return fmt.Errorf("graph JSON: %s: in_place %s %d (%s) cannot be a graph output", g.nodeRef(i), what, k, g.entryRef(e))
+			case what == "input" && !written(e):
 				return fmt.Errorf("graph JSON: %s: in_place input %d (%s) is not written by a kernel", g.nodeRef(i), k, g.entryRef(e))
-			case readers[e] != 1 || head[e]:
+			case what == "input" && readers[e] != 1:
 				return fmt.Errorf("graph JSON: %s: in_place input %d (%s) has other readers", g.nodeRef(i), k, g.entryRef(e))
-			case in.sid != out.sid || in.dtype != out.dtype || in.dev != out.dev || in.offset != at:
-				return fmt.Errorf("graph JSON: %s: in_place input %d (%s) is not at byte %d of the output's storage %d", g.nodeRef(i), k, g.entryRef(e), at, out.sid)
+			case p.sid != w.sid || p.dtype != w.dtype || p.dev != w.dev || p.offset != at:
+				return fmt.Errorf("graph JSON: %s: in_place %s %d (%s) is not at byte %d of storage %d", g.nodeRef(i), what, k, g.entryRef(e), at, w.sid)
 			}
-			at += in.nbytes
+			at += p.nbytes
 		}
-		if at != out.offset+out.nbytes {
-			return fmt.Errorf("graph JSON: %s: in_place inputs hold %d bytes, the output %d", g.nodeRef(i), at-out.offset, out.nbytes)
+		if at != w.offset+w.nbytes {
+			return fmt.Errorf("graph JSON: %s: in_place %ss hold %d bytes, %s holds %d", g.nodeRef(i), what, at-w.offset, g.entryRef(whole), w.nbytes)
 		}
 	}
 	return nil
@@ -517,11 +538,19 @@ func (g *graph) checkStorage() error {
 	for _, e := range g.heads {
 		last[e] = end
 	}
-	// The inputs of an in-place node live inside its output's bytes
-	// (checkInPlace): the output counts as live from the first of them.
+	// The entries an in_place node places inside another (checkInPlace)
+	// are parts of it: a join's output lives from the first of its
+	// inputs, a cut's input until the last reader of its outputs.
 	inside := make([]bool, len(g.entries))
-	for _, n := range g.nodes {
-		if n.inPlace {
+	for i, n := range g.nodes {
+		switch {
+		case !n.inPlace:
+		case len(n.inputs) == 1:
+			for _, e := range g.outs(i) {
+				inside[e] = true
+				last[n.inputs[0]] = max(last[n.inputs[0]], last[e])
+			}
+		default:
 			for _, e := range n.inputs {
 				inside[e] = true
 				def[n.first] = min(def[n.first], def[e])

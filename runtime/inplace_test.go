@@ -88,13 +88,13 @@ func TestInPlaceNode(t *testing.T) {
 		want string
 	}{
 		{"gap", func(g map[string]any) { gattr(g, "storage_offset")[3] = 128 },
-			`node 4 ("c"): in_place input 1 (node 3 ("r") output 0) is not at byte 64 of the output's storage 2`},
+			`node 4 ("c"): in_place input 1 (node 3 ("r") output 0) is not at byte 64 of storage 2`},
 		{"other storage", func(g map[string]any) { gattr(g, "storage_id")[3] = 4 },
 			`in_place input 1 (node 3 ("r") output 0) is not at byte 64`},
 		{"too small", func(g map[string]any) {
 			gattr(g, "shape")[4] = []any{48}
 			gattr(g, "shape")[5] = []any{48}
-		}, "in_place inputs hold 128 bytes, the output 192"},
+		}, `in_place inputs hold 128 bytes, node 4 ("c") output 0 holds 192`},
 		{"input", func(g map[string]any) {
 			node(g, 4)["inputs"] = []any{[]any{0, 0}, []any{3, 0}}
 		}, `in_place input 0 (node 0 ("x") output 0) is not written by a kernel`},
@@ -103,7 +103,7 @@ func TestInPlaceNode(t *testing.T) {
 			nattrs(g, 5)["num_inputs"] = 2
 		}, `in_place input 0 (node 2 ("a") output 0) has other readers`},
 		{"output is a head", func(g map[string]any) { g["heads"] = []any{[]any{4, 0}} },
-			`an in_place node's output cannot be a graph output`},
+			"the output of an in_place node with several inputs cannot be a graph output"},
 		{"bad value", func(g map[string]any) { nattrs(g, 4)["in_place"] = 2 }, "in_place is 2, want 0 or 1"},
 		// Without the mark, the same layout is two live entries sharing
 		// bytes.
@@ -111,6 +111,98 @@ func TestInPlaceNode(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := NewGraphExecutor(mutateInPlace(t, c.edit), mod)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// cutGraph is s0, s1 = the halves of r = x + w (float32[32]), marked
+// in_place (add_f32 again: called, it would fail), then o0 = relu(s0) and
+// o1 = s1 + s1 as outputs.
+const cutGraph = `{
+  "nodes": [
+    {"op": "null", "name": "x"},
+    {"op": "null", "name": "w"},
+    {"op": "kiln_op", "name": "r", "inputs": [[0, 0], [1, 0]], "attrs": {"func_name": "add_f32", "num_inputs": 2, "num_outputs": 1}},
+    {"op": "kiln_op", "name": "s", "inputs": [[2, 0]], "attrs": {"func_name": "add_f32", "num_inputs": 1, "num_outputs": 2, "in_place": 1}},
+    {"op": "kiln_op", "name": "o0", "inputs": [[3, 0]], "attrs": {"func_name": "relu_f32", "num_inputs": 1, "num_outputs": 1}},
+    {"op": "kiln_op", "name": "o1", "inputs": [[3, 1], [3, 1]], "attrs": {"func_name": "add_f32", "num_inputs": 2, "num_outputs": 1}}
+  ],
+  "arg_nodes": [0, 1],
+  "heads": [[4, 0], [5, 0]],
+  "attrs": {
+    "shape": [[32], [32], [32], [16], [16], [16], [16]],
+    "dltype": ["float32", "float32", "float32", "float32", "float32", "float32", "float32"],
+    "storage_id": [0, 1, 2, 2, 2, 3, 4],
+    "storage_offset": [0, 0, 0, 0, 64, 0, 0]
+  }
+}`
+
+// TestInPlaceCut: a cut in place (one input, its outputs its bytes in
+// order) is not called and its outputs read the input; bad layouts are
+// refused.
+func TestInPlaceCut(t *testing.T) {
+	testenv.Cgo(t)
+	mod := testModule(t)
+	x, w := make([]float32, 32), make([]float32, 32)
+	for i := range x {
+		x[i], w[i] = float32(i)-16, 0.25
+	}
+	e, err := NewGraphExecutor([]byte(cutGraph), mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.SetInput("x", tensor.FromFloat32s(ir.Shape{32}, x)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetInput("w", tensor.FromFloat32s(ir.Shape{32}, w)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(); err != nil {
+		t.Fatal(err)
+	}
+	want0, want1 := make([]float32, 16), make([]float32, 16)
+	for i := range want0 {
+		want0[i] = max(x[i]+w[i], 0)
+		want1[i] = 2 * (x[16+i] + w[16+i])
+	}
+	for k, want := range [][]float32{want0, want1} {
+		got, err := e.GetOutput(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkF32(t, "output", got, want)
+	}
+	edit := func(f func(g map[string]any)) []byte {
+		var g map[string]any
+		if err := json.Unmarshal([]byte(cutGraph), &g); err != nil {
+			t.Fatal(err)
+		}
+		f(g)
+		data, _ := json.Marshal(g)
+		return data
+	}
+	for _, c := range []struct {
+		name string
+		edit func(g map[string]any)
+		want string
+	}{
+		{"overlap", func(g map[string]any) { gattr(g, "storage_offset")[4] = 0 },
+			`in_place output 1 (node 3 ("s") output 1) is not at byte 64 of storage 2`},
+		{"output is a head", func(g map[string]any) { g["heads"] = []any{[]any{3, 1}} },
+			`in_place output 1 (node 3 ("s") output 1) cannot be a graph output`},
+		{"input from a graph input", func(g map[string]any) { node(g, 3)["inputs"] = []any{[]any{0, 0}} },
+			`in_place input node 0 ("x") output 0 is not written by a kernel`},
+		{"too short", func(g map[string]any) {
+			gattr(g, "shape")[4] = []any{8}
+			gattr(g, "shape")[6] = []any{8}
+		}, `in_place outputs hold 96 bytes, node 2 ("r") output 0 holds 128`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := NewGraphExecutor(edit(c.edit), mod)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want %q", err, c.want)
 			}
