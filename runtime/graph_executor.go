@@ -394,12 +394,68 @@ func (e *GraphExecutor) SetParams(params map[string]*tensor.Tensor) error {
 }
 
 // LoadParams reads a params file (see SaveParams) and sets its tensors.
+// On an executor none of whose inputs is set yet (a new one, as
+// LoadArtifact has), each tensor is read straight into its input's
+// buffer: no second copy of the weights. The inputs count as set only
+// once the whole file was read and checked, so an error leaves them all
+// unset (Run refuses to run); otherwise, as with SetParams, an error
+// changes nothing.
 func (e *GraphExecutor) LoadParams(r io.Reader) error {
+	if ok, err := e.streamParams(r); ok {
+		return err
+	}
 	params, err := ReadParams(r)
 	if err != nil {
 		return err
 	}
 	return e.SetParams(params)
+}
+
+// streamParams reads the params file r straight into the input buffers
+// when no input is set or frozen and every input lives in host memory,
+// and returns the outcome; ok is false, nothing having been read, when it
+// cannot.
+func (e *GraphExecutor) streamParams(r io.Reader) (ok bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return true, errClosed
+	}
+	for k := range e.set {
+		v := e.views[e.g.nodes[e.g.argNodes[k]].first]
+		if e.set[k] || e.frozen[k] || v.dev.Type != CPU {
+			return false, nil
+		}
+	}
+	var done []int
+	err = scanParams(r, func(name string, dt ir.DType, shape ir.Shape, nbytes int64, data io.Reader) error {
+		k, ok := e.inputIdx[name]
+		if !ok {
+			return fmt.Errorf("params: graph has no input %q (inputs: %s)", name, e.inputNames())
+		}
+		v := e.views[e.g.nodes[e.g.argNodes[k]].first]
+		if dt != v.dtype || !shape.Equal(v.shape) || nbytes != v.NumBytes() {
+			return fmt.Errorf("params: input %q: expected %s%v, got %s%v", name, v.dtype, v.shape, dt, shape)
+		}
+		p, err := v.dataPtr()
+		if err != nil {
+			return err
+		}
+		if nbytes > 0 {
+			if _, err := io.ReadFull(data, unsafe.Slice((*byte)(p), nbytes)); err != nil {
+				return fmt.Errorf("read params: %q: data: %w", name, eofIsUnexpected(err))
+			}
+		}
+		done = append(done, k)
+		return nil
+	})
+	if err != nil {
+		return true, err
+	}
+	for _, k := range done {
+		e.set[k] = true
+	}
+	return true, nil
 }
 
 // Run executes the graph once. Every input must have been set.

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -207,5 +208,65 @@ func TestInPlaceCut(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestLoadParamsStreaming: LoadParams on a new executor reads the
+// weights straight into their buffers and sets them only once the whole
+// file was read; on an executor with inputs already set it goes through
+// SetParams, so an error changes nothing.
+func TestLoadParamsStreaming(t *testing.T) {
+	testenv.Cgo(t)
+	file := func(params map[string]*tensor.Tensor) *bytes.Reader {
+		var buf bytes.Buffer
+		if err := SaveParams(&buf, params); err != nil {
+			t.Fatal(err)
+		}
+		return bytes.NewReader(buf.Bytes())
+	}
+	w := tensor.FromFloat32s(ir.Shape{2, 3}, testW)
+	other := tensor.FromFloat32s(ir.Shape{2, 3}, []float32{9, 9, 9, 9, 9, 9})
+	x := tensor.FromFloat32s(ir.Shape{2, 3}, testX)
+	// "w" comes before "zz" in the file: it is read into its buffer, then
+	// the foreign tensor fails the load, and w stays unset.
+	e, err := NewGraphExecutor([]byte(testGraph), testModule(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.LoadParams(file(map[string]*tensor.Tensor{"w": w, "zz": w})); err == nil || !strings.Contains(err.Error(), `graph has no input "zz"`) {
+		t.Fatalf("LoadParams with a foreign tensor: %v", err)
+	}
+	if _, err := e.Execute(map[string]*tensor.Tensor{"x": x}); err == nil || !strings.Contains(err.Error(), `"w"`) {
+		t.Fatalf("run after a failed load: %v, want an error naming the unset input w", err)
+	}
+	// x is set now: the next loads take the SetParams path.
+	if err := e.LoadParams(file(map[string]*tensor.Tensor{"w": w})); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.LoadParams(file(map[string]*tensor.Tensor{"w": other, "zz": w})); err == nil {
+		t.Fatal("a foreign tensor was accepted")
+	}
+	outs, err := e.Execute(map[string]*tensor.Tensor{"x": x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range expected(testX, testW) {
+		checkF32(t, "output", outs[i], want) // w unchanged by the failed load
+	}
+	// A short file fails on a new executor too, and sets nothing.
+	e2, err := NewGraphExecutor([]byte(testGraph), testModule(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	var buf bytes.Buffer
+	SaveParams(&buf, map[string]*tensor.Tensor{"w": w})
+	short := buf.Bytes()[:buf.Len()-4]
+	if err := e2.LoadParams(bytes.NewReader(short)); err == nil || !strings.Contains(err.Error(), "unexpected EOF") {
+		t.Fatalf("short file: %v", err)
+	}
+	if _, err := e2.Execute(map[string]*tensor.Tensor{"x": x}); err == nil {
+		t.Fatal("ran with weights from a short file")
 	}
 }

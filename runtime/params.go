@@ -79,9 +79,29 @@ func SaveParams(w io.Writer, params map[string]*tensor.Tensor) error {
 
 // ReadParams reads a params file written by SaveParams.
 func ReadParams(r io.Reader) (map[string]*tensor.Tensor, error) {
+	out := map[string]*tensor.Tensor{}
+	err := scanParams(r, func(name string, dt ir.DType, shape ir.Shape, nbytes int64, data io.Reader) error {
+		t, err := readTensorData(data, dt, shape, nbytes)
+		if err != nil {
+			return fmt.Errorf("read params: %q: data: %w", name, err)
+		}
+		out[name] = t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// scanParams reads a params file's tensors in order, checking each
+// header (name, dtype, rank, shape, size) as ReadParams does, and hands
+// each to each, which must read exactly nbytes of its data from data; an
+// error each returns ends the scan and is returned as it is.
+func scanParams(r io.Reader, each func(name string, dt ir.DType, shape ir.Shape, nbytes int64, data io.Reader) error) error {
 	br := bufio.NewReader(r)
-	fail := func(format string, a ...any) (map[string]*tensor.Tensor, error) {
-		return nil, fmt.Errorf("read params: "+format, a...)
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("read params: "+format, a...)
 	}
 	var magic [8]byte
 	if _, err := io.ReadFull(br, magic[:]); err != nil {
@@ -116,15 +136,16 @@ func ReadParams(r io.Reader) (map[string]*tensor.Tensor, error) {
 	if err != nil {
 		return fail("count: %w", err)
 	}
-	out := map[string]*tensor.Tensor{}
+	seen := map[string]bool{}
 	for i := uint64(0); i < count; i++ {
 		name, err := getString(maxParamName)
 		if err != nil {
 			return fail("tensor %d: name: %w", i, err)
 		}
-		if _, dup := out[name]; dup {
+		if seen[name] {
 			return fail("tensor %d: %q appears twice", i, name)
 		}
+		seen[name] = true
 		dts, err := getString(64)
 		if err != nil {
 			return fail("%q: dtype: %w", name, err)
@@ -159,13 +180,11 @@ func ReadParams(r io.Reader) (map[string]*tensor.Tensor, error) {
 		if nbytes != uint64(want) {
 			return fail("%q: %d bytes of data for %s%v, want %d", name, nbytes, dt, shape, want)
 		}
-		t, err := readTensorData(br, dt, shape, want)
-		if err != nil {
-			return fail("%q: data: %w", name, err)
+		if err := each(name, dt, shape, want, br); err != nil {
+			return err
 		}
-		out[name] = t
 	}
-	return out, nil
+	return nil
 }
 
 // readTensorData reads nbytes of tensor data. Large tensors are read
