@@ -14,8 +14,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
+
+	cgen "github.com/kiln-dev/kiln/codegen/c"
 )
 
 // ArtifactCache keeps finished artifacts, each under a key that the
@@ -59,15 +60,8 @@ func OpenArtifactCache(dir string) (*ArtifactCache, error) {
 		return nil, fmt.Errorf("artifact cache: %w", err)
 	}
 	for _, d := range []string{dir, root} {
-		st, err := os.Stat(d)
-		if err != nil {
-			return nil, fmt.Errorf("artifact cache: %w", err)
-		}
-		if st.Mode().Perm()&0o022 != 0 {
-			return nil, fmt.Errorf("artifact cache %s: writable by other users (mode %v); refusing to use it", d, st.Mode().Perm())
-		}
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Getuid() {
-			return nil, fmt.Errorf("artifact cache %s: owned by another user (uid %d); refusing to use it", d, sys.Uid)
+		if err := cgen.CheckPrivateDir(d); err != nil {
+			return nil, fmt.Errorf("artifact %w", err)
 		}
 	}
 	return &ArtifactCache{dir: root, maxBytes: DefaultArtifactCacheLimit}, nil
@@ -412,9 +406,5 @@ func hashInRoot(dir, rel string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hashReader(f)
 }

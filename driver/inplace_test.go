@@ -56,6 +56,36 @@ func concatModule(t *testing.T, axis int64, extraUse bool) *graph.Module {
 	return mod
 }
 
+// compileViews compiles mod for the host, verifying the IR after every
+// stage, loads the artifact and returns it with the names of the nodes
+// its program runs in place.
+func compileViews(t *testing.T, mod *graph.Module) (*Artifact, []string) {
+	t.Helper()
+	res, err := Compile(mod, nil, Config{Host: hostTarget(t), Out: filepath.Join(t.TempDir(), "a"), Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(res.Dir, "graph.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g runtime.GraphJSON
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	var inPlace []string
+	for _, node := range g.Nodes {
+		if string(node.Attrs["in_place"]) == "1" {
+			inPlace = append(inPlace, node.Name)
+		}
+	}
+	art, err := LoadArtifact(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return art, inPlace
+}
+
 // TestConcatInPlace: the graph executor runs a concatenation along the
 // channels in place (its arguments' kernels write into its result, the
 // node is marked in_place and not called) and the outputs match the
@@ -85,30 +115,9 @@ func TestConcatInPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Compile(mod, nil, Config{Host: hostTarget(t), Out: filepath.Join(t.TempDir(), "a"), Verify: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, err := os.ReadFile(filepath.Join(res.Dir, "graph.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var g runtime.GraphJSON
-			if err := json.Unmarshal(data, &g); err != nil {
-				t.Fatal(err)
-			}
-			n := 0
-			for _, node := range g.Nodes {
-				if string(node.Attrs["in_place"]) == "1" {
-					n++
-				}
-			}
-			if n != c.inPlace {
-				t.Fatalf("%d nodes in place, want %d", n, c.inPlace)
-			}
-			art, err := LoadArtifact(res.Dir)
-			if err != nil {
-				t.Fatal(err)
+			art, inPlace := compileViews(t, mod)
+			if len(inPlace) != c.inPlace {
+				t.Fatalf("in place: %v, want %d node(s)", inPlace, c.inPlace)
 			}
 			got, err := art.Run(map[string]*tensor.Tensor{"x": x})
 			if err != nil {
@@ -173,30 +182,9 @@ func TestCutInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Compile(mod, nil, Config{Host: hostTarget(t), Out: filepath.Join(t.TempDir(), "a"), Verify: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(res.Dir, "graph.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g runtime.GraphJSON
-	if err := json.Unmarshal(data, &g); err != nil {
-		t.Fatal(err)
-	}
-	var inPlace []string
-	for _, node := range g.Nodes {
-		if string(node.Attrs["in_place"]) == "1" {
-			inPlace = append(inPlace, node.Name)
-		}
-	}
+	art, inPlace := compileViews(t, mod)
 	if len(inPlace) != 2 {
 		t.Fatalf("in place: %v, want the reshape and the split", inPlace)
-	}
-	art, err := LoadArtifact(res.Dir)
-	if err != nil {
-		t.Fatal(err)
 	}
 	got, err := art.Run(map[string]*tensor.Tensor{"x": xv})
 	if err != nil {

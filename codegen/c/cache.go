@@ -71,18 +71,30 @@ func OpenCache(dir string) (*Cache, error) {
 		return nil, fmt.Errorf("codegen/c: cache: %w", err)
 	}
 	for _, d := range []string{dir, obj} {
-		st, err := os.Stat(d)
-		if err != nil {
-			return nil, fmt.Errorf("codegen/c: cache: %w", err)
-		}
-		if st.Mode().Perm()&0o022 != 0 {
-			return nil, fmt.Errorf("codegen/c: cache %s: writable by other users (mode %v); refusing to use it", d, st.Mode().Perm())
-		}
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Getuid() {
-			return nil, fmt.Errorf("codegen/c: cache %s: owned by another user (uid %d); refusing to use it", d, sys.Uid)
+		if err := CheckPrivateDir(d); err != nil {
+			return nil, fmt.Errorf("codegen/c: %w", err)
 		}
 	}
 	return &Cache{dir: dir, maxBytes: DefaultCacheLimit}, nil
+}
+
+// CheckPrivateDir returns an error saying why the directory d must not
+// hold cache entries: it cannot be read, other users may write it, or it
+// belongs to another user (what a cache holds is linked into libraries
+// or loaded as artifacts, so a stranger must not be able to put it
+// there).
+func CheckPrivateDir(d string) error {
+	st, err := os.Stat(d)
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("cache %s: writable by other users (mode %v); refusing to use it", d, st.Mode().Perm())
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Getuid() {
+		return fmt.Errorf("cache %s: owned by another user (uid %d); refusing to use it", d, sys.Uid)
+	}
+	return nil
 }
 
 // Dir is the cache's directory.
