@@ -41,8 +41,9 @@ echo "|---|---|---|---|---|---|---|---|---|"
 for m in $MODELS; do
 	dir=$SHARED/models/$m
 	mkdir -p out/bench
-	# Compile without the object cache (cold), fill the cache, compile
-	# again from it (cached); then bench the artifact at each thread count.
+	# Compile without kiln's cache (cold), fill the cache, compile again
+	# from it (cached: kiln compile restores the whole artifact); then
+	# bench the artifact at each thread count.
 	t0=$(date +%s.%N)
 	out/kiln compile "$dir/model.onnx" -t "$TARGETS" -o "out/bench/$m" --force --no-cache "$@" >/dev/null
 	t1=$(date +%s.%N)
