@@ -64,7 +64,7 @@ func (c *CompilationConfig) DeviceID(t *targets.Target) int {
 	if t == nil {
 		return 0
 	}
-	return c.ids[c.ownTarget(t)]
+	return c.ids[c.OwnTarget(t)]
 }
 
 // NewCompilationConfig builds the configuration from the user's targets
@@ -195,11 +195,11 @@ func (c *CompilationConfig) targetList() string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-// ownTarget returns the configuration's own target equal to t (the same
+// OwnTarget returns the configuration's own target equal to t (the same
 // pointer, or the same kind, printed form and label), or nil. An
 // unlabelled t (a --target-label target, say) also matches the one
 // target it compiles like when exactly one does.
-func (c *CompilationConfig) ownTarget(t *targets.Target) *targets.Target {
+func (c *CompilationConfig) OwnTarget(t *targets.Target) *targets.Target {
 	for _, p := range c.Primitives {
 		if p == t {
 			return p
@@ -234,7 +234,7 @@ func (c *CompilationConfig) ownTarget(t *targets.Target) *targets.Target {
 // target not among the configuration's.
 func (c *CompilationConfig) CanonicalVirtualDevice(vd VirtualDevice) (VirtualDevice, error) {
 	if vd.Target != nil {
-		own := c.ownTarget(vd.Target)
+		own := c.OwnTarget(vd.Target)
 		if own == nil {
 			return vd, fmt.Errorf("target %q is not among the compilation targets %s", vd.Target.String(), c.targetList())
 		}

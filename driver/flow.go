@@ -197,22 +197,15 @@ func checkBound(mod *graph.Module, res *lowered) error {
 }
 
 // funcTarget returns the compilation's target that compiles f: the
-// configuration's own target f.Target is (by identity, else Equal), or
-// nil for a function without a target (the host's). A target that is not
-// among the compilation's is an error naming the function.
+// configuration's own target f.Target is (CompilationConfig.OwnTarget),
+// or nil for a function without a target (the host's). A target that is
+// not among the compilation's is an error naming the function.
 func funcTarget(cfg *device.CompilationConfig, f *tir.PrimFunc) (*targets.Target, error) {
 	if f.Target == nil {
 		return nil, nil
 	}
-	for _, t := range cfg.Primitives {
-		if t == f.Target {
-			return t, nil
-		}
-	}
-	for _, t := range cfg.Primitives {
-		if t.Equal(f.Target) {
-			return t, nil
-		}
+	if t := cfg.OwnTarget(f.Target); t != nil {
+		return t, nil
 	}
 	return nil, fmt.Errorf("PrimFunc %s is for target %q, which is not among the compilation's targets %v", f.Name, f.Target.Labelled(), targetNames(cfg))
 }
