@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -288,16 +287,7 @@ func copyRegular(src, dst string) error {
 // limit. Only directories named by a key, in directories named by its
 // first two digits, are considered.
 func (c *ArtifactCache) prune() {
-	if c.maxBytes <= 0 {
-		return
-	}
-	type entry struct {
-		path string
-		size int64
-		used time.Time
-	}
-	var all []entry
-	var total int64
+	var all []cgen.CacheEntry
 	shards, _ := os.ReadDir(c.dir)
 	for _, s := range shards {
 		if !s.IsDir() || len(s.Name()) != 2 {
@@ -308,36 +298,23 @@ func (c *ArtifactCache) prune() {
 			if !k.IsDir() || !entryName.MatchString(k.Name()) || !strings.HasPrefix(k.Name(), s.Name()) {
 				continue
 			}
-			p := filepath.Join(c.dir, s.Name(), k.Name())
 			info, err := k.Info()
 			if err != nil {
 				continue
 			}
-			e := entry{path: p, used: info.ModTime()}
-			_ = filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
+			e := cgen.CacheEntry{Path: filepath.Join(c.dir, s.Name(), k.Name()), Used: info.ModTime()}
+			_ = filepath.WalkDir(e.Path, func(_ string, d fs.DirEntry, err error) error {
 				if err == nil && d.Type().IsRegular() {
 					if fi, err := d.Info(); err == nil {
-						e.size += fi.Size()
+						e.Size += fi.Size()
 					}
 				}
 				return nil
 			})
 			all = append(all, e)
-			total += e.size
 		}
 	}
-	if total <= c.maxBytes {
-		return
-	}
-	slices.SortFunc(all, func(a, b entry) int { return a.used.Compare(b.used) })
-	for _, e := range all {
-		if total <= c.maxBytes*3/4 {
-			break
-		}
-		if err := os.RemoveAll(e.path); err == nil || errors.Is(err, os.ErrNotExist) {
-			total -= e.size
-		}
-	}
+	cgen.PruneLRU(all, c.maxBytes, os.RemoveAll)
 }
 
 // ArtifactRecord is what kiln compile stores with a cached artifact:

@@ -154,37 +154,50 @@ func (c *Cache) put(key, src string) {
 // prune drops least recently used objects while the cache is above its
 // limit. Only files named like the objects put writes are considered.
 func (c *Cache) prune() {
-	if c.maxBytes <= 0 {
-		return
-	}
-	type entry struct {
-		path string
-		size int64
-		used time.Time
-	}
-	var all []entry
-	var total int64
+	var all []CacheEntry
 	root := filepath.Join(c.dir, "obj")
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !objName.MatchString(d.Name()) {
 			return nil
 		}
 		if st, err := d.Info(); err == nil && st.Mode().IsRegular() {
-			all = append(all, entry{p, st.Size(), st.ModTime()})
-			total += st.Size()
+			all = append(all, CacheEntry{Path: p, Size: st.Size(), Used: st.ModTime()})
 		}
 		return nil
 	})
-	if total <= c.maxBytes {
+	PruneLRU(all, c.maxBytes, os.Remove)
+}
+
+// CacheEntry is one entry of a cache directory for PruneLRU: its path,
+// its size in bytes and when it was last used.
+type CacheEntry struct {
+	Path string
+	Size int64
+	Used time.Time
+}
+
+// PruneLRU removes entries, least recently used first, with remove
+// while their total size is above limit, down to three quarters of it
+// (limit 0 or less: nothing). The caller lists only entries it wrote.
+func PruneLRU(entries []CacheEntry, limit int64, remove func(path string) error) {
+	if limit <= 0 {
 		return
 	}
-	slices.SortFunc(all, func(a, b entry) int { return a.used.Compare(b.used) })
-	for _, e := range all {
-		if total <= c.maxBytes*3/4 {
+	var total int64
+	for _, e := range entries {
+		total += e.Size
+	}
+	if total <= limit {
+		return
+	}
+	entries = slices.Clone(entries)
+	slices.SortFunc(entries, func(a, b CacheEntry) int { return a.Used.Compare(b.Used) })
+	for _, e := range entries {
+		if total <= limit*3/4 {
 			break
 		}
-		if os.Remove(e.path) == nil {
-			total -= e.size
+		if err := remove(e.Path); err == nil || errors.Is(err, os.ErrNotExist) {
+			total -= e.Size
 		}
 	}
 }
