@@ -13,8 +13,8 @@ import (
 // so a row of n elements costs n times the add latency. Split into L
 // partial results,
 //
-//	part[row, l] = Σ_{ko} f(ko*L + l)      (l < L, ko < ceil(n/L))
-//	r[row]       = Σ_l part[row, l]
+//	part[row, l] = Σ_{ko} f(ko*L + l)      (l < L, ko < floor(n/L))
+//	r[row]       = Σ_l part[row, l] + Σ_{t < n mod L} f(L*floor(n/L) + t)
 //
 // the first stage is a vectorisable loop over l inside the loop over ko
 // (L independent accumulators: two vectors of the target), and the second
@@ -36,10 +36,8 @@ func reduceLanes(p *targets.Processor) int64 {
 
 // laneReduce declares out[row...] = r over k < n of body(row, k) for a
 // reduction along a contiguous axis, lane-split when n is at least twice
-// the lane count (else a plain reduction). out has shape rows; body must
-// not read out of bounds for k < n (indices past n are clamped to n-1 and
-// their values replaced by the reducer's identity). tag is the final
-// stage's tag.
+// the lane count (else a plain reduction). out has shape rows; body is
+// called with indices k < n only. tag is the final stage's tag.
 func laneReduce(name string, rows ir.Shape, dt ir.DType, n, lanes int64, r te.Reducer, tag string, body func(row []tir.PrimExpr, k tir.PrimExpr) tir.PrimExpr) *te.Tensor {
 	if lanes < 2 || n < 2*lanes {
 		k := te.ReduceAxis(n, "k")
@@ -47,21 +45,38 @@ func laneReduce(name string, rows ir.Shape, dt ir.DType, n, lanes int64, r te.Re
 			return body(i, k.Var)
 		}, te.WithTag(tag))
 	}
-	ko := te.ReduceAxis((n+lanes-1)/lanes, "ko")
+	// The partial stage takes the full chunks of lanes only, so that its
+	// loads are contiguous; the rem elements past them join the final
+	// stage, which adds them after the lanes (an index clamped in the hot
+	// loop made gcc assemble every vector from scalar loads).
+	rem := n % lanes
+	nfull := n - rem
+	ko := te.ReduceAxis(nfull/lanes, "ko")
 	pshape := append(rows.Clone(), lanes)
 	part := te.ComputeReduce(name+"_lanes", pshape, r, []*te.IterVar{ko}, func(i []tir.PrimExpr) tir.PrimExpr {
 		row := i[:len(i)-1]
-		k := tir.Add(tir.Mul(ko.Var, tir.Idx(lanes)), i[len(i)-1])
-		if n%lanes == 0 {
-			return body(row, k)
-		}
-		in := tir.LT(k, tir.Idx(n))
-		v := body(row, tir.Min(k, tir.Idx(n-1)))
-		return tir.NewSelect(in, v, r.Identity(dt))
+		return body(row, tir.Add(tir.Mul(ko.Var, tir.Idx(lanes)), i[len(i)-1]))
 	}, te.WithTag(laneTag))
-	l := te.ReduceAxis(lanes, "l")
+	// The L partial results are folded to L/4 by a second vectorised
+	// stage before the final, serial sum: its chain of dependent adds is
+	// then L/4 + rem long instead of L + rem.
+	if folded := lanes / 4; folded >= 2 && lanes%folded == 0 {
+		t := te.ReduceAxis(lanes/folded, "t")
+		from := part
+		part = te.ComputeReduce(name+"_fold", append(rows.Clone(), folded), r, []*te.IterVar{t}, func(i []tir.PrimExpr) tir.PrimExpr {
+			row := i[:len(i)-1]
+			return from.At(append(append([]tir.PrimExpr(nil), row...), tir.Add(tir.Mul(t.Var, tir.Idx(folded)), i[len(i)-1]))...)
+		}, te.WithTag(laneTag))
+		lanes = folded
+	}
+	l := te.ReduceAxis(lanes+rem, "l")
 	return te.ComputeReduce(name, rows, r, []*te.IterVar{l}, func(i []tir.PrimExpr) tir.PrimExpr {
-		return part.At(append(append([]tir.PrimExpr(nil), i...), l.Var)...)
+		if rem == 0 {
+			return part.At(append(append([]tir.PrimExpr(nil), i...), l.Var)...)
+		}
+		lane := part.At(append(append([]tir.PrimExpr(nil), i...), tir.Min(l.Var, tir.Idx(lanes-1)))...)
+		tail := body(i, tir.Add(tir.Idx(nfull), tir.Max(tir.Sub(l.Var, tir.Idx(lanes)), tir.Idx(0))))
+		return tir.NewSelect(tir.LT(l.Var, tir.Idx(lanes)), lane, tail)
 	}, te.WithTag(tag))
 }
 
@@ -82,6 +97,17 @@ func scheduleLaneParts(s *te.Schedule) {
 		lane := axes[len(axes)-1]
 		ko := st.ReduceAxes()[0]
 		consumer := laneConsumer(s, st)
+		if cop, ok := consumerOp(consumer); ok && cop.Tag == laneTag {
+			// Feeding the fold: computed inside the fold's last row
+			// loop, before its own loops over t and the lanes.
+			if caxes := consumer.Axis(); len(caxes) > 1 && len(axes) > 1 {
+				st.ComputeAt(consumer, caxes[len(caxes)-2])
+				st.Reorder(append(append([]*te.IterVar(nil), axes[:len(axes)-1]...), ko, lane)...)
+				st.Vectorize(lane)
+				continue
+			}
+			consumer = nil
+		}
 		if consumer != nil {
 			if leaves := dataLeaves(consumer); len(leaves) > 0 && len(axes) > 1 {
 				st.ComputeAt(consumer, leaves[len(leaves)-1])
@@ -106,8 +132,17 @@ func scheduleLaneParts(s *te.Schedule) {
 	}
 }
 
-// laneConsumer is the stage reading the partial stage st (the final
-// reduction), or nil.
+// consumerOp is st's compute op, if st is a compute stage.
+func consumerOp(st *te.Stage) (*te.ComputeOp, bool) {
+	if st == nil {
+		return nil, false
+	}
+	cop, ok := st.Op().(*te.ComputeOp)
+	return cop, ok
+}
+
+// laneConsumer is the stage reading the partial stage st (the fold or the
+// final reduction), or nil.
 func laneConsumer(s *te.Schedule, st *te.Stage) *te.Stage {
 	t := st.Op().Outputs()[0]
 	for _, c := range s.Stages() {

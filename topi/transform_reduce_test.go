@@ -54,7 +54,16 @@ func TestTransformReduce(t *testing.T) {
 	nan := trT(ir.Float32, trS(2, 3), 1, math.NaN(), 3, -1, -2, -3)
 	long := trR(ir.Float32, 2, 77)
 	long.Float32s()[40] = float32(math.NaN())
+	// A NaN among the elements past the last full chunk of lanes (added
+	// by the final stage), and a long reduction to a scalar (no rows: the
+	// partial and folding stages at the root).
+	tail := trR(ir.Float32, 2, 77)
+	tail.Float32s()[77+70] = float32(math.NaN())
 	cases = append(cases,
+		trCase{"nan_tail", op.Max, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{tail}},
+		trCase{"nan_tail", op.Min, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{tail}},
+		trCase{"scalar_lanes", op.Sum, ir.Attrs{"axis": trI(0)}, []*tensor.Tensor{trR(ir.Float32, 203)}},
+		trCase{"scalar_lanes", op.Max, ir.Attrs{"axis": trI(0)}, []*tensor.Tensor{trR(ir.Float32, 203)}},
 		trCase{"nan_lanes", op.Max, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{long}},
 		trCase{"nan_lanes", op.Min, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{long}},
 		trCase{"nan", op.Max, ir.Attrs{"axis": trI(1)}, []*tensor.Tensor{nan}},
