@@ -1,8 +1,6 @@
 package driver
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -70,25 +68,17 @@ func OpenArtifactCache(dir string) (*ArtifactCache, error) {
 // dropped (0 or less: never).
 func (c *ArtifactCache) SetLimit(bytes int64) { c.maxBytes = bytes }
 
-// ArtifactKey accumulates what an artifact depends on; Sum is the cache
-// key. Parts are length-prefixed, so no two different sequences of parts
-// give the same key. A new key already holds the kiln build
-// (ExecutableID) and the entry layout's version.
-type ArtifactKey struct{ h []byte }
+// ArtifactKey accumulates what an artifact depends on (Add, from
+// cgen.KeyHasher: length-prefixed parts); Sum is the cache key. A new key
+// already holds the kiln build (ExecutableID) and the entry layout's
+// version.
+type ArtifactKey struct{ cgen.KeyHasher }
 
 // NewArtifactKey starts a key with the kiln build's identity.
 func NewArtifactKey() *ArtifactKey {
 	k := &ArtifactKey{}
 	k.Add(artifactCacheVersion, ExecutableID())
 	return k
-}
-
-// Add appends parts to the key.
-func (k *ArtifactKey) Add(parts ...string) {
-	for _, p := range parts {
-		k.h = fmt.Appendf(k.h, "%d:", len(p))
-		k.h = append(k.h, p...)
-	}
 }
 
 // AddFile appends the name and the SHA-256 of the content of the file at
@@ -100,12 +90,6 @@ func (k *ArtifactKey) AddFile(name, path string) error {
 	}
 	k.Add("file", name, h)
 	return nil
-}
-
-// Sum is the key: the hex SHA-256 of the parts.
-func (k *ArtifactKey) Sum() string {
-	s := sha256.Sum256(k.h)
-	return hex.EncodeToString(s[:])
 }
 
 // ExecutableID identifies the running build of kiln (its Go build ID):

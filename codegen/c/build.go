@@ -230,7 +230,7 @@ func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOption
 		}
 	}
 	sources, texts = append(sources, RegistryName), append(texts, reg)
-	var context hasher // the inputs every object depends on besides its source
+	var context KeyHasher // the inputs every object depends on besides its source
 	own := map[string]*FileFlags{}
 	for _, f := range opts.ExtraSources {
 		if f.Name == "" || filepath.Base(f.Name) != f.Name || f.Name == SourceName || f.Name == RegistryName || unitFile.MatchString(f.Name) {
@@ -247,7 +247,7 @@ func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOption
 		} else if f.Own != nil {
 			return "", fmt.Errorf("codegen/c: extra source %q has its own flags but is not a .c file", f.Name)
 		} else {
-			context.add(f.Name, string(f.Data))
+			context.Add(f.Name, string(f.Data))
 		}
 	}
 	out := opts.Output
@@ -337,14 +337,14 @@ type BuildStats struct {
 // jobs compiler processes at once, taking objects from opts.Cache when it holds them
 // and adding the ones it compiled. It returns the object names in source
 // order.
-func compileObjects(ctx context.Context, dir string, sources, texts []string, flags [][]string, context *hasher, jobs int, opts BuildOptions, stats *BuildStats) ([]string, error) {
+func compileObjects(ctx context.Context, dir string, sources, texts []string, flags [][]string, context *KeyHasher, jobs int, opts BuildOptions, stats *BuildStats) ([]string, error) {
 	cache := opts.Cache
 	if cache != nil {
 		id, err := compilerID(opts.CC)
 		if err != nil {
 			cache = nil // an unidentifiable compiler is not cached, still used
 		} else {
-			context.add("kiln-object-v2", id, headersDigest())
+			context.Add("kiln-object-v2", id, headersDigest())
 		}
 	}
 	objs := make([]string, len(sources))
@@ -361,10 +361,10 @@ func compileObjects(ctx context.Context, dir string, sources, texts []string, fl
 			defer func() { <-sem }()
 			var key string
 			if cache != nil {
-				h := hasher{h: slices.Clip(context.h)}
-				h.add(name, texts[i])
-				h.add(flags[i]...)
-				key = h.sum()
+				h := KeyHasher{h: slices.Clip(context.h)}
+				h.Add(name, texts[i])
+				h.Add(flags[i]...)
+				key = h.Sum()
 				if cache.get(key, filepath.Join(dir, objs[i])) {
 					cached.Add(1)
 					return

@@ -219,18 +219,21 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// hasher accumulates the inputs of a cache key; fields are
-// length-prefixed so that no two different inputs hash alike.
-type hasher struct{ h []byte }
+// KeyHasher accumulates the inputs of a cache key (this package's object
+// cache, driver's artifact cache); parts are length-prefixed so that no
+// two different sequences of parts hash alike.
+type KeyHasher struct{ h []byte }
 
-func (h *hasher) add(parts ...string) {
+// Add appends parts to the key.
+func (h *KeyHasher) Add(parts ...string) {
 	for _, p := range parts {
 		h.h = fmt.Appendf(h.h, "%d:", len(p))
 		h.h = append(h.h, p...)
 	}
 }
 
-func (h *hasher) sum() string {
+// Sum is the key: the hex SHA-256 of the parts.
+func (h *KeyHasher) Sum() string {
 	s := sha256.Sum256(h.h)
 	return hex.EncodeToString(s[:])
 }
@@ -238,15 +241,15 @@ func (h *hasher) sum() string {
 var (
 	compilerIDs   sync.Map // compiler command -> identity string or error
 	headersDigest = sync.OnceValue(func() string {
-		var h hasher
+		var h KeyHasher
 		_ = fs.WalkDir(include.FS, ".", func(p string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				b, _ := fs.ReadFile(include.FS, p)
-				h.add(p, string(b))
+				h.Add(p, string(b))
 			}
 			return nil
 		})
-		return h.sum()
+		return h.Sum()
 	})
 )
 
@@ -258,9 +261,16 @@ var (
 // artifacts key their entries with it; it cannot hang on a compiler that
 // does not answer.
 func CompilerStamp(cc string) string {
-	var h hasher
-	cmd := compilerCommand(cc)
-	h.add(cmd...)
+	var h KeyHasher
+	stampCompiler(&h, compilerCommand(cc))
+	return h.Sum()
+}
+
+// stampCompiler adds the compiler command cmd to h: its words, and for
+// each that names a program, its path with symbolic links resolved and
+// that file's size and modification time.
+func stampCompiler(h *KeyHasher, cmd []string) {
+	h.Add(cmd...)
 	for _, w := range cmd {
 		p, err := exec.LookPath(w)
 		if err != nil {
@@ -270,10 +280,9 @@ func CompilerStamp(cc string) string {
 			p = r
 		}
 		if st, err := os.Stat(p); err == nil {
-			h.add(p, fmt.Sprint(st.Size(), st.ModTime().UnixNano()))
+			h.Add(p, fmt.Sprint(st.Size(), st.ModTime().UnixNano()))
 		}
 	}
-	return h.sum()
 }
 
 // compilerID identifies the compiler cc runs: its resolved path, the
@@ -325,21 +334,14 @@ func isGCC(cc string) bool {
 }
 
 func probeCompiler(cmd []string) (string, error) {
-	var h hasher
-	h.add(cmd...)
-	for _, w := range cmd {
-		if p, err := exec.LookPath(w); err == nil {
-			if st, err := os.Stat(p); err == nil {
-				h.add(p, fmt.Sprint(st.Size(), st.ModTime().UnixNano()))
-			}
-		}
-	}
+	var h KeyHasher
+	stampCompiler(&h, cmd)
 	for _, arg := range []string{"--version", "-dumpmachine"} {
 		out, err := exec.Command(cmd[0], append(cmd[1:], arg)...).Output()
 		if err != nil {
 			return "", errors.New("codegen/c: cache: cannot identify the C compiler " + strings.Join(cmd, " ") + ": " + err.Error())
 		}
-		h.add(string(out))
+		h.Add(string(out))
 	}
-	return h.sum(), nil
+	return h.Sum(), nil
 }

@@ -163,9 +163,9 @@ func TestCachePrune(t *testing.T) {
 	var keys []string
 	base := time.Now().Add(-time.Hour)
 	for i := range 4 {
-		var h hasher
-		h.add(string(rune('a' + i)))
-		k := h.sum()
+		var h KeyHasher
+		h.Add(string(rune('a' + i)))
+		k := h.Sum()
 		keys = append(keys, k)
 		c.put(k, src)
 		ts := base.Add(time.Duration(i) * time.Minute)
