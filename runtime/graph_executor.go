@@ -329,7 +329,7 @@ func (e *GraphExecutor) setInput(name string, t *tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
-	if err := e.views[e.g.nodes[e.g.argNodes[k]].first].CopyFrom(t); err != nil {
+	if err := e.inputView(k).CopyFrom(t); err != nil {
 		return fmt.Errorf("input %q: %w", name, err)
 	}
 	e.set[k] = true
@@ -338,25 +338,43 @@ func (e *GraphExecutor) setInput(name string, t *tensor.Tensor) error {
 
 // checkInput finds an input and checks t's dtype and shape against it.
 func (e *GraphExecutor) checkInput(name string, t *tensor.Tensor) (int, error) {
-	k, ok := e.inputIdx[name]
-	if !ok {
-		return 0, fmt.Errorf("graph has no input %q (inputs: %s)", name, e.inputNames())
+	k, err := e.findInput(name)
+	if err != nil {
+		return 0, err
 	}
 	if t == nil {
 		return 0, fmt.Errorf("input %q: nil tensor", name)
 	}
-	if e.frozen[k] {
-		return 0, fmt.Errorf("input %q is a parameter shared with forked executors (Fork): it can no longer change", name)
-	}
-	v := e.views[e.g.nodes[e.g.argNodes[k]].first]
-	if t.DType != v.dtype || !t.Shape.Equal(v.shape) {
-		return 0, fmt.Errorf("input %q: expected %s%v, got %s%v", name, v.dtype, v.shape, t.DType, t.Shape)
-	}
-	if int64(len(t.Data)) != v.NumBytes() {
-		return 0, fmt.Errorf("input %q: tensor holds %d bytes, want %d", name, len(t.Data), v.NumBytes())
+	return k, e.checkInputValue(k, name, t.DType, t.Shape, int64(len(t.Data)))
+}
+
+// findInput is the position of the input name.
+func (e *GraphExecutor) findInput(name string) (int, error) {
+	k, ok := e.inputIdx[name]
+	if !ok {
+		return 0, fmt.Errorf("graph has no input %q (inputs: %s)", name, e.inputNames())
 	}
 	return k, nil
 }
+
+// checkInputValue checks that input k (named name) may take a value of
+// dtype dt and shape shape in nbytes bytes.
+func (e *GraphExecutor) checkInputValue(k int, name string, dt ir.DType, shape ir.Shape, nbytes int64) error {
+	if e.frozen[k] {
+		return fmt.Errorf("input %q is a parameter shared with forked executors (Fork): it can no longer change", name)
+	}
+	v := e.inputView(k)
+	if dt != v.dtype || !shape.Equal(v.shape) {
+		return fmt.Errorf("input %q: expected %s%v, got %s%v", name, v.dtype, v.shape, dt, shape)
+	}
+	if nbytes != v.NumBytes() {
+		return fmt.Errorf("input %q: tensor holds %d bytes, want %d", name, nbytes, v.NumBytes())
+	}
+	return nil
+}
+
+// inputView is the array of input k.
+func (e *GraphExecutor) inputView(k int) *NDArray { return e.views[e.g.nodes[e.g.argNodes[k]].first] }
 
 func (e *GraphExecutor) inputNames() string {
 	names := make([]string, len(e.g.argNodes))
@@ -422,22 +440,20 @@ func (e *GraphExecutor) streamParams(r io.Reader) (ok bool, err error) {
 		return true, errClosed
 	}
 	for k := range e.set {
-		v := e.views[e.g.nodes[e.g.argNodes[k]].first]
-		if e.set[k] || e.frozen[k] || v.dev.Type != CPU {
+		if e.set[k] || e.frozen[k] || e.inputView(k).dev.Type != CPU {
 			return false, nil
 		}
 	}
 	var done []int
 	err = scanParams(r, func(name string, dt ir.DType, shape ir.Shape, nbytes int64, data io.Reader) error {
-		k, ok := e.inputIdx[name]
-		if !ok {
-			return fmt.Errorf("params: graph has no input %q (inputs: %s)", name, e.inputNames())
+		k, err := e.findInput(name)
+		if err == nil {
+			err = e.checkInputValue(k, name, dt, shape, nbytes)
 		}
-		v := e.views[e.g.nodes[e.g.argNodes[k]].first]
-		if dt != v.dtype || !shape.Equal(v.shape) || nbytes != v.NumBytes() {
-			return fmt.Errorf("params: input %q: expected %s%v, got %s%v", name, v.dtype, v.shape, dt, shape)
+		if err != nil {
+			return fmt.Errorf("params: %w", err)
 		}
-		p, err := v.dataPtr()
+		p, err := e.inputView(k).dataPtr()
 		if err != nil {
 			return err
 		}
