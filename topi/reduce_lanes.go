@@ -89,35 +89,33 @@ func laneReduce(name string, rows ir.Shape, dt ir.DType, n, lanes int64, r te.Re
 // at the root, its own row loop parallel when long enough.
 func scheduleLaneParts(s *te.Schedule) {
 	for _, st := range s.Stages() {
-		cop, ok := st.Op().(*te.ComputeOp)
-		if !ok || cop.Tag != laneTag {
+		if !isLanePart(st) {
 			continue
 		}
 		axes := st.Axis()
 		lane := axes[len(axes)-1]
-		ko := st.ReduceAxes()[0]
-		consumer := laneConsumer(s, st)
-		if cop, ok := consumerOp(consumer); ok && cop.Tag == laneTag {
-			// Feeding the fold: computed inside the fold's last row
-			// loop, before its own loops over t and the lanes.
-			if caxes := consumer.Axis(); len(caxes) > 1 && len(axes) > 1 {
-				st.ComputeAt(consumer, caxes[len(caxes)-2])
-				st.Reorder(append(append([]*te.IterVar(nil), axes[:len(axes)-1]...), ko, lane)...)
-				st.Vectorize(lane)
-				continue
+		order := append(append([]*te.IterVar(nil), axes[:len(axes)-1]...), st.ReduceAxes()[0], lane)
+		// Where it is computed: feeding the fold, inside the fold's last
+		// row loop (before the fold's own loops over t and the lanes);
+		// feeding the final stage, inside its innermost data loop.
+		var at *te.Stage
+		var loop *te.IterVar
+		if consumer := laneConsumer(s, st); isLanePart(consumer) {
+			if caxes := consumer.Axis(); len(caxes) > 1 {
+				at, loop = consumer, caxes[len(caxes)-2]
 			}
-			consumer = nil
+		} else if consumer != nil {
+			if leaves := dataLeaves(consumer); len(leaves) > 0 {
+				at, loop = consumer, leaves[len(leaves)-1]
+			}
 		}
-		if consumer != nil {
-			if leaves := dataLeaves(consumer); len(leaves) > 0 && len(axes) > 1 {
-				st.ComputeAt(consumer, leaves[len(leaves)-1])
-				st.Reorder(append(append([]*te.IterVar(nil), axes[:len(axes)-1]...), ko, lane)...)
-				st.Vectorize(lane)
-				continue
-			}
+		if at != nil && len(axes) > 1 {
+			st.ComputeAt(at, loop)
+			st.Reorder(order...)
+			st.Vectorize(lane)
+			continue
 		}
 		rows := axes[:len(axes)-1]
-		order := append(append([]*te.IterVar(nil), rows...), ko, lane)
 		st.Reorder(order...)
 		if len(rows) > 0 {
 			fused := rows[0]
@@ -132,13 +130,14 @@ func scheduleLaneParts(s *te.Schedule) {
 	}
 }
 
-// consumerOp is st's compute op, if st is a compute stage.
-func consumerOp(st *te.Stage) (*te.ComputeOp, bool) {
+// isLanePart reports whether st (nil: no) is a partial stage of a
+// lane-split reduction (the partial sums or their fold).
+func isLanePart(st *te.Stage) bool {
 	if st == nil {
-		return nil, false
+		return false
 	}
 	cop, ok := st.Op().(*te.ComputeOp)
-	return cop, ok
+	return ok && cop.Tag == laneTag
 }
 
 // laneConsumer is the stage reading the partial stage st (the fold or the
