@@ -38,6 +38,7 @@ var commands = []command{
 	{"compile", "compile a model for targets into a runnable artifact", runCompile},
 	{"run", "run a model on input files and print or save its outputs", runRun},
 	{"bench", "measure a compiled model's latency", runBench},
+	{"quantize", "calibrate a float ONNX model and write it quantized (QDQ, int8)", runQuantize},
 	{"tune", "measure schedule candidates of a model's workloads and write tuning records", runTune},
 	{"inspect", "print a model's graph IR (text, json, dot or html)", runInspect},
 	{"targets", "list the registered targets", runTargets},

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/frontend/onnx"
+)
+
+func TestQuantizeCommand(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(mlpDir, "model.onnx")
+	out := filepath.Join(dir, "q.onnx")
+	code, stdout, stderr := kiln("quantize", model, "-o", out, "--samples", "4", "--eval", "8")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	// The mlp's three Gemms: weights and biases quantized; its input, the
+	// two ReLUs' outputs and the logits Softmax reads are the activations.
+	if !strings.Contains(stdout, "3 weights (int8, one scale per output channel), 3 biases (int32), 4 activations (uint8, minmax over 4 generated inputs (seed 1))") {
+		t.Errorf("stdout: %s", stdout)
+	}
+	if !strings.Contains(stdout, "accuracy against the float model on 8 random inputs (seed 2):") || !strings.Contains(stdout, `"output": top-1 agreement `) {
+		t.Errorf("stdout: %s", stdout)
+	}
+	m, err := onnx.LoadFile(out, onnx.Options{})
+	if err != nil {
+		t.Fatalf("the written model does not import: %v", err)
+	}
+	if len(m.Outputs) != 1 || m.Outputs[0].Name != "output" {
+		t.Errorf("outputs %+v", m.Outputs)
+	}
+
+	// Calibration from the ONNX test-data layout; int8, percentile.
+	code, stdout, stderr = kiln("quantize", mlpDir+"/model.onnx", "-o", out, "--calibrate", mlpDir, "--method", "percentile", "--activation-type", "int8", "--eval", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "(int8, percentile over 1 samples from "+mlpDir+")") || strings.Contains(stdout, "accuracy") {
+		t.Errorf("stdout: %s", stdout)
+	}
+}
+
+func TestQuantizeErrors(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.onnx")
+	data, err := os.ReadFile(filepath.Join(mlpDir, "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(model, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "q.onnx")
+	empty := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{model}, 2, "usage: kiln quantize"},
+		{[]string{model, "-o", model}, 1, "is the model itself"},
+		{[]string{model, "-o", out, "--method", "kl"}, 2, `--method "kl": want minmax or percentile`},
+		{[]string{model, "-o", out, "--activation-type", "int4"}, 2, `--activation-type "int4"`},
+		{[]string{model, "-o", out, "--samples", "0"}, 2, "--samples must be 1 or more"},
+		{[]string{model, "-o", out, "--percentile", "20"}, 2, "--percentile in (50, 100]"},
+		{[]string{model, "-o", out, "-t", "nosuch"}, 2, "-t:"},
+		{[]string{model, "-o", out, "--calibrate", empty}, 1, "no samples"},
+		{[]string{model, "-o", out, "--calibrate", filepath.Join(dir, "missing")}, 1, "--calibrate"},
+		{[]string{filepath.Join(dir, "none.onnx"), "-o", out}, 1, "none.onnx"},
+	} {
+		code, _, stderr := kiln(append([]string{"quantize"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(stderr, tc.err) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, tc.code, tc.err)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a failed quantize left %s: %v", out, err)
+	}
+	if got, _ := os.ReadFile(model); string(got) != string(data) {
+		t.Error("the model was changed")
+	}
+}
