@@ -321,11 +321,16 @@ func nnConvInteger(c *Ctx, n *Node) ([]graph.Expr, error) {
 }
 
 // requantize maps an int32 accumulator to the output type of yzp:
-// clip(round(acc * scale) + yzp) with scale = xs * ws / ys.
+// clip(round(acc * scale) + yzp) with scale = xs * ws / ys. With constant
+// scales and zero point this is qnn.requantize, fixed-point arithmetic
+// (fixedRequantize); otherwise it is computed in float.
 func (b *builder) requantize(acc, xs, ws, ys, yzp graph.Expr, wsShape ir.Shape) graph.Expr {
 	yt, xst := b.typ(yzp), b.typ(xs)
 	if b.err != nil {
 		return nil
+	}
+	if e := b.fixedRequantize(acc, xs, ws, ys, yzp, wsShape); e != nil {
+		return e
 	}
 	ft := xst.DType
 	if wst := b.typ(ws); wst != nil && wst.Shape.NumElements() > 1 {
@@ -345,6 +350,48 @@ func (b *builder) requantize(acc, xs, ws, ys, yzp graph.Expr, wsShape ir.Shape) 
 	}
 	v = b.call(op.Clip, ir.Attrs{"a_min": lo, "a_max": hi}, v)
 	return b.cast(v, yt.DType)
+}
+
+// fixedRequantize is requantize as qnn.requantize when x's and y's scales
+// are constant scalars, w's scale a constant scalar or vector and y's
+// zero point a constant scalar: the real scale of each channel becomes an
+// int32 multiplier and one shift (op.RequantizeParams). It returns nil
+// when they are not, or a scale has no fixed-point form.
+func (b *builder) fixedRequantize(acc, xs, ws, ys, yzp graph.Expr, wsShape ir.Shape) graph.Expr {
+	consts := make([]*tensor.Tensor, 4)
+	for i, e := range []graph.Expr{xs, ws, ys, yzp} {
+		k, ok := e.(*graph.Constant)
+		if !ok || (i != 1 && k.Value.Len() != 1) {
+			return nil
+		}
+		consts[i] = k.Value
+	}
+	at := b.typ(acc)
+	if at == nil || at.DType != ir.Int32 {
+		return nil
+	}
+	x, y, w := consts[0].Float(0), consts[2].Float(0), consts[1]
+	scales := make([]float64, w.Len())
+	for i := range scales {
+		scales[i] = x * w.Float(i) / y
+	}
+	mult, shift, err := op.RequantizeParams(scales)
+	if err != nil {
+		return nil
+	}
+	shape := ir.Shape{}
+	if len(mult) > 1 {
+		shape = w.Shape
+		if wsShape != nil {
+			shape = wsShape
+		}
+	}
+	m := tensor.New(ir.Int32, shape)
+	for i, v := range mult {
+		m.Int32s()[i] = int32(v)
+	}
+	return b.call(op.Requantize, ir.Attrs{"shift": shift, "out_zero_point": consts[3].Int(0), "out_dtype": consts[3].DType},
+		acc, graph.NewConstant(m))
 }
 
 func nnQLinearMatMul(c *Ctx, n *Node) ([]graph.Expr, error) {

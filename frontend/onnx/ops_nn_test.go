@@ -47,11 +47,62 @@ func nnRun(opType string, opset int64, attrs map[string]*Attr, nout int, consts 
 	if err := graph.InferTypes(mod); err != nil {
 		return nil, err
 	}
+	lastModule = mod
 	v, err := ref.Run(mod, args)
 	if err != nil {
 		return nil, err
 	}
 	return v.Flatten(), nil
+}
+
+// lastModule is the module nnRun ran last.
+var lastModule *graph.Module
+
+// TestQLinearFixedPoint: with constant scales and zero points, QLinearConv
+// and QLinearMatMul requantize with qnn.requantize (fixed point, ties to
+// even, per channel); with a scale given at run time, in float.
+func TestQLinearFixedPoint(t *testing.T) {
+	u8 := func(s ir.Shape, v ...float64) *tensor.Tensor { return nnTD(ir.Uint8, s, v...) }
+	i8 := func(s ir.Shape, v ...float64) *tensor.Tensor { return nnTD(ir.Int8, s, v...) }
+	for _, tc := range []struct {
+		name   string
+		op     string
+		consts map[int]bool
+		ins    []*tensor.Tensor
+		want   *tensor.Tensor
+		fixed  bool
+	}{
+		{"matmul ties", "QLinearMatMul", map[int]bool{1: true, 2: true, 4: true, 5: true, 6: true, 7: true},
+			// 3*0.5 = 1.5 -> 2, 5*0.5 = 2.5 -> 2, 7*0.5 = 3.5 -> 4; + 10
+			[]*tensor.Tensor{u8(ir.Shape{3, 1}, 3, 5, 7), nnT(ir.Shape{}, 0.5), u8(ir.Shape{}, 0),
+				u8(ir.Shape{1, 1}, 1), nnT(ir.Shape{}, 1), u8(ir.Shape{}, 0), nnT(ir.Shape{}, 1), u8(ir.Shape{}, 10)},
+			u8(ir.Shape{3, 1}, 12, 12, 14), true},
+		{"matmul run-time scale", "QLinearMatMul", map[int]bool{2: true, 4: true, 5: true, 6: true, 7: true},
+			[]*tensor.Tensor{u8(ir.Shape{3, 1}, 3, 5, 7), nnT(ir.Shape{}, 0.5), u8(ir.Shape{}, 0),
+				u8(ir.Shape{1, 1}, 1), nnT(ir.Shape{}, 1), u8(ir.Shape{}, 0), nnT(ir.Shape{}, 1), u8(ir.Shape{}, 10)},
+			u8(ir.Shape{3, 1}, 12, 12, 14), false},
+		{"conv per channel saturating", "QLinearConv", map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true},
+			// x - 2 = {1, 3}; scales x 1, w {0.25, 1}, y 1; y's zero point -1.
+			[]*tensor.Tensor{u8(ir.Shape{1, 1, 1, 2}, 3, 5), nnT(ir.Shape{}, 1), u8(ir.Shape{}, 2),
+				i8(ir.Shape{2, 1, 1, 1}, 2, -100), nnT(ir.Shape{2}, 0.25, 1), i8(ir.Shape{2}, 0, 0),
+				nnT(ir.Shape{}, 1), i8(ir.Shape{}, -1), nnTD(ir.Int32, ir.Shape{2}, 2, 0)},
+			// channel 0: (2*{1,3} + 2) * 0.25 = {1, 2} -> -1 + = {0, 1};
+			// channel 1: -100*{1,3} = {-100, -300} -> -101, -128 (saturated)
+			i8(ir.Shape{1, 2, 1, 2}, 0, 1, -101, -128), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := nnRun(tc.op, 10, nil, 1, tc.consts, tc.ins...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got[0].Equal(tc.want) {
+				t.Errorf("got %v, want %v", got[0].Data, tc.want.Data)
+			}
+			if fixed := strings.Contains(lastModule.String(), "qnn.requantize"); fixed != tc.fixed {
+				t.Errorf("qnn.requantize used: %v, want %v:\n%s", fixed, tc.fixed, lastModule)
+			}
+		})
+	}
 }
 
 func nnT(shape ir.Shape, v ...float64) *tensor.Tensor {

@@ -1,0 +1,115 @@
+package op
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kiln-dev/kiln/ir"
+)
+
+// Requantize maps an int32 accumulator (of an integer convolution or
+// matrix product) to int8 or uint8 with fixed-point arithmetic, the
+// requantisation of integer inference engines:
+//
+//	q   = round_half_even(int64(x) * int64(multiplier) / 2^shift)
+//	out = clamp(q + out_zero_point, out_min, out_max)
+//
+// multiplier (int32) broadcasts to x unidirectionally: a scalar, or one
+// per channel shaped to broadcast ([C, 1, 1] against [N, C, H, W]).
+// shift is one constant for the call (1 to 62), so that the division is
+// a shift. RequantizeParams gives multiplier and shift for real scales.
+// out_min and out_max default to out_dtype's range; a narrower range is
+// a fused ReLU or clip.
+var Requantize = declare(&Op{Name: "qnn.requantize", NumArgs: 2, Pattern: Broadcast,
+	Attrs: []AttrSpec{
+		{Name: "shift", Kind: ir.AttrInt, Required: true},
+		{Name: "out_zero_point", Kind: ir.AttrInt, Default: int64(0)},
+		{Name: "out_min", Kind: ir.AttrInt, Default: int64(math.MinInt64)},
+		{Name: "out_max", Kind: ir.AttrInt, Default: int64(math.MaxInt64)},
+		{Name: "out_dtype", Kind: ir.AttrDType, Required: true},
+	},
+	Rel: requantizeRel, Doc: "clamp(round_half_even(x * multiplier / 2^shift) + out_zero_point, out_min, out_max)"})
+
+func requantizeRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
+	ts, err := Tensors(args)
+	if err != nil {
+		return nil, err
+	}
+	if ts[0].DType != ir.Int32 || ts[1].DType != ir.Int32 {
+		return nil, fmt.Errorf("x %s and multiplier %s must be int32", ts[0].DType, ts[1].DType)
+	}
+	s, err := BroadcastShapes(ts[0].Shape, ts[1].Shape)
+	if err != nil || !s.Equal(ts[0].Shape) {
+		return nil, fmt.Errorf("multiplier shape %v does not broadcast to x's shape %v", ts[1].Shape, ts[0].Shape)
+	}
+	dt := attrs.DType("out_dtype")
+	if dt != ir.Int8 && dt != ir.Uint8 {
+		return nil, fmt.Errorf("out_dtype %s: want int8 or uint8", dt)
+	}
+	if sh := attrs.Int("shift"); sh < 1 || sh > 62 {
+		return nil, fmt.Errorf("shift %d: want 1 to 62", sh)
+	}
+	lo, hi := RequantizeRange(attrs)
+	if zp := attrs.Int("out_zero_point"); zp < lo || zp > hi {
+		return nil, fmt.Errorf("out_zero_point %d is outside [%d, %d]", zp, lo, hi)
+	}
+	return ir.NewTensorType(dt, ts[0].Shape), nil
+}
+
+// RequantizeRange is a requantize call's output range: out_min and
+// out_max within out_dtype's range. An empty range is out_min..out_min.
+func RequantizeRange(attrs ir.Attrs) (lo, hi int64) {
+	lo, hi = -128, 127
+	if attrs.DType("out_dtype") == ir.Uint8 {
+		lo, hi = 0, 255
+	}
+	lo = max(lo, attrs.Int("out_min"))
+	hi = max(min(hi, attrs.Int("out_max")), lo)
+	return lo, hi
+}
+
+// RequantizeParams returns the int32 multipliers and the one shift that
+// represent real positive scales for Requantize: multiplier[i] / 2^shift
+// is scales[i] to within one part in 2^31 of the largest scale. It fails
+// for a scale that is not positive and finite, or when the largest is
+// 2^30 or more.
+func RequantizeParams(scales []float64) ([]int64, int64, error) {
+	hi := 0.0
+	for _, s := range scales {
+		if !(s > 0) || math.IsInf(s, 0) {
+			return nil, 0, fmt.Errorf("requantization scale %g: want a positive finite number", s)
+		}
+		hi = math.Max(hi, s)
+	}
+	if len(scales) == 0 {
+		return nil, 0, fmt.Errorf("no requantization scales")
+	}
+	// The largest multiplier is below 2^31: scale * 2^shift < 2^31.
+	_, e := math.Frexp(hi) // hi = f * 2^e, f in [0.5, 1)
+	shift := int64(31 - e)
+	if shift < 1 {
+		return nil, 0, fmt.Errorf("requantization scale %g is too large for a fixed-point multiplier", hi)
+	}
+	shift = min(shift, 62)
+	mult := make([]int64, len(scales))
+	for i, s := range scales {
+		mult[i] = int64(math.RoundToEven(math.Ldexp(s, int(shift))))
+		if mult[i] > math.MaxInt32 { // f rounded up to 1.0
+			mult[i] = math.MaxInt32
+		}
+	}
+	return mult, shift, nil
+}
+
+// RequantizeValue is Requantize on one value: the arithmetic the
+// reference engine and the generated code share.
+func RequantizeValue(x, multiplier, shift, zp, lo, hi int64) int64 {
+	p := x * multiplier
+	q := p >> shift
+	r := p & (1<<shift - 1)
+	half := int64(1) << (shift - 1)
+	if r > half || r == half && q&1 == 1 {
+		q++
+	}
+	return min(max(q+zp, lo), hi)
+}

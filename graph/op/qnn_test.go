@@ -1,0 +1,95 @@
+package op
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/ir"
+)
+
+func TestRequantizeRel(t *testing.T) {
+	i32 := func(s ...int64) ir.Type { return ir.NewTensorType(ir.Int32, s) }
+	for _, tc := range []struct {
+		name  string
+		args  []ir.Type
+		attrs ir.Attrs
+		want  string // result type, or an error's text
+	}{
+		{"per channel", []ir.Type{i32(1, 4, 2, 2), i32(4, 1, 1)}, ir.Attrs{"shift": int64(31), "out_dtype": ir.Uint8}, "Tensor[(1, 4, 2, 2), uint8]"},
+		{"scalar", []ir.Type{i32(3), i32()}, ir.Attrs{"shift": int64(1), "out_dtype": ir.Int8, "out_zero_point": int64(-128)}, "Tensor[(3,), int8]"},
+		{"float x", []ir.Type{ir.NewTensorType(ir.Float32, ir.Shape{3}), i32()}, ir.Attrs{"shift": int64(1), "out_dtype": ir.Int8}, "must be int32"},
+		{"wrong broadcast", []ir.Type{i32(1, 4, 2, 2), i32(4)}, ir.Attrs{"shift": int64(1), "out_dtype": ir.Int8}, "does not broadcast"},
+		{"multiplier wider than x", []ir.Type{i32(4), i32(2, 4)}, ir.Attrs{"shift": int64(1), "out_dtype": ir.Int8}, "does not broadcast"},
+		{"int32 out", []ir.Type{i32(4), i32()}, ir.Attrs{"shift": int64(1), "out_dtype": ir.Int32}, "want int8 or uint8"},
+		{"shift 0", []ir.Type{i32(4), i32()}, ir.Attrs{"shift": int64(0), "out_dtype": ir.Int8}, "shift 0"},
+		{"shift 63", []ir.Type{i32(4), i32()}, ir.Attrs{"shift": int64(63), "out_dtype": ir.Int8}, "shift 63"},
+		{"zero point out of range", []ir.Type{i32(4), i32()}, ir.Attrs{"shift": int64(3), "out_dtype": ir.Uint8, "out_zero_point": int64(-1)}, "outside [0, 255]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			attrs, err := Requantize.MakeAttrs(tc.attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Requantize.Infer(tc.args, attrs)
+			if err != nil {
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("error %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if got.String() != tc.want {
+				t.Errorf("type %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRequantizeParams(t *testing.T) {
+	mult, shift, err := RequantizeParams([]float64{0.5, 0.25, 1e-9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 0.5 = 2^-1: the largest multiplier is 2^30 at shift 31.
+	if shift != 31 || mult[0] != 1<<30 || mult[1] != 1<<29 || mult[2] != 2 {
+		t.Errorf("multipliers %v shift %d", mult, shift)
+	}
+	mult, shift, _ = RequantizeParams([]float64{1e-30})
+	if shift != 62 || mult[0] != 0 {
+		t.Errorf("a tiny scale: multipliers %v shift %d, want 0 at 62", mult, shift)
+	}
+	mult, shift, _ = RequantizeParams([]float64{math.Nextafter(1, 0)})
+	if shift != 31 || mult[0] != math.MaxInt32 {
+		t.Errorf("a scale just below 1: multipliers %v shift %d", mult, shift)
+	}
+	for _, bad := range [][]float64{nil, {0}, {-1}, {math.Inf(1)}, {math.NaN()}, {1 << 30}} {
+		if _, _, err := RequantizeParams(bad); err == nil {
+			t.Errorf("scales %v: no error", bad)
+		}
+	}
+	if _, _, err := RequantizeParams([]float64{1<<30 - 1}); err != nil {
+		t.Errorf("scale 2^30-1: %v", err)
+	}
+}
+
+func TestRequantizeValue(t *testing.T) {
+	for _, tc := range []struct {
+		x, m, shift, zp, lo, hi, want int64
+	}{
+		{3, 1, 1, 0, -128, 127, 2},    // 1.5 -> 2
+		{5, 1, 1, 0, -128, 127, 2},    // 2.5 -> 2 (half to even)
+		{-3, 1, 1, 0, -128, 127, -2},  // -1.5 -> -2
+		{-5, 1, 1, 0, -128, 127, -2},  // -2.5 -> -2
+		{7, 1, 2, 0, -128, 127, 2},    // 1.75 -> 2
+		{-7, 1, 2, 0, -128, 127, -2},  // -1.75 -> -2
+		{-5, 1, 2, 0, -128, 127, -1},  // -1.25 -> -1
+		{1000, 1, 1, 10, 0, 255, 255}, // saturates
+		{-1000, 1, 1, 10, 0, 255, 0},
+		{math.MaxInt32, math.MaxInt32, 62, 0, -128, 127, 1}, // (2^31-1)^2 / 2^62, just below 1
+		{math.MinInt32, math.MaxInt32, 31, 0, -128, 127, -128},
+	} {
+		if got := RequantizeValue(tc.x, tc.m, tc.shift, tc.zp, tc.lo, tc.hi); got != tc.want {
+			t.Errorf("RequantizeValue(%d, %d, %d, %d) = %d, want %d", tc.x, tc.m, tc.shift, tc.zp, got, tc.want)
+		}
+	}
+}
