@@ -93,6 +93,7 @@ func Quantize(ctx context.Context, m *Model, eng Engine, samples []map[string]*t
 	if err != nil {
 		return nil, err
 	}
+	shareRanges(newIndex(m.mp.Graph), p, ranges)
 	mp, c, err := rewrite(m, p, ranges, opts)
 	if err != nil {
 		return nil, err
@@ -102,6 +103,29 @@ func Quantize(ctx context.Context, m *Model, eng Engine, samples []map[string]*t
 		return nil, err
 	}
 	return &Result{Model: data, Activations: c.acts, Weights: c.weights, Biases: c.biases, Ranges: ranges, Notes: append(notes, c.notes...)}, nil
+}
+
+// shareRanges gives the output of max pooling and of data movement the
+// range of its input, so that both are quantized alike and an integer
+// engine runs the operator on the integers unchanged. (Max pooling
+// keeps the largest value; its smallest can only rise, which the shared
+// grid still holds.)
+func shareRanges(x *index, p *plan, ranges map[string][2]float64) {
+	for _, n := range x.g.GetNode() {
+		switch n.GetOpType() {
+		case "MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze":
+		default:
+			continue
+		}
+		if n.GetDomain() != "" || len(n.GetOutput()) == 0 {
+			continue
+		}
+		in, out := in(n, 0), n.Output[0]
+		r, ok := ranges[in]
+		if _, quantized := ranges[out]; ok && quantized && p.actSet[in] {
+			ranges[out] = r
+		}
+	}
 }
 
 // checkSample says whether a sample gives every input a value of its

@@ -27,6 +27,12 @@ type Options struct {
 	// actually needed are frozen; Model.Frozen lists them. Names that are
 	// initializers are ignored.
 	Freeze map[string]*tensor.Tensor
+	// FoldQDQ folds QuantizeLinear/DequantizeLinear groups into integer
+	// operators (foldQDQ) instead of importing the pairs as they are and
+	// computing the operators between them in float. Off by default
+	// while integer convolutions run on the generic (unscheduled) int32
+	// path, which is slower than float.
+	FoldQDQ bool
 }
 
 // Model is an imported ONNX model.
@@ -105,6 +111,15 @@ func importModel(mp *pb.ModelProto, opts Options, baseDir string) (*Model, error
 	opsets, err := readOpsets(mp)
 	if err != nil {
 		return nil, err
+	}
+	if opts.FoldQDQ && opsets[""] >= 10 {
+		usedMS, err := foldQDQ(g)
+		if err != nil {
+			return nil, err
+		}
+		if usedMS && opsets[msDomain] < 1 {
+			opsets[msDomain] = 1
+		}
 	}
 	producer := strings.TrimSpace(mp.GetProducerName() + " " + mp.GetProducerVersion())
 	imp := &importer{

@@ -16,6 +16,15 @@ import (
 // constants when listed in consts; nil is an omitted input) and evaluates
 // it with the reference executor.
 func nnRun(opType string, opset int64, attrs map[string]*Attr, nout int, consts map[int]bool, ins ...*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return domainRun("", opType, opset, attrs, nout, consts, ins...)
+}
+
+// msRun is nnRun for an operator of ONNX Runtime's domain (version 1).
+func msRun(opType string, attrs map[string]*Attr, consts map[int]bool, ins ...*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return domainRun(msDomain, opType, 1, attrs, 1, consts, ins...)
+}
+
+func domainRun(domain, opType string, opset int64, attrs map[string]*Attr, nout int, consts map[int]bool, ins ...*tensor.Tensor) ([]*tensor.Tensor, error) {
 	n := &Node{Name: "n0", OpType: opType, Opset: opset, Attrs: attrs, NumOutputs: nout}
 	if n.Attrs == nil {
 		n.Attrs = map[string]*Attr{}
@@ -35,7 +44,7 @@ func nnRun(opType string, opset int64, attrs map[string]*Attr, nout int, consts 
 			n.Inputs = append(n.Inputs, v)
 		}
 	}
-	conv, err := lookupConverter("", opType, opset)
+	conv, err := lookupConverter(domain, opType, opset)
 	if err != nil {
 		return nil, err
 	}

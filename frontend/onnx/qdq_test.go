@@ -1,0 +1,121 @@
+package onnx
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kiln-dev/kiln/frontend/onnx/pb"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/ref"
+	"github.com/kiln-dev/kiln/tensor"
+)
+
+// qdqGraph builds x (float) -> Q -> DQ -> Conv(DQ(w), bias float) -> act ->
+// Q -> DQ -> y, the form other quantizers write: the activation is kept
+// between the convolution and its QuantizeLinear.
+func qdqGraph(act string) *pb.ModelProto {
+	g := &pb.GraphProto{Name: proto.String("g")}
+	init := func(name string, t *tensor.Tensor) string {
+		g.Initializer = append(g.Initializer, TensorToProto(t, name))
+		return name
+	}
+	node := func(op string, in []string, out string) {
+		g.Node = append(g.Node, &pb.NodeProto{OpType: proto.String(op), Name: proto.String(out), Input: in, Output: []string{out}})
+	}
+	u8 := func(v float64) *tensor.Tensor { t := tensor.New(ir.Uint8, nil); t.SetFloat(0, v); return t }
+	f32 := func(shape ir.Shape, v ...float32) *tensor.Tensor { return tensor.FromFloat32s(shape, v) }
+	w := tensor.New(ir.Int8, ir.Shape{2, 2, 1, 1})
+	for i, v := range []int8{3, -2, -5, 7} {
+		w.Data[i] = byte(v)
+	}
+	zw := tensor.New(ir.Int8, ir.Shape{2})
+	node("QuantizeLinear", []string{"x", init("xs", f32(nil, 0.05)), init("xz", u8(128))}, "xq")
+	node("DequantizeLinear", []string{"xq", "xs", "xz"}, "xd")
+	node("DequantizeLinear", []string{init("wq", w), init("ws", f32(ir.Shape{2}, 0.1, 0.02)), init("wz", zw)}, "wd")
+	g.Node[len(g.Node)-1].Attribute = []*pb.AttributeProto{{Name: proto.String("axis"), Type: pb.AttributeProto_INT.Enum(), I: proto.Int64(0)}}
+	node("Conv", []string{"xd", "wd", init("b", f32(ir.Shape{2}, 0.3, -0.01))}, "c")
+	last := "c"
+	switch act {
+	case "Relu":
+		node("Relu", []string{"c"}, "a")
+		last = "a"
+	case "Clip":
+		node("Clip", []string{"c", init("lo", f32(nil, -0.2)), init("hi", f32(nil, 0.25))}, "a")
+		last = "a"
+	}
+	node("QuantizeLinear", []string{last, init("ys", f32(nil, 0.01)), init("yz", u8(100))}, "yq")
+	node("DequantizeLinear", []string{"yq", "ys", "yz"}, "y")
+	vi := func(name string, dims ...int64) *pb.ValueInfoProto {
+		sh := &pb.TensorShapeProto{}
+		for _, d := range dims {
+			sh.Dim = append(sh.Dim, &pb.TensorShapeProto_Dimension{Value: &pb.TensorShapeProto_Dimension_DimValue{DimValue: d}})
+		}
+		return &pb.ValueInfoProto{Name: proto.String(name), Type: &pb.TypeProto{Value: &pb.TypeProto_TensorType{
+			TensorType: &pb.TypeProto_Tensor{ElemType: proto.Int32(int32(pb.TensorProto_FLOAT)), Shape: sh}}}}
+	}
+	g.Input = []*pb.ValueInfoProto{vi("x", 1, 2, 3, 3)}
+	g.Output = []*pb.ValueInfoProto{vi("y", 1, 2, 3, 3)}
+	return &pb.ModelProto{IrVersion: proto.Int64(8), Graph: g, OpsetImport: []*pb.OperatorSetIdProto{{Version: proto.Int64(13)}}}
+}
+
+// TestFoldQDQActivations: Conv -> Relu/Clip -> QuantizeLinear folds into
+// QLinearConv followed by Max/Min on the output grid, and the integer
+// model agrees with the float-emulated one to within one output step.
+func TestFoldQDQActivations(t *testing.T) {
+	x := tensor.New(ir.Float32, ir.Shape{1, 2, 3, 3})
+	for i := range x.Float32s() {
+		x.Float32s()[i] = float32(math.Sin(float64(i))) * 3 // some beyond x's range
+	}
+	for _, tc := range []struct {
+		act  string
+		want []string // op types after folding, in order
+	}{
+		{"", []string{"QuantizeLinear", "DequantizeLinear", "DequantizeLinear", "QLinearConv", "DequantizeLinear"}},
+		{"Relu", []string{"QuantizeLinear", "DequantizeLinear", "DequantizeLinear", "QLinearConv", "Max", "DequantizeLinear"}},
+		{"Clip", []string{"QuantizeLinear", "DequantizeLinear", "DequantizeLinear", "QLinearConv", "Max", "Min", "DequantizeLinear"}},
+	} {
+		t.Run("act "+tc.act, func(t *testing.T) {
+			mp := qdqGraph(tc.act)
+			data, err := proto.Marshal(mp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			folded := proto.Clone(mp).(*pb.ModelProto)
+			if _, err := foldQDQ(folded.Graph); err != nil {
+				t.Fatal(err)
+			}
+			var ops []string
+			for _, n := range folded.Graph.Node {
+				ops = append(ops, n.GetOpType())
+			}
+			if strings.Join(ops, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("folded ops %v, want %v", ops, tc.want)
+			}
+			var vals [2][]float32
+			for k, fold := range []bool{false, true} {
+				m, err := Load(data, Options{FoldQDQ: fold})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.Contains(m.Module.String(), "qnn.requantize"); got != fold {
+					t.Errorf("FoldQDQ %v: qnn.requantize used %v", fold, got)
+				}
+				v, err := ref.Run(m.Module, []*tensor.Tensor{x})
+				if err != nil {
+					t.Fatal(err)
+				}
+				vals[k] = v.Flatten()[0].Float32s()
+			}
+			for i := range vals[0] {
+				// The bias is rounded to the accumulator's grid and the
+				// requantization to fixed point: at most one output step.
+				if d := math.Abs(float64(vals[0][i] - vals[1][i])); d > 0.01+1e-6 {
+					t.Errorf("element %d: float-emulated %g, integer %g", i, vals[0][i], vals[1][i])
+				}
+			}
+		})
+	}
+}
