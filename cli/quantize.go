@@ -17,6 +17,7 @@ import (
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/quantize"
+	krt "github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -95,7 +96,11 @@ func runQuantize(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "quantize", err)
 	}
 	ctx := context.Background()
-	eng := &compiledQuantEngine{list: tl, cache: cache.open(stderr)}
+	var eng quantize.Engine = &compiledQuantEngine{list: tl, cache: cache.open(stderr)}
+	if !krt.CanRun {
+		fmt.Fprintln(stderr, "kiln quantize: note: this kiln was built without cgo; the reference engine runs the models (slowly)")
+		eng = quantize.RefEngine{}
+	}
 	res, err := quantize.Quantize(ctx, m, eng, cal, opts)
 	if err != nil {
 		return fail(stderr, "quantize", err)

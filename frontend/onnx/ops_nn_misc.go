@@ -310,9 +310,55 @@ func (b *builder) integerConv(x, xzp, w, wzp graph.Expr) graph.Expr {
 		b.fail("the weight %s must have rank 3 or more (O, I, spatial...)", wt)
 		return nil
 	}
+	if e := b.qconv2d(x, xzp, w, wzp); e != nil {
+		return e
+	}
 	xc := b.centered(x, xzp, nil)
 	wc := b.centered(w, wzp, perChannel(wt.Shape[0], len(wt.Shape)+1))
 	return b.convND(xc, wc)
+}
+
+// qconv2d is integerConv as qnn.conv2d, for 2-D convolutions of 8-bit
+// operands whose zero points are constants, one for the input and one for
+// all of the weight's channels. It returns nil otherwise.
+func (b *builder) qconv2d(x, xzp, w, wzp graph.Expr) graph.Expr {
+	xt, wt := b.typ(x), b.typ(w)
+	if xt == nil || wt == nil || len(xt.Shape) != 4 || len(wt.Shape) != 4 {
+		return nil
+	}
+	is8 := func(dt ir.DType) bool { return dt == ir.Int8 || dt == ir.Uint8 }
+	if !is8(xt.DType) || !is8(wt.DType) {
+		return nil
+	}
+	zp := func(e graph.Expr) (int64, bool) {
+		if e == nil {
+			return 0, true
+		}
+		k, ok := e.(*graph.Constant)
+		if !ok || k.Value.Len() == 0 {
+			return 0, false
+		}
+		v := k.Value.Int(0)
+		for i := 1; i < k.Value.Len(); i++ {
+			if k.Value.Int(i) != v {
+				return 0, false
+			}
+		}
+		return v, true
+	}
+	izp, ok1 := zp(xzp)
+	kzp, ok2 := zp(wzp)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	k := b.kernelShape(wt, 2)
+	s, d := b.ints("strides", 2, 1), b.ints("dilations", 2, 1)
+	pads := b.windowPads(xt.Shape[2:], k, s, d)
+	if b.err != nil {
+		return nil
+	}
+	return b.call(op.QConv2D, ir.Attrs{"strides": s, "dilation": d, "padding": pads, "groups": b.n.Int("group", 1),
+		"input_zero_point": izp, "kernel_zero_point": kzp}, x, w)
 }
 
 func nnConvInteger(c *Ctx, n *Node) ([]graph.Expr, error) {

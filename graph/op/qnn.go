@@ -113,3 +113,48 @@ func RequantizeValue(x, multiplier, shift, zp, lo, hi int64) int64 {
 	}
 	return min(max(q+zp, lo), hi)
 }
+
+// QConv2D is a 2-D convolution of 8-bit integers with int32
+// accumulation, the product of quantized operators:
+//
+//	out[n, o, y, x] = sum over (c, ky, kx) of
+//	                  (data[n, c, ...] - input_zero_point) *
+//	                  (weight[o, c, ky, kx] - kernel_zero_point)
+//
+// data (NCHW) and weight (OIHW) are int8 or uint8; padding reads
+// input_zero_point, so a padded tap adds nothing. The attributes
+// strides, padding, dilation and groups are nn.conv2d's. (Weights with a
+// zero point per channel are computed as int32 convolutions of centred
+// operands instead.)
+var QConv2D = declare(&Op{Name: "qnn.conv2d", NumArgs: 2, Pattern: OutEWiseFusable,
+	Attrs: append(convAttrs(2),
+		AttrSpec{Name: "input_zero_point", Kind: ir.AttrInt, Default: int64(0)},
+		AttrSpec{Name: "kernel_zero_point", Kind: ir.AttrInt, Default: int64(0)}),
+	Rel: qconvRel, Doc: "2-D convolution of int8/uint8 with int32 accumulation (NCHW, OIHW)"})
+
+func qconvRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
+	ts, err := Tensors(args)
+	if err != nil {
+		return nil, err
+	}
+	for i, what := range []string{"data", "weight"} {
+		if dt := ts[i].DType; dt != ir.Int8 && dt != ir.Uint8 {
+			return nil, fmt.Errorf("%s type %s: want int8 or uint8", what, dt)
+		}
+	}
+	inRange := func(v int64, dt ir.DType) bool {
+		if dt == ir.Uint8 {
+			return v >= 0 && v <= 255
+		}
+		return v >= -128 && v <= 127
+	}
+	if z := attrs.Int("input_zero_point"); !inRange(z, ts[0].DType) {
+		return nil, fmt.Errorf("input_zero_point %d is outside %s", z, ts[0].DType)
+	}
+	if z := attrs.Int("kernel_zero_point"); !inRange(z, ts[1].DType) {
+		return nil, fmt.Errorf("kernel_zero_point %d is outside %s", z, ts[1].DType)
+	}
+	// The shape rule is nn.conv2d's, on int32 stand-ins.
+	as := []ir.Type{ir.NewTensorType(ir.Int32, ts[0].Shape), ir.NewTensorType(ir.Int32, ts[1].Shape)}
+	return convRel(2)(as, attrs)
+}

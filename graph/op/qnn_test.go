@@ -93,3 +93,38 @@ func TestRequantizeValue(t *testing.T) {
 		}
 	}
 }
+
+func TestQConv2DRel(t *testing.T) {
+	tt := func(dt ir.DType, s ...int64) ir.Type { return ir.NewTensorType(dt, s) }
+	for _, tc := range []struct {
+		name  string
+		args  []ir.Type
+		attrs ir.Attrs
+		want  string
+	}{
+		{"uint8 x int8", []ir.Type{tt(ir.Uint8, 1, 3, 8, 8), tt(ir.Int8, 4, 3, 3, 3)}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(255)}, "Tensor[(1, 4, 8, 8), int32]"},
+		{"int8 x uint8 strided", []ir.Type{tt(ir.Int8, 1, 2, 9, 9), tt(ir.Uint8, 6, 1, 3, 3)}, ir.Attrs{"strides": []int64{2, 2}, "groups": int64(2), "input_zero_point": int64(-128), "kernel_zero_point": int64(255)}, "Tensor[(1, 6, 4, 4), int32]"},
+		{"float data", []ir.Type{tt(ir.Float32, 1, 3, 8, 8), tt(ir.Int8, 4, 3, 3, 3)}, nil, "data type float32"},
+		{"int32 weight", []ir.Type{tt(ir.Uint8, 1, 3, 8, 8), tt(ir.Int32, 4, 3, 3, 3)}, nil, "weight type int32"},
+		{"input zero point out of uint8", []ir.Type{tt(ir.Uint8, 1, 3, 8, 8), tt(ir.Int8, 4, 3, 3, 3)}, ir.Attrs{"input_zero_point": int64(-1)}, "input_zero_point -1"},
+		{"kernel zero point out of int8", []ir.Type{tt(ir.Uint8, 1, 3, 8, 8), tt(ir.Int8, 4, 3, 3, 3)}, ir.Attrs{"kernel_zero_point": int64(128)}, "kernel_zero_point 128"},
+		{"channels", []ir.Type{tt(ir.Uint8, 1, 3, 8, 8), tt(ir.Int8, 4, 2, 3, 3)}, nil, "input channels"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			attrs, err := QConv2D.MakeAttrs(tc.attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := QConv2D.Infer(tc.args, attrs)
+			if err != nil {
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("error %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if got.String() != tc.want {
+				t.Errorf("type %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

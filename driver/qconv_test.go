@@ -1,0 +1,107 @@
+package driver
+
+import (
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/ref"
+	"github.com/kiln-dev/kiln/targets"
+	"github.com/kiln-dev/kiln/tensor"
+)
+
+// TestQConv2DDifferential: qnn.conv2d compiled gives the reference
+// executor's int32 values exactly, through the CPU kernel (for each
+// integer dot product the machine has: AVX-512 VNNI, AVX-VNNI, plain C)
+// and through the generic compute (grouped, uint8 weights, a weight zero
+// point), over strides, padding, dilation, reductions not a multiple of
+// 4, channel counts not a multiple of the register block and partial
+// pixel tiles.
+func TestQConv2DDifferential(t *testing.T) {
+	testenv.Cgo(t)
+	rng := rand.New(rand.NewSource(9))
+	fill := func(dt ir.DType, shape ir.Shape) *tensor.Tensor {
+		v := tensor.New(dt, shape)
+		for i := 0; i < v.Len(); i++ {
+			if dt == ir.Uint8 {
+				v.SetInt(i, int64(rng.Intn(256)))
+			} else {
+				v.SetInt(i, int64(rng.Intn(256)-128))
+			}
+		}
+		return v
+	}
+	type conv struct {
+		name   string
+		x, w   ir.DType
+		xs, ws ir.Shape
+		attrs  ir.Attrs
+		fast   bool // the CPU kernel takes it
+	}
+	cases := []conv{
+		{"3x3 pad 1", ir.Uint8, ir.Int8, ir.Shape{1, 8, 9, 7}, ir.Shape{11, 8, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(128)}, true},
+		{"first layer stride 2", ir.Uint8, ir.Int8, ir.Shape{2, 3, 13, 13}, ir.Shape{16, 3, 7, 7}, ir.Attrs{"padding": []int64{3, 3, 2, 2}, "strides": []int64{2, 2}, "input_zero_point": int64(7)}, true},
+		{"int8 data 1x1", ir.Int8, ir.Int8, ir.Shape{1, 20, 6, 6}, ir.Shape{9, 20, 1, 1}, ir.Attrs{"input_zero_point": int64(-5)}, true},
+		{"dilation", ir.Uint8, ir.Int8, ir.Shape{1, 4, 10, 10}, ir.Shape{8, 4, 3, 3}, ir.Attrs{"dilation": []int64{2, 2}, "padding": []int64{2, 2, 2, 2}, "input_zero_point": int64(255)}, true},
+		{"grouped", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 5}, ir.Shape{8, 2, 3, 3}, ir.Attrs{"groups": int64(4), "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(3)}, false},
+		{"uint8 weights with zero point", ir.Uint8, ir.Uint8, ir.Shape{1, 3, 5, 5}, ir.Shape{4, 3, 2, 2}, ir.Attrs{"input_zero_point": int64(3), "kernel_zero_point": int64(128)}, false},
+	}
+	hosts := []string{"c", "c -mattr=-avx512f", "c -mattr=-avx512f,-avxvnni"}
+	for _, tc := range cases {
+		x, w := fill(tc.x, tc.xs), fill(tc.w, tc.ws)
+		in := graph.NewVar("x", x.Type())
+		call, err := graph.NewCall(op.QConv2D, []graph.Expr{in, graph.NewConstant(w)}, tc.attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod := graph.NewModule(graph.NewFunction([]*graph.Var{in}, call, nil))
+		if err := graph.InferTypes(mod); err != nil {
+			t.Fatal(err)
+		}
+		want, err := ref.Run(mod, []*tensor.Tensor{x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hosts {
+			t.Run(tc.name+"/"+h, func(t *testing.T) {
+				l, err := targets.ParseList(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := Compile(mod, nil, Config{Host: l.Host, Out: filepath.Join(t.TempDir(), "a"), Verify: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				src, err := os.ReadFile(filepath.Join(res.Dir, "kiln_lib.c"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.Contains(string(src), "kiln_qconv_"); got != tc.fast {
+					t.Errorf("the CPU kernel used: %v, want %v", got, tc.fast)
+				}
+				feats := l.Host.Processor().Features
+				if tc.fast && strings.Contains(strings.Join(feats, " "), "vnni") != strings.Contains(string(src), "dpbusd") {
+					t.Errorf("features %v, but vpdpbusd used: %v", feats, strings.Contains(string(src), "dpbusd"))
+				}
+				art, err := LoadArtifact(res.Dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer art.Close()
+				got, err := art.Run(map[string]*tensor.Tensor{"x": x})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !got[0].Equal(want.Flatten()[0]) {
+					t.Errorf("compiled and reference differ:\n%v\n%v", got[0].Int32s()[:16], want.Flatten()[0].Int32s()[:16])
+				}
+			})
+		}
+	}
+}
