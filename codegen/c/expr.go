@@ -3,6 +3,7 @@ package c
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 
@@ -245,6 +246,20 @@ func (fg *funcGen) binary(x *tir.Binary) string {
 			// compilers vectorise (the helpers' sign branches they do
 			// not).
 			return fg.intBinary(map[tir.BinaryOp]tir.BinaryOp{tir.OpFloorDiv: tir.OpDiv, tir.OpFloorMod: tir.OpMod}[x.Op], d, a, b)
+		}
+	}
+	if (x.Op == tir.OpFloorDiv || x.Op == tir.OpFloorMod) && d.IsInt() && d.Size() >= 4 {
+		if c, ok := tir.ConstInt(x.B); ok && c > 1 && c&(c-1) == 0 {
+			// Floor division and modulo by a power of two 2^k are an
+			// arithmetic right shift by k and a mask of the low k bits,
+			// for either sign of the dividend (gcc and clang shift signed
+			// values arithmetically; two's complement makes the mask the
+			// floor remainder). Both vectorise, where the helpers' sign
+			// branches do not.
+			if x.Op == tir.OpFloorDiv {
+				return fmt.Sprintf("(%s >> %d)", a, bits.TrailingZeros64(uint64(c)))
+			}
+			return "(" + a + " & " + fg.intLit(d, c-1) + ")"
 		}
 	}
 	return fg.intBinary(x.Op, d, a, b)

@@ -64,7 +64,7 @@ func intrinsicsFunc(name string, dt ir.DType) *tir.PrimFunc {
 
 // castsFunc exercises casts (float→int out of range and NaN, int64→float,
 // to and from bool), narrow integer wrapping, floor division of every
-// signed width, float floordiv/floormod/mod, min/max with signed zeros
+// signed width (by powers of two too), float floordiv/floormod/mod, min/max with signed zeros
 // and logic.
 func castsFunc() *tir.PrimFunc {
 	const n = 16
@@ -74,7 +74,7 @@ func castsFunc() *tir.PrimFunc {
 	b8 := f.AddBuffer(tir.NewBuffer("B8", ir.Int8, ir.Shape{n}, ""))
 	u16 := f.AddBuffer(tir.NewBuffer("U16", ir.Uint16, ir.Shape{n}, ""))
 	flags := f.AddBuffer(tir.NewBuffer("Flags", ir.Bool, ir.Shape{n}, ""))
-	oi := f.AddBuffer(tir.NewBuffer("OI", ir.Int64, ir.Shape{8, n}, ""))
+	oi := f.AddBuffer(tir.NewBuffer("OI", ir.Int64, ir.Shape{12, n}, ""))
 	of := f.AddBuffer(tir.NewBuffer("OF", ir.Float32, ir.Shape{8, n}, ""))
 	od := f.AddBuffer(tir.NewBuffer("OD", ir.Float64, ir.Shape{2, n}, ""))
 	o8 := f.AddBuffer(tir.NewBuffer("O8", ir.Int8, ir.Shape{4, n}, ""))
@@ -97,6 +97,11 @@ func castsFunc() *tir.PrimFunc {
 		tir.NewStore(oi, fl(tir.OpFloorDiv, a64, tir.Int64(-7)), row(5), i),
 		tir.NewStore(oi, fl(tir.OpFloorMod, a64, tir.Int64(-7)), row(6), i),
 		tir.NewStore(oi, tir.Max(a64, tir.Int64(-1000000000000000)), row(7), i),
+		// By powers of two: shifts and masks, for both signs.
+		tir.NewStore(oi, fl(tir.OpFloorDiv, a64, tir.Int64(1<<40)), row(8), i),
+		tir.NewStore(oi, fl(tir.OpFloorMod, a64, tir.Int64(1<<40)), row(9), i),
+		tir.NewStore(oi, tir.NewCast(i64, fl(tir.OpFloorDiv, ai, tir.Int32(8))), row(10), i),
+		tir.NewStore(oi, tir.NewCast(i64, fl(tir.OpFloorMod, ai, tir.Int32(8))), row(11), i),
 		tir.NewStore(of, tir.NewCast(tir.Float32T, a64), row(0), i),
 		tir.NewStore(of, fl(tir.OpFloorDiv, xi, tir.Float32(0.3)), row(1), i),
 		tir.NewStore(of, fl(tir.OpFloorMod, xi, tir.Float32(0.3)), row(2), i),
