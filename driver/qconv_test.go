@@ -38,27 +38,73 @@ func TestQConv2DDifferential(t *testing.T) {
 		return v
 	}
 	type conv struct {
-		name   string
-		x, w   ir.DType
-		xs, ws ir.Shape
-		attrs  ir.Attrs
-		fast   bool // the CPU kernel takes it
+		name    string
+		x, w    ir.DType
+		xs, ws  ir.Shape
+		attrs   ir.Attrs
+		fast    bool     // the CPU kernel takes it
+		requant ir.Attrs // qnn.conv2d_requantize's attributes, or nil for qnn.conv2d
 	}
 	cases := []conv{
-		{"3x3 pad 1", ir.Uint8, ir.Int8, ir.Shape{1, 8, 9, 7}, ir.Shape{11, 8, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(128)}, true},
-		{"first layer stride 2", ir.Uint8, ir.Int8, ir.Shape{2, 3, 13, 13}, ir.Shape{16, 3, 7, 7}, ir.Attrs{"padding": []int64{3, 3, 2, 2}, "strides": []int64{2, 2}, "input_zero_point": int64(7)}, true},
-		{"int8 data 1x1", ir.Int8, ir.Int8, ir.Shape{1, 20, 6, 6}, ir.Shape{9, 20, 1, 1}, ir.Attrs{"input_zero_point": int64(-5)}, true},
-		{"dilation", ir.Uint8, ir.Int8, ir.Shape{1, 4, 10, 10}, ir.Shape{8, 4, 3, 3}, ir.Attrs{"dilation": []int64{2, 2}, "padding": []int64{2, 2, 2, 2}, "input_zero_point": int64(255)}, true},
-		{"grouped", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 5}, ir.Shape{8, 2, 3, 3}, ir.Attrs{"groups": int64(4), "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(3)}, false},
-		{"uint8 weights with zero point", ir.Uint8, ir.Uint8, ir.Shape{1, 3, 5, 5}, ir.Shape{4, 3, 2, 2}, ir.Attrs{"input_zero_point": int64(3), "kernel_zero_point": int64(128)}, false},
+		{"3x3 pad 1", ir.Uint8, ir.Int8, ir.Shape{1, 8, 9, 7}, ir.Shape{11, 8, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(128)}, true, nil},
+		{"first layer stride 2", ir.Uint8, ir.Int8, ir.Shape{2, 3, 13, 13}, ir.Shape{16, 3, 7, 7}, ir.Attrs{"padding": []int64{3, 3, 2, 2}, "strides": []int64{2, 2}, "input_zero_point": int64(7)}, true, nil},
+		{"int8 data 1x1", ir.Int8, ir.Int8, ir.Shape{1, 20, 6, 6}, ir.Shape{9, 20, 1, 1}, ir.Attrs{"input_zero_point": int64(-5)}, true, nil},
+		{"dilation", ir.Uint8, ir.Int8, ir.Shape{1, 4, 10, 10}, ir.Shape{8, 4, 3, 3}, ir.Attrs{"dilation": []int64{2, 2}, "padding": []int64{2, 2, 2, 2}, "input_zero_point": int64(255)}, true, nil},
+		{"packed weight, grouped", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 5}, ir.Shape{8, 2, 3, 3}, ir.Attrs{"groups": int64(4), "input_zero_point": int64(3), "kernel_layout": "OIHW4i"}, false, nil},
+		{"grouped", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 5}, ir.Shape{8, 2, 3, 3}, ir.Attrs{"groups": int64(4), "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(3)}, false, nil},
+		{"uint8 weights with zero point", ir.Uint8, ir.Uint8, ir.Shape{1, 3, 5, 5}, ir.Shape{4, 3, 2, 2}, ir.Attrs{"input_zero_point": int64(3), "kernel_zero_point": int64(128)}, false, nil},
+		{"requantized uint8", ir.Uint8, ir.Int8, ir.Shape{1, 8, 9, 7}, ir.Shape{11, 8, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(128)}, true,
+			ir.Attrs{"out_zero_point": int64(7), "out_dtype": ir.Uint8}},
+		{"requantized int8 relu6 per tensor", ir.Int8, ir.Int8, ir.Shape{2, 20, 6, 6}, ir.Shape{9, 20, 1, 1}, ir.Attrs{"input_zero_point": int64(-5)}, true,
+			ir.Attrs{"out_zero_point": int64(-100), "out_min": int64(-100), "out_max": int64(60), "out_dtype": ir.Int8, "per_tensor": true}},
+		{"requantized generic", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 5}, ir.Shape{8, 2, 3, 3}, ir.Attrs{"groups": int64(4), "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(3)}, false,
+			ir.Attrs{"out_zero_point": int64(0), "out_dtype": ir.Uint8}},
 	}
 	hosts := []string{"c", "c -mattr=-avx512f", "c -mattr=-avx512f,-avxvnni"}
 	for _, tc := range cases {
 		x, w := fill(tc.x, tc.xs), fill(tc.w, tc.ws)
+		if tc.fast || tc.attrs["kernel_layout"] == "OIHW4i" { // the layout the importer gives constant weights
+			w, tc.attrs["kernel_layout"] = ref.PackOIHW4i(w), "OIHW4i"
+		}
 		in := graph.NewVar("x", x.Type())
 		call, err := graph.NewCall(op.QConv2D, []graph.Expr{in, graph.NewConstant(w)}, tc.attrs)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if tc.requant != nil {
+			// qnn.conv2d_requantize: a bias and multipliers per channel
+			// (or one), so that sums land across the output range.
+			o := tc.ws[0]
+			bias := tensor.New(ir.Int32, ir.Shape{o})
+			scales := make([]float64, o)
+			for i := range scales {
+				bias.Int32s()[i] = int32(rng.Intn(20001) - 10000)
+				scales[i] = (0.5 + rng.Float64()) / 2000
+			}
+			if tc.requant["per_tensor"] != nil {
+				scales = scales[:1]
+				delete(tc.requant, "per_tensor")
+			}
+			mult, shift, err := op.RequantizeParams(scales)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mshape := ir.Shape{o}
+			if len(mult) == 1 {
+				mshape = ir.Shape{}
+			}
+			m := tensor.New(ir.Int32, mshape)
+			for i, v := range mult {
+				m.Int32s()[i] = int32(v)
+			}
+			attrs := tc.attrs.Clone()
+			for k, v := range tc.requant {
+				attrs[k] = v
+			}
+			attrs["shift"] = shift
+			if call, err = graph.NewCall(op.QConv2DRequantize, []graph.Expr{in, graph.NewConstant(w), graph.NewConstant(bias), graph.NewConstant(m)}, attrs); err != nil {
+				t.Fatal(err)
+			}
 		}
 		mod := graph.NewModule(graph.NewFunction([]*graph.Var{in}, call, nil))
 		if err := graph.InferTypes(mod); err != nil {

@@ -108,13 +108,14 @@ func TestQDQFold(t *testing.T) {
 			}
 			text := folded.Module.String()
 			t.Log(text)
-			// Four convolutions, the add, the concat's second input, the
-			// pooling: requantized; the classifier's output is float.
-			if n := strings.Count(text, "qnn.requantize("); n < 6 {
-				t.Errorf("%d qnn.requantize calls, want 6 or more:\n%s", n, text)
+			// The three convolutions requantize in one operator; the
+			// concat's input on another grid, the add and the pooling
+			// requantize on their own; the classifier's output is float.
+			if n, m := strings.Count(text, "qnn.conv2d_requantize("), strings.Count(text, "qnn.requantize("); n != 3 || m != 3 {
+				t.Errorf("%d qnn.conv2d_requantize and %d qnn.requantize calls, want 3 and 3:\n%s", n, m, text)
 			}
 			for _, line := range strings.Split(text, "\n") {
-				if (strings.Contains(line, "nn.conv2d(") || strings.Contains(line, "nn.max_pool2d(")) && !strings.Contains(line, "int") {
+				if (strings.Contains(line, "conv2d") || strings.Contains(line, "nn.max_pool2d(")) && !strings.Contains(line, "int") {
 					t.Errorf("a float operator is left: %s", line)
 				}
 			}

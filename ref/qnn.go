@@ -11,6 +11,33 @@ import (
 func init() {
 	register(op.Requantize, requantizeKernel)
 	register(op.QConv2D, qconvKernel)
+	register(op.QConv2DRequantize, qconvRequantizeKernel)
+}
+
+// qconvRequantizeKernel is qconvKernel, plus the bias, then
+// requantizeKernel's arithmetic, per output channel.
+func qconvRequantizeKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*tensor.Tensor, error) {
+	ot := out.(*ir.TensorType)
+	acc, err := qconvKernel(args[:2], attrs, ir.NewTensorType(ir.Int32, ot.Shape))
+	if err != nil {
+		return nil, err
+	}
+	a, bias, m := acc[0].Int32s(), args[2].Int32s(), args[3].Int32s()
+	res := tensor.New(ot.DType, ot.Shape)
+	shift, zp := attrs.Int("shift"), attrs.Int("out_zero_point")
+	lo, hi := op.RequantizeRange(attrs)
+	plane := int(ot.Shape[2] * ot.Shape[3])
+	oc := int(ot.Shape[1])
+	for k := range a {
+		o := k / plane % oc
+		mult := m[0]
+		if len(m) > 1 {
+			mult = m[o]
+		}
+		v := int64(int32(a[k] + bias[o])) // int32 arithmetic, as the sums
+		res.SetInt(k, op.RequantizeValue(v, int64(mult), shift, zp, lo, hi))
+	}
+	return []*tensor.Tensor{res}, nil
 }
 
 // qconvKernel computes qnn.conv2d in int64 on the centred operands and
@@ -19,7 +46,7 @@ func init() {
 func qconvKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*tensor.Tensor, error) {
 	ot := out.(*ir.TensorType)
 	x, w := args[0], args[1]
-	g, err := spatialGeom(x.Shape, ot.Shape, w.Shape[2:], attrs)
+	g, err := spatialGeom(x.Shape, ot.Shape, w.Shape[2:4], attrs)
 	if err != nil {
 		return nil, err
 	}
@@ -30,9 +57,20 @@ func qconvKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*tensor.
 		xc[i] = x.Int(i) - izp
 	}
 	kzp := attrs.Int("kernel_zero_point")
-	wc := make([]int64, w.Len())
+	ws, err := op.QConvWeightShape(x.Shape, w.Shape, attrs)
+	if err != nil {
+		return nil, err
+	}
+	wc := make([]int64, ws.NumElements())
+	packed := attrs.Str("kernel_layout") == "OIHW4i"
+	ci, khw := ws[1], ws[2]*ws[3]
 	for i := range wc {
-		wc[i] = w.Int(i) - kzp
+		j := int64(i)
+		if packed { // [o, c, t] from [o, c/4, t, c%4]
+			o, c, t := j/(ci*khw), j/khw%ci, j%khw
+			j = ((o*((ci+3)/4)+c/4)*khw+t)*4 + c%4
+		}
+		wc[i] = w.Int(int(j)) - kzp
 	}
 	acc := make([]int64, ot.Shape.NumElements())
 	conv3(xc, wc, acc, g)
@@ -57,4 +95,24 @@ func requantizeKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*te
 		res.SetInt(k, op.RequantizeValue(int64(xs[k]), int64(ms[b.index(k)]), shift, zp, lo, hi))
 	}
 	return []*tensor.Tensor{res}, nil
+}
+
+// PackOIHW4i lays out an OIHW weight for qnn.conv2d's kernel_layout
+// "OIHW4i", [O, ceil(I/4), KH, KW, 4]: input
+// channel c of (o, ky, kx) at [o, c/4, ky, kx, c%4], zeros beyond I.
+func PackOIHW4i(w *tensor.Tensor) *tensor.Tensor {
+	o, ci, kh, kw := w.Shape[0], w.Shape[1], w.Shape[2], w.Shape[3]
+	c4 := (ci + 3) / 4
+	out := tensor.New(w.DType, ir.Shape{o, c4, kh, kw, 4})
+	es := w.DType.Size()
+	for oo := int64(0); oo < o; oo++ {
+		for c := int64(0); c < ci; c++ {
+			for t := int64(0); t < kh*kw; t++ {
+				src := ((oo*ci+c)*kh*kw + t) * int64(es)
+				dst := (((oo*c4+c/4)*kh*kw+t)*4 + c%4) * int64(es)
+				copy(out.Data[dst:dst+int64(es)], w.Data[src:src+int64(es)])
+			}
+		}
+	}
+	return out
 }

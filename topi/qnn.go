@@ -2,6 +2,7 @@ package topi
 
 import (
 	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tir"
@@ -14,20 +15,58 @@ func init() {
 		Compute: requantizeCompute, Schedule: ScheduleInjective})
 }
 
-// requantizeCompute is qnn.requantize, elementwise in int64 with the
-// shift a constant power of two, so that the C compiler divides by
-// shifting. It is op.RequantizeValue written as an expression.
+// requantExpr is op.RequantizeValue of int32 expressions x and m written
+// as an expression, in int64 with the shift a constant power of two, so
+// that the C compiler divides by shifting. The result is the clamped
+// int64 value.
+func requantExpr(x, m tir.PrimExpr, shift, zp, lo, hi int64) tir.PrimExpr {
+	i64 := func(v int64) tir.PrimExpr { return tir.Int64(v) }
+	p := tir.Mul(tir.NewCast(tir.Int64T, x), tir.NewCast(tir.Int64T, m))
+	q := tir.FloorDiv(p, i64(1<<shift))
+	r := tir.FloorMod(p, i64(1<<shift))
+	half := i64(1 << (shift - 1))
+	up := tir.Or(tir.GT(r, half), tir.And(tir.EQ(r, half), tir.EQ(tir.FloorMod(q, i64(2)), i64(1))))
+	q = tir.Add(q, tir.NewSelect(up, i64(1), i64(0)))
+	return tir.Min(tir.Max(tir.Add(q, i64(zp)), i64(lo)), i64(hi))
+}
+
+// requantizeCompute is qnn.requantize, elementwise.
 func requantizeCompute(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 	shift, zp := c.Attrs.Int("shift"), c.Attrs.Int("out_zero_point")
 	lo, hi := op.RequantizeRange(c.Attrs)
 	return ewMapCompute(c, in, true, func(xs []tir.PrimExpr) tir.PrimExpr {
-		i64 := func(v int64) tir.PrimExpr { return tir.Int64(v) }
-		p := tir.Mul(tir.NewCast(tir.Int64T, xs[0]), tir.NewCast(tir.Int64T, xs[1]))
-		q := tir.FloorDiv(p, i64(1<<shift))
-		r := tir.FloorMod(p, i64(1<<shift))
-		half := i64(1 << (shift - 1))
-		up := tir.Or(tir.GT(r, half), tir.And(tir.EQ(r, half), tir.EQ(tir.FloorMod(q, i64(2)), i64(1))))
-		q = tir.Add(q, tir.NewSelect(up, i64(1), i64(0)))
-		return tir.Min(tir.Max(tir.Add(q, i64(zp)), i64(lo)), i64(hi))
+		return requantExpr(xs[0], xs[1], shift, zp, lo, hi)
 	})
+}
+
+// computeQConvRequantize is qnn.conv2d_requantize as its parts: the
+// generic convolution, then the bias and requantization elementwise.
+func computeQConvRequantize(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	ot := c.OutTensor()
+	conv := *c
+	conv.Op, conv.OutType = op.QConv2D, ir.NewTensorType(ir.Int32, ot.Shape)
+	acc, err := computeQConv(&conv, in[:2])
+	if err != nil {
+		return nil, err
+	}
+	return []*te.Tensor{qconvEpilogue(c, acc[0], in[2], in[3])}, nil
+}
+
+// qconvEpilogue adds the per-channel bias to int32 sums [N, O, H, W] and
+// requantizes them to the call's output type.
+func qconvEpilogue(c *strategy.Call, acc, bias, mult *te.Tensor) *te.Tensor {
+	ot := c.OutTensor()
+	shift, zp := c.Attrs.Int("shift"), c.Attrs.Int("out_zero_point")
+	lo, hi := op.RequantizeRange(c.Attrs)
+	return te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
+		var m tir.PrimExpr
+		if len(mult.Shape) == 0 {
+			m = mult.At()
+		} else {
+			m = mult.At(i[1])
+		}
+		// The sum wraps at 32 bits, as the reference's does.
+		s := tir.NewCast(tir.Int32T, tir.Add(tir.NewCast(tir.Int64T, acc.At(i...)), tir.NewCast(tir.Int64T, bias.At(i[1]))))
+		return tir.NewCast(tir.Scalar(ot.DType), requantExpr(s, m, shift, zp, lo, hi))
+	}, te.WithTag("elemwise"))
 }

@@ -16,34 +16,58 @@ import (
 //   - generic: the convolution of the centred operands in int32, any
 //     groups and zero points, on any target (the reference's arithmetic);
 //   - cpu: groups 1, weights int8 with zero point 0 (what quantizers
-//     write): an extern stage calling qconvKernel once per tile of output
-//     pixels, in parallel. The kernel packs the tile's input taps (im2col,
-//     four reduction steps per 32-bit lane) and multiplies them with the
-//     weights in their own OIHW layout using the target's widest integer
-//     dot product (AVX-512 VNNI vpdpbusd, AVX-VNNI, else plain C), then
+//     write) packed OIHW4i (the importer packs constant weights). The
+//     input is first laid out channels in fours (qconvPackKernel, per
+//     image and channel group, in parallel); then qconvKernel runs once per
+//     tile of output pixels, in parallel: it copies the tile's taps (one
+//     32-bit word holds four input channels of a pixel) and multiplies
+//     them with the weight words using the target's widest integer dot
+//     product (AVX-512 VNNI vpdpbusd, AVX-VNNI, else plain C), then
 //     subtracts input_zero_point times each channel's weight sum.
 
 func init() {
 	mustAddNN(op.QConv2D, strategy.Implementation{Name: "qnn.conv2d.generic", PLevel: strategy.PLevelGeneric,
 		Compute: computeQConv, Schedule: scheduleConv})
-	if err := strategy.Default.Add(op.QConv2D, strategy.ForKey("cpu"), strategy.Implementation{
-		Name: "qnn.conv2d.cpu", PLevel: strategy.PLevelTuned,
-		Compute: computeQConvCPU, Schedule: ScheduleInjective, Valid: validQConvCPU,
-	}); err != nil {
-		panic(err)
+	mustAddNN(op.QConv2DRequantize, strategy.Implementation{Name: "qnn.conv2d_requantize.generic", PLevel: strategy.PLevelGeneric,
+		Compute: computeQConvRequantize, Schedule: scheduleConv})
+	for _, impl := range []struct {
+		o *op.Op
+		strategy.Implementation
+	}{
+		{op.QConv2D, strategy.Implementation{Name: "qnn.conv2d.cpu", PLevel: strategy.PLevelTuned,
+			Compute: computeQConvCPU, Schedule: ScheduleInjective, Valid: validQConvCPU}},
+		{op.QConv2DRequantize, strategy.Implementation{Name: "qnn.conv2d_requantize.cpu", PLevel: strategy.PLevelTuned,
+			Compute: computeQConvRequantizeCPU, Schedule: ScheduleInjective, Valid: validQConvCPU}},
+	} {
+		if err := strategy.Default.Add(impl.o, strategy.ForKey("cpu"), impl.Implementation); err != nil {
+			panic(err)
+		}
 	}
 }
 
 // computeQConv is qnn.conv2d on centred int32 operands (computeConv's
-// loops; a padded tap reads 0, the centred zero point).
+// loops; a padded tap reads 0, the centred zero point). A packed weight
+// (OIHW4i) is read through its layout.
 func computeQConv(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 	izp, kzp := c.Attrs.Int("input_zero_point"), c.Attrs.Int("kernel_zero_point")
-	centre := func(t *te.Tensor, zp int64, name string) *te.Tensor {
-		return te.Compute(name, t.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
-			return tir.Sub(tir.NewCast(tir.Int32T, t.At(i...)), tir.Int32(zp))
-		}, te.WithTag("elemwise"))
+	x, w := in[0], in[1]
+	ws, err := op.QConvWeightShape(x.Shape, w.Shape, c.Attrs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", c.Op.Name, err)
 	}
-	return computeConv(c, []*te.Tensor{centre(in[0], izp, "qconv_data"), centre(in[1], kzp, "qconv_weight")})
+	xc := te.Compute("qconv_data", x.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
+		return tir.Sub(tir.NewCast(tir.Int32T, x.At(i...)), tir.Int32(izp))
+	}, te.WithTag("elemwise"))
+	wc := te.Compute("qconv_weight", ws, func(i []tir.PrimExpr) tir.PrimExpr {
+		var v tir.PrimExpr
+		if len(w.Shape) == 5 {
+			v = w.At(i[0], tir.FloorDiv(i[1], tir.Idx(4)), i[2], i[3], tir.FloorMod(i[1], tir.Idx(4)))
+		} else {
+			v = w.At(i...)
+		}
+		return tir.Sub(tir.NewCast(tir.Int32T, v), tir.Int32(kzp))
+	}, te.WithTag("elemwise"))
+	return computeConv(c, []*te.Tensor{xc, wc})
 }
 
 // qconvMaxK bounds the reduction of the CPU kernel: K * 255 * 128 stays
@@ -56,20 +80,37 @@ const qconvMaxTile = 256 << 10
 
 // validQConvCPU accepts what the CPU kernel computes.
 func validQConvCPU(c *strategy.Call) bool {
-	if c.Target == nil || len(c.ArgTypes) != 2 || c.Attrs.Int("groups") != 1 || c.Attrs.Int("kernel_zero_point") != 0 {
+	if c.Target == nil || len(c.ArgTypes) < 2 || c.Attrs.Int("groups") != 1 || c.Attrs.Int("kernel_zero_point") != 0 {
 		return false
 	}
 	xt, ok1 := c.ArgTypes[0].(*ir.TensorType)
 	wt, ok2 := c.ArgTypes[1].(*ir.TensorType)
 	ot, ok3 := c.OutType.(*ir.TensorType)
-	if !ok1 || !ok2 || !ok3 || wt.DType != ir.Int8 || len(xt.Shape) != 4 || len(wt.Shape) != 4 || ot.Shape.NumElements() == 0 {
+	if !ok1 || !ok2 || !ok3 || wt.DType != ir.Int8 || len(xt.Shape) != 4 || len(wt.Shape) != 5 ||
+		c.Attrs.Str("kernel_layout") != "OIHW4i" || ot.Shape.NumElements() == 0 {
 		return false
 	}
-	k := wt.Shape[1] * wt.Shape[2] * wt.Shape[3]
-	return k > 0 && k <= qconvMaxK && (k+3)/4*4*32 <= qconvMaxTile && xt.Shape.NumElements() <= 1<<31-1 && ot.Shape.NumElements() <= 1<<31-1
+	k := wt.Shape[1] * 4 * wt.Shape[2] * wt.Shape[3]
+	return k > 0 && k <= qconvMaxK && k*32 <= qconvMaxTile && xt.Shape.NumElements() <= 1<<31-1 && ot.Shape.NumElements() <= 1<<31-1
 }
 
 func computeQConvCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	return qconvCPU(c, in, nil)
+}
+
+// computeQConvRequantizeCPU is qnn.conv2d_requantize through the CPU
+// kernel, requantizing in registers.
+func computeQConvRequantizeCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	lo, hi := op.RequantizeRange(c.Attrs)
+	epi := &qconvEpi{shift: c.Attrs.Int("shift"), zp: c.Attrs.Int("out_zero_point"), lo: lo, hi: hi,
+		perChannel: len(in[3].Shape) == 1, signed: c.OutTensor().DType == ir.Int8}
+	return qconvCPU(c, in, epi)
+}
+
+// qconvCPU builds the CPU kernel's stages: the weight sums, the input in
+// channel groups of four and the tiles; with epi, in[2] and in[3] are
+// the bias and the multipliers.
+func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, error) {
 	x, w := in[0], in[1]
 	ot := c.OutTensor()
 	strides, pb, _, dil, err := op.SpatialAttrs(c.Attrs, 2)
@@ -81,24 +122,53 @@ func computeQConvCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 		kh: w.Shape[2], kw: w.Shape[3], sh: strides[0], sw: strides[1], ph: pb[0], pw: pb[1], dh: dil[0], dw: dil[1],
 		izp: c.Attrs.Int("input_zero_point"), signed: x.DType == ir.Int8, isa: qconvISAFor(c.Target.Processor().Features),
 	}
-	k, err := newQConvKernel(p)
+	k, err := newQConvKernel(p, epi)
 	if err != nil {
 		return nil, err
 	}
-	rc, rh, rw := te.ReduceAxis(p.c, "rc"), te.ReduceAxis(p.kh, "rh"), te.ReduceAxis(p.kw, "rw")
-	wsum := te.ComputeReduce("qconv_wsum", ir.Shape{p.oc}, te.Sum, []*te.IterVar{rc, rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
-		return tir.NewCast(tir.Int32T, w.At(i[0], rc.Var, rh.Var, rw.Var))
+	c4 := (p.c + 3) / 4
+	rc, rh, rw, ri := te.ReduceAxis(c4, "rc"), te.ReduceAxis(p.kh, "rh"), te.ReduceAxis(p.kw, "rw"), te.ReduceAxis(4, "ri")
+	wsum := te.ComputeReduce("qconv_wsum", ir.Shape{p.oc}, te.Sum, []*te.IterVar{rc, rh, rw, ri}, func(i []tir.PrimExpr) tir.PrimExpr {
+		return tir.NewCast(tir.Int32T, w.At(i[0], rc.Var, rh.Var, rw.Var, ri.Var))
 	})
 	n := x.Shape[0]
-	outs := te.Extern(nnName(c), []ir.Shape{ot.Shape}, []ir.DType{ir.Int32}, []*te.Tensor{x, w, wsum}, func(ins, outs []*tir.Buffer) tir.Stmt {
+	// The input, channels in fours: X4[n, c/4, y, x, c%4] as uint8 (int8
+	// data plus 128), channels beyond C zero.
+	pk := newQConvPackKernel(p)
+	x4 := te.Extern("qconv_nc4hw4", []ir.Shape{{n, c4, p.h, p.w, 4}}, []ir.DType{ir.Uint8}, []*te.Tensor{x}, func(ins, outs []*tir.Buffer) tir.Stmt {
+		iv, cv := tir.NewVar("n", tir.Int32T), tir.NewVar("c4", tir.Int32T)
+		zero := tir.Idx(0)
+		call := tir.CallKernel(pk,
+			tir.AddressOf(tir.NewLoad(ins[0], iv, zero, zero, zero)),
+			tir.AddressOf(tir.NewLoad(outs[0], iv, zero, zero, zero, zero)),
+			cv)
+		kind := tir.Parallel
+		if c4 < 2 {
+			kind = tir.Serial
+		}
+		return tir.Loop(iv, n, tir.Serial, tir.Loop(cv, c4, kind, tir.Eval(call)))
+	})[0]
+	inputs := []*te.Tensor{x4, w, wsum}
+	if epi != nil {
+		inputs = append(inputs, in[2], in[3])
+	}
+	outs := te.Extern(nnName(c), []ir.Shape{ot.Shape}, []ir.DType{ot.DType}, inputs, func(ins, outs []*tir.Buffer) tir.Stmt {
 		iv, tv := tir.NewVar("n", tir.Int32T), tir.NewVar("tile", tir.Int32T)
 		zero := tir.Idx(0)
-		call := tir.CallKernel(k,
-			tir.AddressOf(tir.NewLoad(ins[0], iv, zero, zero, zero)),
-			tir.AddressOf(tir.NewLoad(ins[1], zero, zero, zero, zero)),
+		args := []tir.PrimExpr{
+			tir.AddressOf(tir.NewLoad(ins[0], iv, zero, zero, zero, zero)),
+			tir.AddressOf(tir.NewLoad(ins[1], zero, zero, zero, zero, zero)),
 			tir.AddressOf(tir.NewLoad(ins[2], zero)),
-			tir.AddressOf(tir.NewLoad(outs[0], iv, zero, zero, zero)),
-			tv)
+		}
+		if epi != nil {
+			var mi []tir.PrimExpr
+			if epi.perChannel {
+				mi = []tir.PrimExpr{zero}
+			}
+			args = append(args, tir.AddressOf(tir.NewLoad(ins[3], zero)), tir.AddressOf(tir.NewLoad(ins[4], mi...)))
+		}
+		args = append(args, tir.AddressOf(tir.NewLoad(outs[0], iv, zero, zero, zero)), tv)
+		call := tir.CallKernel(k, args...)
 		kind := tir.Parallel
 		if k.tiles < 2 {
 			kind = tir.Serial
@@ -121,7 +191,7 @@ const (
 // features.
 func qconvISAFor(features []string) qconvISA {
 	switch {
-	case slices.Contains(features, "avx512vnni") && slices.Contains(features, "avx512bw"):
+	case slices.Contains(features, "avx512vnni") && slices.Contains(features, "avx512bw") && slices.Contains(features, "avx512vl"):
 		return qconvAVX512VNNI
 	case slices.Contains(features, "avxvnni"):
 		return qconvAVXVNNI

@@ -6,60 +6,162 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/tir"
 )
 
-// qconvParams is one qnn.conv2d's geometry for the CPU kernel.
+// qconvParams is one qnn.conv2d's geometry for the CPU kernels.
 type qconvParams struct {
 	c, h, w, oc, oh, ow    int64
 	kh, kw, sh, sw, ph, pw int64
 	dh, dw                 int64
 	izp                    int64 // as given (int8 data: in [-128, 127])
-	signed                 bool  // int8 data, packed as uint8 by adding 128
+	signed                 bool  // int8 data, laid out as uint8 by adding 128
 	isa                    qconvISA
+}
+
+// izpu is the input zero point in the uint8 layout.
+func (p qconvParams) izpu() int64 {
+	if p.signed {
+		return p.izp + 128
+	}
+	return p.izp
+}
+
+// kernelSymbol names a kernel by the hash of its source.
+func kernelSymbol(prefix, src string) (string, string) {
+	h := sha256.Sum256([]byte(src))
+	sym := prefix + hex.EncodeToString(h[:6])
+	return sym, strings.ReplaceAll(src, "KILN_SYMBOL", sym)
+}
+
+// qconvPackKernel lays out one image's group of four input channels
+// interleaved: x4[y, x, i] = x[4*c4 + i, y, x] (plus 128 for int8 data),
+// 0 for channels beyond C.
+type qconvPackKernel struct {
+	p           qconvParams
+	symbol, src string
+}
+
+func newQConvPackKernel(p qconvParams) *qconvPackKernel {
+	k := &qconvPackKernel{p: p}
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	xt := "uint8_t"
+	if p.signed {
+		xt = "int8_t"
+	}
+	plane := p.h * p.w
+	w("/* qnn.conv2d input, %d channels of %dx%d, in groups of four. */\n", p.c, p.h, p.w)
+	w("static void KILN_SYMBOL(const %s* restrict x, uint8_t* restrict x4, int32_t c4) {\n", xt)
+	w("  uint8_t* restrict d = x4 + (int64_t)c4 * %d;\n", plane*4)
+	w("  const %s* s[4];\n  int32_t have = %d - c4 * 4;\n  if (have > 4) have = 4;\n", xt, p.c)
+	w("  for (int32_t i = 0; i < 4; ++i) s[i] = x + (int64_t)(c4 * 4 + (i < have ? i : 0)) * %d;\n", plane)
+	flip := ""
+	if p.signed {
+		flip = " ^ 0x80u"
+	}
+	w("  if (have == 4) {\n")
+	w("    const %s* restrict s0 = s[0]; const %s* restrict s1 = s[1]; const %s* restrict s2 = s[2]; const %s* restrict s3 = s[3];\n", xt, xt, xt, xt)
+	w("    for (int32_t q = 0; q < %d; ++q) {\n", plane)
+	for i := 0; i < 4; i++ {
+		w("      d[q * 4 + %d] = (uint8_t)((uint8_t)s%d[q]%s);\n", i, i, flip)
+	}
+	w("    }\n    return;\n  }\n")
+	w("  for (int32_t q = 0; q < %d; ++q)\n", plane)
+	w("    for (int32_t i = 0; i < 4; ++i) d[q * 4 + i] = i < have ? (uint8_t)((uint8_t)s[i][q]%s) : (uint8_t)0;\n", flip)
+	w("}\n")
+	k.symbol, k.src = kernelSymbol("kiln_qconv_pack_", b.String())
+	return k
+}
+
+// Symbol implements tir.Kernel.
+func (k *qconvPackKernel) Symbol() string { return k.symbol }
+
+// Includes implements tir.Kernel.
+func (k *qconvPackKernel) Includes() []string { return nil }
+
+// Source implements tir.Kernel.
+func (k *qconvPackKernel) Source() string { return k.src }
+
+// Eval implements tir.Kernel.
+func (k *qconvPackKernel) Eval(args []tir.KernelArg) error {
+	p := k.p
+	if len(args) != 3 {
+		return fmt.Errorf("qnn.conv2d pack kernel: want 3 arguments, got %d", len(args))
+	}
+	plane := p.h * p.w
+	xm, xo, err := args[0].Ptr(p.c * plane)
+	if err != nil {
+		return fmt.Errorf("qnn.conv2d pack kernel: data: %v", err)
+	}
+	c4 := args[2].Int
+	dm, do, err := args[1].Ptr((c4 + 1) * plane * 4)
+	if err != nil {
+		return fmt.Errorf("qnn.conv2d pack kernel: output: %v", err)
+	}
+	for q := int64(0); q < plane; q++ {
+		for i := int64(0); i < 4; i++ {
+			v := 0.0
+			if c := c4*4 + i; c < p.c {
+				v = xm.Float(xo + c*plane + q)
+				if p.signed {
+					v += 128
+				}
+			}
+			dm.SetFloat(do+(c4*plane+q)*4+i, v)
+		}
+	}
+	return nil
 }
 
 // qconvKernel computes one tile of np output pixels of every output
 // channel of one image:
 //
-//	out[o, p] = sum over k = (c, ky, kx) of (x[c, iy, ix] - izp) * w[o, k]
+//	out[o, p] = sum over (c, ky, kx) of (x[c, iy, ix] - izp) * w[o, c, ky, kx]
 //
-// with padded taps reading izp. It packs the tile's taps as
-// xp[k/4][pixel][k%4] (uint8; int8 data plus 128), so that one 32-bit
-// lane holds four reduction steps of one pixel, multiplies them with
-// four weights of a channel broadcast from the OIHW weight (vpdpbusd:
-// pixels in lanes, mr channels at a time), and subtracts the zero point
-// times the channel's weight sum, computed by the caller. Integer sums
-// are exact (K is at most qconvMaxK), so any order gives Eval's values.
+// with padded taps reading izp. The input comes laid out by
+// qconvPackKernel and the weight packed OIHW4i, so that a 32-bit word of
+// either holds four input channels of one tap. The kernel copies the
+// tile's words as xp[(c4, ky, kx)][pixel] (runs of a row at once for
+// stride 1), multiplies them with the channel's weight word broadcast
+// (vpdpbusd: pixels in lanes, mr channels at a time), and subtracts the
+// zero point times the channel's weight sum, computed by the caller.
+// Integer sums are exact (K is at most qconvMaxK), so any order gives
+// Eval's values.
 type qconvKernel struct {
 	p           qconvParams
-	k, k4, np   int64
+	epi         *qconvEpi // nil: int32 sums out
+	c4, k4, np  int64
 	mr          int64
 	tiles       int64
 	symbol, src string
 }
 
-func newQConvKernel(p qconvParams) (*qconvKernel, error) {
-	k := &qconvKernel{p: p}
-	k.k = p.c * p.kh * p.kw
-	k.k4 = (k.k + 3) / 4
+// qconvEpi is the requantization a qnn.conv2d_requantize kernel applies
+// to its sums before storing them as 8-bit values: + bias[o], then
+// op.RequantizeValue with multiplier mult[o] (or mult[0]).
+type qconvEpi struct {
+	shift, zp, lo, hi int64
+	perChannel        bool // one multiplier per output channel
+	signed            bool // int8 output
+}
+
+func newQConvKernel(p qconvParams, epi *qconvEpi) (*qconvKernel, error) {
+	k := &qconvKernel{p: p, epi: epi}
+	k.c4 = (p.c + 3) / 4
+	k.k4 = k.c4 * p.kh * p.kw
 	switch p.isa {
 	case qconvAVX512VNNI:
 		k.np, k.mr = 32, 8
-	case qconvAVXVNNI:
-		k.np, k.mr = 16, 4
 	default:
 		k.np, k.mr = 16, 4
 	}
-	pix := p.oh * p.ow
-	k.tiles = (pix + k.np - 1) / k.np
-	if k.k > qconvMaxK || k.k4*k.np*4 > qconvMaxTile {
-		return nil, fmt.Errorf("qnn.conv2d kernel: reduction of %d does not fit", k.k)
+	k.tiles = (p.oh*p.ow + k.np - 1) / k.np
+	if k.k4*4 > qconvMaxK || k.k4*k.np*4 > qconvMaxTile {
+		return nil, fmt.Errorf("qnn.conv2d kernel: reduction of %d does not fit", k.k4*4)
 	}
-	src := k.source("KILN_SYMBOL")
-	h := sha256.Sum256([]byte(src))
-	k.symbol = "kiln_qconv_" + hex.EncodeToString(h[:6])
-	k.src = strings.ReplaceAll(src, "KILN_SYMBOL", k.symbol)
+	k.symbol, k.src = kernelSymbol("kiln_qconv_", k.source())
 	return k, nil
 }
 
@@ -77,126 +179,205 @@ func (k *qconvKernel) Includes() []string {
 // Source implements tir.Kernel.
 func (k *qconvKernel) Source() string { return k.src }
 
-func (k *qconvKernel) source(sym string) string {
+func (k *qconvKernel) source() string {
 	p := k.p
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	xt := "uint8_t"
-	if p.signed {
-		xt = "int8_t"
-	}
-	izpu := p.izp
-	if p.signed {
-		izpu += 128
-	}
 	pix := p.oh * p.ow
+	izpw := uint32(p.izpu()) * 0x01010101
 	w("/* qnn.conv2d tile: %dx%dx%d input, %d channels of %dx%d (stride %dx%d, pad %dx%d, dilation %dx%d), %d pixels per tile. */\n",
 		p.c, p.h, p.w, p.oc, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, k.np)
-	w("static void %s(const %s* restrict x, const int8_t* restrict w, const int32_t* restrict wsum, int32_t* restrict out, int32_t t) {\n", sym, xt)
-	w("  enum { K = %d, K4 = %d, NP = %d, P = %d };\n", k.k, k.k4, k.np, pix)
-	w("  uint8_t xp[K4 * NP * 4] __attribute__((aligned(64)));\n")
-	w("  int32_t iy0[NP], ix0[NP];\n")
+	if e := k.epi; e != nil {
+		ot := "uint8_t"
+		if e.signed {
+			ot = "int8_t"
+		}
+		w("static void KILN_SYMBOL(const uint8_t* restrict x4, const int8_t* restrict w, const int32_t* restrict wsum, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t t) {\n", ot)
+	} else {
+		w("static void KILN_SYMBOL(const uint8_t* restrict x4, const int8_t* restrict w, const int32_t* restrict wsum, int32_t* restrict out, int32_t t) {\n")
+	}
+	w("  enum { K4 = %d, NP = %d, P = %d };\n", k.k4, k.np, pix)
+	w("  uint32_t xp[K4 * NP] __attribute__((aligned(64)));\n")
 	w("  const int32_t p0 = t * NP;\n")
 	w("  const int32_t np = P - p0 < NP ? P - p0 : NP;\n")
-	w("  for (int32_t j = 0; j < NP; ++j) {\n")
-	w("    const int32_t q = p0 + (j < np ? j : 0);\n")
-	w("    iy0[j] = (q / %d) * %d - %d;\n    ix0[j] = (q %% %d) * %d - %d;\n  }\n", p.ow, p.sh, p.ph, p.ow, p.sw, p.pw)
-	// Packing: one reduction step k (c, ky, kx) for every pixel of the tile.
-	w("  for (int32_t k = 0; k < K4 * 4; ++k) {\n")
-	w("    uint8_t* restrict d = xp + (k >> 2) * NP * 4 + (k & 3);\n")
-	w("    if (k >= K) {\n      for (int32_t j = 0; j < NP; ++j) d[j * 4] = 0;\n      continue;\n    }\n")
-	w("    const int32_t c = k / %d, ky = (k / %d) %% %d, kx = k %% %d;\n", p.kh*p.kw, p.kw, p.kh, p.kw)
-	w("    const %s* restrict s = x + (int64_t)c * %d;\n", xt, p.h*p.w)
-	w("    const int32_t dy = ky * %d, dx = kx * %d;\n", p.dh, p.dw)
-	w("    for (int32_t j = 0; j < NP; ++j) {\n")
-	w("      const int32_t iy = iy0[j] + dy, ix = ix0[j] + dx;\n")
-	conv := "(uint8_t)s[iy * %d + ix]"
-	if p.signed {
-		conv = "(uint8_t)((uint8_t)s[iy * %d + ix] ^ 0x80u)"
-	}
-	w("      d[j * 4] = ((uint32_t)iy < %du && (uint32_t)ix < %du) ? "+conv+" : (uint8_t)%d;\n", p.h, p.w, p.w, izpu)
-	w("    }\n  }\n")
-	full := k.k / 4
-	w("  /* The channel block's weights, four steps per 32-bit word; the\n     last word of a reduction not a multiple of 4 is zero-padded. */\n")
-	if full == k.k4 {
-		w("#define KILN_QW(o, k4) kiln_qw_%s(w, (o), (k4))\n", sym)
+	// Copy the taps: for each (c4, ky, kx), the tile's pixels row run by
+	// row run.
+	w("  for (int32_t c4 = 0; c4 < %d; ++c4)\n", k.c4)
+	w("  for (int32_t ky = 0; ky < %d; ++ky)\n", p.kh)
+	w("  for (int32_t kx = 0; kx < %d; ++kx) {\n", p.kw)
+	w("    uint32_t* restrict d = xp + ((c4 * %d + ky) * %d + kx) * NP;\n", p.kh, p.kw)
+	w("    const uint8_t* restrict s = x4 + (int64_t)c4 * %d;\n", p.h*p.w*4)
+	w("    int32_t j = 0;\n")
+	w("    while (j < np) {\n")
+	w("      const int32_t q = p0 + j, oy = q / %d, ox = q %% %d;\n", p.ow, p.ow)
+	w("      const int32_t run = %d - ox < np - j ? %d - ox : np - j;\n", p.ow, p.ow)
+	w("      const int32_t iy = oy * %d - %d + ky * %d;\n", p.sh, p.ph, p.dh)
+	w("      if ((uint32_t)iy >= %du) {\n        for (int32_t r = 0; r < run; ++r) d[j + r] = %du;\n        j += run;\n        continue;\n      }\n", p.h, izpw)
+	w("      const uint8_t* restrict row = s + (int64_t)iy * %d;\n", p.w*4)
+	w("      const int32_t ix0 = ox * %d - %d + kx * %d;\n", p.sw, p.pw, p.dw)
+	if p.sw == 1 {
+		// Contiguous: the in-bounds part is one copy.
+		w("      int32_t lo = ix0 < 0 ? -ix0 : 0;\n      if (lo > run) lo = run;\n")
+		w("      int32_t hi = %d - ix0;\n      if (hi > run) hi = run;\n      if (hi < lo) hi = lo;\n", p.w)
+		w("      for (int32_t r = 0; r < lo; ++r) d[j + r] = %du;\n", izpw)
+		// Word by word (four bytes each, inlined), which the C compiler
+		// turns into vector copies; a call to memcpy per run costs as
+		// much as the run.
+		w("      { const uint8_t* restrict src = row + (int64_t)(ix0 + lo) * 4; uint32_t* restrict dst = d + j + lo;\n")
+		w("        for (int32_t r = 0; r < hi - lo; ++r) { uint32_t v; memcpy(&v, src + r * 4, 4); dst[r] = v; } }\n")
+		w("      for (int32_t r = hi; r < run; ++r) d[j + r] = %du;\n", izpw)
 	} else {
-		w("#define KILN_QW(o, k4) ((k4) < %d ? kiln_qw_%s(w, (o), (k4)) : kiln_qwt_%s(w, (o)))\n", full, sym, sym)
+		w("      for (int32_t r = 0; r < run; ++r) {\n")
+		w("        const int32_t ix = ix0 + r * %d;\n", p.sw)
+		w("        uint32_t v = %du;\n        if ((uint32_t)ix < %du) memcpy(&v, row + (int64_t)ix * 4, 4);\n        d[j + r] = v;\n      }\n", izpw, p.w)
 	}
+	w("      j += run;\n    }\n")
+	w("    for (; j < NP; ++j) d[j] = 0;\n")
+	w("  }\n")
+	w("#define KILN_QW(o, k4) kiln_qw(w, (o), (k4))\n")
 	switch p.isa {
 	case qconvAVX512VNNI:
-		k.mainAVX512(w, full, izpu, sym)
+		k.mainAVX512(w)
 	case qconvAVXVNNI:
-		k.mainAVX2(w, full, izpu, sym)
+		k.mainAVX2(w)
 	default:
-		k.mainScalar(w, full, izpu)
+		k.mainScalar(w)
 	}
 	w("#undef KILN_QW\n}\n")
-	pre := fmt.Sprintf("static inline int32_t kiln_qw_%s(const int8_t* restrict w, int32_t o, int32_t k4) {\n"+
-		"  int32_t v;\n  memcpy(&v, w + (int64_t)o * %d + k4 * 4, 4);\n  return v;\n}\n", sym, k.k)
-	if full != k.k4 {
-		pre += fmt.Sprintf("static inline int32_t kiln_qwt_%s(const int8_t* restrict w, int32_t o) {\n"+
-			"  int32_t v = 0;\n  memcpy(&v, w + (int64_t)o * %d + %d, %d);\n  return v;\n}\n", sym, k.k, full*4, k.k-full*4)
+	pre := fmt.Sprintf("static inline int32_t kiln_qw(const int8_t* restrict w, int32_t o, int32_t k4) {\n"+
+		"  int32_t v;\n  memcpy(&v, w + ((int64_t)o * %d + k4) * 4, 4);\n  return v;\n}\n", k.k4)
+	pre += k.epilogueHelpers()
+	pre = strings.ReplaceAll(pre, "kiln_qw(", "KILN_SYMBOL_w(")
+	return pre + strings.ReplaceAll(b.String(), "kiln_qw(", "KILN_SYMBOL_w(")
+}
+
+// epilogueHelpers defines the requantization: KILN_SYMBOL_rq (one value,
+// op.RequantizeValue in C) and, for AVX-512, KILN_SYMBOL_rq16 (sixteen
+// lanes: 64-bit products of the even and odd lanes, shifted, rounded half
+// to even, clamped, narrowed to bytes).
+func (k *qconvKernel) epilogueHelpers() string {
+	e := k.epi
+	if e == nil {
+		return ""
 	}
-	return pre + b.String()
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	mask, half := int64(1)<<e.shift-1, int64(1)<<(e.shift-1)
+	w("static inline int32_t KILN_SYMBOL_rq(int32_t v, int32_t b, int32_t m) {\n")
+	w("  const int64_t p = (int64_t)(int32_t)((uint32_t)v + (uint32_t)b) * (int64_t)m;\n")
+	w("  int64_t q = p >> %d;\n  const int64_t r = p & INT64_C(%d);\n", e.shift, mask)
+	w("  q += (int64_t)((r > INT64_C(%d)) | ((r == INT64_C(%d)) & (int)(q & 1)));\n", half, half)
+	w("  q += %d;\n  return (int32_t)(q < %d ? %d : q > %d ? %d : q);\n}\n", e.zp, e.lo, e.lo, e.hi, e.hi)
+	if k.p.isa != qconvAVX512VNNI {
+		return b.String()
+	}
+	w("static inline __m512i KILN_SYMBOL_rq64(__m512i p) {\n")
+	w("  __m512i q = _mm512_srai_epi64(p, %d);\n", e.shift)
+	w("  const __m512i r = _mm512_and_si512(p, _mm512_set1_epi64(INT64_C(%d)));\n", mask)
+	w("  const __m512i h = _mm512_set1_epi64(INT64_C(%d)), one = _mm512_set1_epi64(1);\n", half)
+	w("  const __mmask8 up = _mm512_cmpgt_epi64_mask(r, h) | (_mm512_cmpeq_epi64_mask(r, h) & _mm512_test_epi64_mask(q, one));\n")
+	w("  q = _mm512_mask_add_epi64(q, up, q, one);\n")
+	w("  q = _mm512_add_epi64(q, _mm512_set1_epi64(%d));\n", e.zp)
+	w("  return _mm512_min_epi64(_mm512_max_epi64(q, _mm512_set1_epi64(%d)), _mm512_set1_epi64(%d));\n}\n", e.lo, e.hi)
+	w("static inline __m128i KILN_SYMBOL_rq16(__m512i v, int32_t b, int32_t m) {\n")
+	w("  v = _mm512_add_epi32(v, _mm512_set1_epi32(b));\n")
+	w("  const __m512i mv = _mm512_set1_epi32(m);\n")
+	w("  const __m512i qe = KILN_SYMBOL_rq64(_mm512_mul_epi32(v, mv));\n")
+	w("  const __m512i qo = KILN_SYMBOL_rq64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), mv));\n")
+	w("  return _mm512_cvtepi32_epi8(_mm512_mask_blend_epi32((__mmask16)0xAAAA, qe, _mm512_slli_epi64(qo, 32)));\n}\n")
+	return b.String()
+}
+
+// multExpr is the multiplier of output channel o in the kernel's C.
+func (k *qconvKernel) multExpr(o string) string {
+	if k.epi.perChannel {
+		return "mult[" + o + "]"
+	}
+	return "mult[0]"
+}
+
+// emitScalar stores one output value v (the sum less the zero-point
+// term) of channel o at pixel offset j of the tile.
+func (k *qconvKernel) emitScalar(o, j, v string) string {
+	if k.epi == nil {
+		return fmt.Sprintf("out[(int64_t)(%s) * P + p0 + %s] = %s;", o, j, v)
+	}
+	return fmt.Sprintf("out[(int64_t)(%s) * P + p0 + %s] = KILN_SYMBOL_rq(%s, bias[%s], %s);", o, j, v, o, k.multExpr(o))
 }
 
 // mainScalar is the portable C: one channel, one pixel at a time.
-func (k *qconvKernel) mainScalar(w func(string, ...any), full, izpu int64) {
+func (k *qconvKernel) mainScalar(w func(string, ...any)) {
 	w("  for (int32_t o = 0; o < %d; ++o) {\n", k.p.oc)
 	w("    int32_t acc[NP];\n    for (int32_t j = 0; j < NP; ++j) acc[j] = 0;\n")
 	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
 	w("      const int32_t b = KILN_QW(o, k4);\n")
-	w("      const int8_t* bb = (const int8_t*)&b;\n")
-	w("      const uint8_t* a = xp + k4 * NP * 4;\n")
-	w("      for (int32_t j = 0; j < NP; ++j)\n")
-	w("        acc[j] += (int32_t)a[j * 4] * bb[0] + (int32_t)a[j * 4 + 1] * bb[1] + (int32_t)a[j * 4 + 2] * bb[2] + (int32_t)a[j * 4 + 3] * bb[3];\n")
+	w("      int8_t bb[4];\n      memcpy(bb, &b, 4);\n")
+	w("      const uint32_t* a = xp + k4 * NP;\n")
+	w("      for (int32_t j = 0; j < NP; ++j) {\n")
+	w("        uint8_t aa[4];\n        memcpy(aa, a + j, 4);\n")
+	w("        acc[j] += (int32_t)aa[0] * bb[0] + (int32_t)aa[1] * bb[1] + (int32_t)aa[2] * bb[2] + (int32_t)aa[3] * bb[3];\n      }\n")
 	w("    }\n")
-	w("    const int32_t comp = %d * wsum[o];\n", izpu)
-	w("    for (int32_t j = 0; j < np; ++j) out[(int64_t)o * P + p0 + j] = acc[j] - comp;\n  }\n")
-	_ = full
+	w("    const int32_t comp = %d * wsum[o];\n", k.p.izpu())
+	w("    for (int32_t j = 0; j < np; ++j) %s\n  }\n", k.emitScalar("o", "j", "acc[j] - comp"))
 }
 
 // mainAVX512 is the AVX-512 VNNI block: 8 channels x 32 pixels in 16
 // accumulators, then one channel at a time.
-func (k *qconvKernel) mainAVX512(w func(string, ...any), full, izpu int64, sym string) {
-	mr := k.mr
+func (k *qconvKernel) mainAVX512(w func(string, ...any)) {
+	mr, izpu := k.mr, k.p.izpu()
+	w("  const __mmask16 m0 = np >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << np) - 1u);\n")
+	w("  const __mmask16 m1 = np >= 32 ? (__mmask16)0xffff : np <= 16 ? (__mmask16)0 : (__mmask16)((1u << (np - 16)) - 1u);\n")
 	w("  int32_t o = 0;\n")
 	w("  for (; o + %d <= %d; o += %d) {\n", mr, k.p.oc, mr)
 	for m := int64(0); m < mr; m++ {
 		w("    __m512i a%d0 = _mm512_setzero_si512(), a%d1 = _mm512_setzero_si512();\n", m, m)
 	}
 	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
-	w("      const __m512i x0 = _mm512_load_si512((const void*)(xp + k4 * NP * 4)), x1 = _mm512_load_si512((const void*)(xp + k4 * NP * 4 + 64));\n")
+	w("      const __m512i x0 = _mm512_load_si512((const void*)(xp + k4 * NP)), x1 = _mm512_load_si512((const void*)(xp + k4 * NP + 16));\n")
 	for m := int64(0); m < mr; m++ {
 		w("      { const __m512i b = _mm512_set1_epi32(KILN_QW(o + %d, k4)); a%d0 = _mm512_dpbusd_epi32(a%d0, x0, b); a%d1 = _mm512_dpbusd_epi32(a%d1, x1, b); }\n", m, m, m, m, m)
 	}
 	w("    }\n")
-	w("    const __mmask16 m0 = np >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << np) - 1u);\n")
-	w("    const __mmask16 m1 = np >= 32 ? (__mmask16)0xffff : np <= 16 ? (__mmask16)0 : (__mmask16)((1u << (np - 16)) - 1u);\n")
 	for m := int64(0); m < mr; m++ {
-		w("    { const __m512i c = _mm512_set1_epi32(%d * wsum[o + %d]); int32_t* d = out + (int64_t)(o + %d) * P + p0;\n", izpu, m, m)
-		w("      _mm512_mask_storeu_epi32(d, m0, _mm512_sub_epi32(a%d0, c)); _mm512_mask_storeu_epi32(d + 16, m1, _mm512_sub_epi32(a%d1, c)); }\n", m, m)
+		k.store512(w, fmt.Sprintf("o + %d", m), fmt.Sprintf("a%d", m))
 	}
 	w("  }\n")
 	w("  for (; o < %d; ++o) {\n", k.p.oc)
 	w("    __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();\n")
 	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
 	w("      const __m512i b = _mm512_set1_epi32(KILN_QW(o, k4));\n")
-	w("      a0 = _mm512_dpbusd_epi32(a0, _mm512_load_si512((const void*)(xp + k4 * NP * 4)), b);\n")
-	w("      a1 = _mm512_dpbusd_epi32(a1, _mm512_load_si512((const void*)(xp + k4 * NP * 4 + 64)), b);\n    }\n")
-	w("    const __mmask16 m0 = np >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << np) - 1u);\n")
-	w("    const __mmask16 m1 = np >= 32 ? (__mmask16)0xffff : np <= 16 ? (__mmask16)0 : (__mmask16)((1u << (np - 16)) - 1u);\n")
-	w("    const __m512i c = _mm512_set1_epi32(%d * wsum[o]); int32_t* d = out + (int64_t)o * P + p0;\n", izpu)
-	w("    _mm512_mask_storeu_epi32(d, m0, _mm512_sub_epi32(a0, c)); _mm512_mask_storeu_epi32(d + 16, m1, _mm512_sub_epi32(a1, c));\n  }\n")
-	_, _ = full, sym
+	w("      a0 = _mm512_dpbusd_epi32(a0, _mm512_load_si512((const void*)(xp + k4 * NP)), b);\n")
+	w("      a1 = _mm512_dpbusd_epi32(a1, _mm512_load_si512((const void*)(xp + k4 * NP + 16)), b);\n    }\n")
+	k.store512(w, "o", "a")
+	w("  }\n")
+	_ = izpu
+}
+
+// store512 stores the two accumulator vectors acc0, acc1 of channel o:
+// the sums less the zero-point term, as int32, or requantized to bytes.
+func (k *qconvKernel) store512(w func(string, ...any), o, acc string) {
+	w("    { const __m512i c = _mm512_set1_epi32(%d * wsum[%s]);\n", k.p.izpu(), o)
+	if k.epi == nil {
+		w("      int32_t* d = out + (int64_t)(%s) * P + p0;\n", o)
+		w("      _mm512_mask_storeu_epi32(d, m0, _mm512_sub_epi32(%s0, c)); _mm512_mask_storeu_epi32(d + 16, m1, _mm512_sub_epi32(%s1, c)); }\n", acc, acc)
+		return
+	}
+	w("      const int32_t b = bias[%s], mm = %s;\n", o, k.multExpr(o))
+	w("      void* d = (void*)(out + (int64_t)(%s) * P + p0);\n", o)
+	w("      _mm_mask_storeu_epi8(d, m0, KILN_SYMBOL_rq16(_mm512_sub_epi32(%s0, c), b, mm));\n", acc)
+	w("      _mm_mask_storeu_epi8((char*)d + 16, m1, KILN_SYMBOL_rq16(_mm512_sub_epi32(%s1, c), b, mm)); }\n", acc)
 }
 
 // mainAVX2 is the AVX-VNNI block: 4 channels x 16 pixels in 8 ymm
 // accumulators; a partial tile is stored through a buffer.
-func (k *qconvKernel) mainAVX2(w func(string, ...any), full, izpu int64, sym string) {
-	mr := k.mr
-	store := func(ind, acc, dst string) {
+func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
+	mr, izpu := k.mr, k.p.izpu()
+	store := func(ind, acc, o string) {
+		if k.epi != nil {
+			w("%s{ int32_t tmp[16]; _mm256_storeu_si256((__m256i*)tmp, %s0); _mm256_storeu_si256((__m256i*)(tmp + 8), %s1); for (int32_t j = 0; j < np; ++j) %s }\n", ind, acc, acc, k.emitScalar(o, "j", "tmp[j]"))
+			return
+		}
+		dst := "out + (int64_t)(" + o + ") * P + p0"
 		w("%sif (np == NP) { _mm256_storeu_si256((__m256i*)(%s), %s0); _mm256_storeu_si256((__m256i*)(%s + 8), %s1); }\n", ind, dst, acc, dst, acc)
 		w("%selse { int32_t tmp[16]; _mm256_storeu_si256((__m256i*)tmp, %s0); _mm256_storeu_si256((__m256i*)(tmp + 8), %s1); for (int32_t j = 0; j < np; ++j) (%s)[j] = tmp[j]; }\n", ind, acc, acc, dst)
 	}
@@ -206,14 +387,14 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any), full, izpu int64, sym str
 		w("    __m256i a%d0 = _mm256_setzero_si256(), a%d1 = _mm256_setzero_si256();\n", m, m)
 	}
 	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
-	w("      const __m256i x0 = _mm256_load_si256((const __m256i*)(xp + k4 * NP * 4)), x1 = _mm256_load_si256((const __m256i*)(xp + k4 * NP * 4 + 32));\n")
+	w("      const __m256i x0 = _mm256_load_si256((const __m256i*)(xp + k4 * NP)), x1 = _mm256_load_si256((const __m256i*)(xp + k4 * NP + 8));\n")
 	for m := int64(0); m < mr; m++ {
 		w("      { const __m256i b = _mm256_set1_epi32(KILN_QW(o + %d, k4)); a%d0 = _mm256_dpbusd_avx_epi32(a%d0, x0, b); a%d1 = _mm256_dpbusd_avx_epi32(a%d1, x1, b); }\n", m, m, m, m, m)
 	}
 	w("    }\n")
 	for m := int64(0); m < mr; m++ {
 		w("    { const __m256i c = _mm256_set1_epi32(%d * wsum[o + %d]); a%d0 = _mm256_sub_epi32(a%d0, c); a%d1 = _mm256_sub_epi32(a%d1, c);\n", izpu, m, m, m, m, m)
-		store("      ", fmt.Sprintf("a%d", m), fmt.Sprintf("out + (int64_t)(o + %d) * P + p0", m))
+		store("      ", fmt.Sprintf("a%d", m), fmt.Sprintf("o + %d", m))
 		w("    }\n")
 	}
 	w("  }\n")
@@ -221,34 +402,55 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any), full, izpu int64, sym str
 	w("    __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();\n")
 	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
 	w("      const __m256i b = _mm256_set1_epi32(KILN_QW(o, k4));\n")
-	w("      a0 = _mm256_dpbusd_avx_epi32(a0, _mm256_load_si256((const __m256i*)(xp + k4 * NP * 4)), b);\n")
-	w("      a1 = _mm256_dpbusd_avx_epi32(a1, _mm256_load_si256((const __m256i*)(xp + k4 * NP * 4 + 32)), b);\n    }\n")
+	w("      a0 = _mm256_dpbusd_avx_epi32(a0, _mm256_load_si256((const __m256i*)(xp + k4 * NP)), b);\n")
+	w("      a1 = _mm256_dpbusd_avx_epi32(a1, _mm256_load_si256((const __m256i*)(xp + k4 * NP + 8)), b);\n    }\n")
 	w("    const __m256i c = _mm256_set1_epi32(%d * wsum[o]); a0 = _mm256_sub_epi32(a0, c); a1 = _mm256_sub_epi32(a1, c);\n", izpu)
-	store("    ", "a", "out + (int64_t)o * P + p0")
+	store("    ", "a", "o")
 	w("  }\n")
-	_, _ = full, sym
 }
 
-// Eval implements tir.Kernel: the tile's sums of (x - izp) * w, exact.
+// Eval implements tir.Kernel: the tile's sums of (x - izp) * w, exact,
+// from the laid-out input and the packed weight.
 func (k *qconvKernel) Eval(args []tir.KernelArg) error {
 	p := k.p
-	if len(args) != 5 {
-		return fmt.Errorf("qnn.conv2d kernel: want 5 arguments, got %d", len(args))
+	nargs := 5
+	if k.epi != nil {
+		nargs = 7
 	}
-	xm, xo, err := args[0].Ptr(p.c * p.h * p.w)
+	if len(args) != nargs {
+		return fmt.Errorf("qnn.conv2d kernel: want %d arguments, got %d", nargs, len(args))
+	}
+	outArg, tArg := args[3], args[4]
+	var bm, mm tir.KernelMemory
+	var bo, mo int64
+	if k.epi != nil {
+		outArg, tArg = args[5], args[6]
+		var err error
+		if bm, bo, err = args[3].Ptr(k.p.oc); err != nil {
+			return fmt.Errorf("qnn.conv2d kernel: bias: %v", err)
+		}
+		nm := int64(1)
+		if k.epi.perChannel {
+			nm = k.p.oc
+		}
+		if mm, mo, err = args[4].Ptr(nm); err != nil {
+			return fmt.Errorf("qnn.conv2d kernel: multiplier: %v", err)
+		}
+	}
+	xm, xo, err := args[0].Ptr(k.c4 * p.h * p.w * 4)
 	if err != nil {
 		return fmt.Errorf("qnn.conv2d kernel: data: %v", err)
 	}
-	wm, wo, err := args[1].Ptr(p.oc * k.k)
+	wm, wo, err := args[1].Ptr(p.oc * k.k4 * 4)
 	if err != nil {
 		return fmt.Errorf("qnn.conv2d kernel: weight: %v", err)
 	}
 	pix := p.oh * p.ow
-	om, oo, err := args[3].Ptr(p.oc * pix)
+	om, oo, err := outArg.Ptr(p.oc * pix)
 	if err != nil {
 		return fmt.Errorf("qnn.conv2d kernel: output: %v", err)
 	}
-	t := args[4].Int
+	t, izpu := tArg.Int, p.izpu()
 	for j := int64(0); j < k.np; j++ {
 		q := t*k.np + j
 		if q >= pix {
@@ -257,20 +459,31 @@ func (k *qconvKernel) Eval(args []tir.KernelArg) error {
 		oy, ox := q/p.ow, q%p.ow
 		for o := int64(0); o < p.oc; o++ {
 			var acc int64
-			for c := int64(0); c < p.c; c++ {
+			for c4 := int64(0); c4 < k.c4; c4++ {
 				for ky := int64(0); ky < p.kh; ky++ {
 					for kx := int64(0); kx < p.kw; kx++ {
 						iy, ix := oy*p.sh-p.ph+ky*p.dh, ox*p.sw-p.pw+kx*p.dw
 						if iy < 0 || iy >= p.h || ix < 0 || ix >= p.w {
 							continue
 						}
-						xv := int64(xm.Float(xo + (c*p.h+iy)*p.w + ix))
-						wv := int64(wm.Float(wo + o*k.k + (c*p.kh+ky)*p.kw + kx))
-						acc += (xv - p.izp) * wv
+						for i := int64(0); i < 4; i++ {
+							xv := int64(xm.Float(xo + ((c4*p.h+iy)*p.w+ix)*4 + i))
+							wv := int64(wm.Float(wo + ((o*k.k4+(c4*p.kh+ky)*p.kw+kx)*4 + i)))
+							acc += (xv - izpu) * wv
+						}
 					}
 				}
 			}
-			om.SetFloat(oo+o*pix+q, float64(int32(acc)))
+			v := int64(int32(acc))
+			if e := k.epi; e != nil {
+				mi := int64(0)
+				if e.perChannel {
+					mi = o
+				}
+				v = int64(int32(v + int64(bm.Float(bo+o))))
+				v = op.RequantizeValue(v, int64(mm.Float(mo+mi)), e.shift, e.zp, e.lo, e.hi)
+			}
+			om.SetFloat(oo+o*pix+q, float64(v))
 		}
 	}
 	return nil

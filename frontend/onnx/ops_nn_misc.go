@@ -4,6 +4,7 @@ import (
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -357,8 +358,14 @@ func (b *builder) qconv2d(x, xzp, w, wzp graph.Expr) graph.Expr {
 	if b.err != nil {
 		return nil
 	}
-	return b.call(op.QConv2D, ir.Attrs{"strides": s, "dilation": d, "padding": pads, "groups": b.n.Int("group", 1),
-		"input_zero_point": izp, "kernel_zero_point": kzp}, x, w)
+	attrs := ir.Attrs{"strides": s, "dilation": d, "padding": pads, "groups": b.n.Int("group", 1),
+		"input_zero_point": izp, "kernel_zero_point": kzp}
+	if k, ok := w.(*graph.Constant); ok && b.n.Int("group", 1) == 1 {
+		// Four input channels of a tap in one 32-bit word, the operand of
+		// integer dot products (vpdpbusd, sdot): packed once, here.
+		w, attrs["kernel_layout"] = graph.NewConstant(ref.PackOIHW4i(k.Value)), "OIHW4i"
+	}
+	return b.call(op.QConv2D, attrs, x, w)
 }
 
 func nnConvInteger(c *Ctx, n *Node) ([]graph.Expr, error) {
@@ -457,11 +464,54 @@ func nnQLinearMatMul(c *Ctx, n *Node) ([]graph.Expr, error) {
 func nnQLinearConv(c *Ctx, n *Node) ([]graph.Expr, error) {
 	b := &builder{c: c, n: n}
 	x, xs, xzp, w, ws, wzp, ys, yzp := b.in(0), b.in(1), b.in(2), b.in(3), b.in(4), b.in(5), b.in(6), b.in(7)
-	acc := b.integerConv(x, xzp, w, wzp)
-	acc = b.addBias(acc, n.Input(8))
+	conv := b.integerConv(x, xzp, w, wzp)
+	acc := b.addBias(conv, n.Input(8))
 	wt := b.typ(w)
 	if b.err != nil {
 		return nil, b.err
 	}
-	return b.done(b.requantize(acc, xs, ws, ys, yzp, perChannel(wt.Shape[0], len(wt.Shape))))
+	out := b.requantize(acc, xs, ws, ys, yzp, perChannel(wt.Shape[0], len(wt.Shape)))
+	if fused := b.fuseConvRequantize(conv, n.Input(8), out); fused != nil {
+		out = fused
+	}
+	return b.done(out)
+}
+
+// fuseConvRequantize returns qnn.conv2d_requantize for a qnn.conv2d, its
+// constant int32 bias (or none) and the qnn.requantize of their sum, so
+// that a kernel requantizes in registers; nil when they are not that.
+func (b *builder) fuseConvRequantize(conv, bias, req graph.Expr) graph.Expr {
+	cc, ok1 := conv.(*graph.Call)
+	rc, ok2 := req.(*graph.Call)
+	if !ok1 || !ok2 || cc.Op != op.QConv2D || rc.Op != op.Requantize || b.err != nil {
+		return nil
+	}
+	m, ok := rc.Args[1].(*graph.Constant)
+	ct := b.typ(conv)
+	if !ok || ct == nil {
+		return nil
+	}
+	o := ct.Shape[1]
+	if m.Value.Len() > 1 {
+		m = graph.NewConstant(m.Value.Reshape(ir.Shape{o}))
+	} else {
+		m = graph.NewConstant(m.Value.Reshape(ir.Shape{}))
+	}
+	var bv *tensor.Tensor
+	switch k := bias.(type) {
+	case nil:
+		bv = tensor.New(ir.Int32, ir.Shape{o})
+	case *graph.Constant:
+		if k.Value.DType != ir.Int32 || k.Value.Len() != int(o) {
+			return nil
+		}
+		bv = k.Value.Reshape(ir.Shape{o})
+	default:
+		return nil
+	}
+	attrs := cc.Attrs.Clone()
+	for k, v := range rc.Attrs {
+		attrs[k] = v
+	}
+	return b.call(op.QConv2DRequantize, attrs, cc.Args[0], cc.Args[1], graph.NewConstant(bv), m)
 }

@@ -107,7 +107,7 @@ func TestQLinearFixedPoint(t *testing.T) {
 			if !got[0].Equal(tc.want) {
 				t.Errorf("got %v, want %v", got[0].Data, tc.want.Data)
 			}
-			if fixed := strings.Contains(lastModule.String(), "qnn.requantize"); fixed != tc.fixed {
+			if fixed := strings.Contains(lastModule.String(), "requantize("); fixed != tc.fixed {
 				t.Errorf("qnn.requantize used: %v, want %v:\n%s", fixed, tc.fixed, lastModule)
 			}
 		})

@@ -62,7 +62,7 @@ func TestQLinearContribOps(t *testing.T) {
 				if !got[0].Equal(tc.want) {
 					t.Errorf("got %v %v, want %v %v", got[0].Type(), got[0].Data, tc.want.Type(), tc.want.Data)
 				}
-				usesInt := strings.Contains(lastModule.String(), "qnn.requantize")
+				usesInt := strings.Contains(lastModule.String(), "requantize(")
 				if tc.name != "gemm float output" && usesInt != constant {
 					t.Errorf("qnn.requantize used: %v\n%s", usesInt, lastModule)
 				}

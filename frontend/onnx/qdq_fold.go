@@ -128,6 +128,12 @@ func (f *qdqFolder) foldProduct(i int, n *pb.NodeProto) ([]*pb.NodeProto, error)
 	}
 	switch n.GetOpType() {
 	case "Conv":
+		// Grouped (depthwise) convolutions stay in float until kiln has
+		// an integer kernel for them: the generic int32 compute is many
+		// times slower than the float depthwise kernel.
+		if attrI(n, "group", 1) != 1 {
+			return nil, nil
+		}
 		wt := f.consts[w.q]
 		if wt == nil || len(wt.Shape) < 3 || !(w.perTensor() || w.axis == 0 && int64(w.s.Len()) == wt.Shape[0]) {
 			return nil, nil

@@ -100,7 +100,7 @@ func TestFoldQDQActivations(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := strings.Contains(m.Module.String(), "qnn.requantize"); got != fold {
+				if got := strings.Contains(m.Module.String(), "requantize("); got != fold {
 					t.Errorf("FoldQDQ %v: qnn.requantize used %v", fold, got)
 				}
 				v, err := ref.Run(m.Module, []*tensor.Tensor{x})

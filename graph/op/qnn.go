@@ -121,15 +121,19 @@ func RequantizeValue(x, multiplier, shift, zp, lo, hi int64) int64 {
 //	                  (data[n, c, ...] - input_zero_point) *
 //	                  (weight[o, c, ky, kx] - kernel_zero_point)
 //
-// data (NCHW) and weight (OIHW) are int8 or uint8; padding reads
+// data (NCHW) and weight are int8 or uint8; padding reads
 // input_zero_point, so a padded tap adds nothing. The attributes
-// strides, padding, dilation and groups are nn.conv2d's. (Weights with a
-// zero point per channel are computed as int32 convolutions of centred
-// operands instead.)
+// strides, padding, dilation and groups are nn.conv2d's. kernel_layout
+// is "OIHW", or "OIHW4i": weight [O, ceil(I/4), KH, KW, 4] holds input
+// channel c of (o, ky, kx) at [o, c/4, ky, kx, c%4], zero beyond I, so
+// that four input channels of a tap are one 32-bit word (what integer dot
+// products take). (Weights with a zero point per channel are computed as
+// int32 convolutions of centred operands instead.)
 var QConv2D = declare(&Op{Name: "qnn.conv2d", NumArgs: 2, Pattern: OutEWiseFusable,
 	Attrs: append(convAttrs(2),
 		AttrSpec{Name: "input_zero_point", Kind: ir.AttrInt, Default: int64(0)},
-		AttrSpec{Name: "kernel_zero_point", Kind: ir.AttrInt, Default: int64(0)}),
+		AttrSpec{Name: "kernel_zero_point", Kind: ir.AttrInt, Default: int64(0)},
+		AttrSpec{Name: "kernel_layout", Kind: ir.AttrString, Default: "OIHW"}),
 	Rel: qconvRel, Doc: "2-D convolution of int8/uint8 with int32 accumulation (NCHW, OIHW)"})
 
 func qconvRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
@@ -154,7 +158,67 @@ func qconvRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 	if z := attrs.Int("kernel_zero_point"); !inRange(z, ts[1].DType) {
 		return nil, fmt.Errorf("kernel_zero_point %d is outside %s", z, ts[1].DType)
 	}
+	ws, err := QConvWeightShape(ts[0].Shape, ts[1].Shape, attrs)
+	if err != nil {
+		return nil, err
+	}
 	// The shape rule is nn.conv2d's, on int32 stand-ins.
-	as := []ir.Type{ir.NewTensorType(ir.Int32, ts[0].Shape), ir.NewTensorType(ir.Int32, ts[1].Shape)}
+	as := []ir.Type{ir.NewTensorType(ir.Int32, ts[0].Shape), ir.NewTensorType(ir.Int32, ws)}
 	return convRel(2)(as, attrs)
+}
+
+// QConvWeightShape is a qnn.conv2d weight's shape in OIHW: its own for
+// "OIHW", the unpacked one for "OIHW4i" (the input channels per group
+// taken from the data).
+func QConvWeightShape(data, weight ir.Shape, attrs ir.Attrs) (ir.Shape, error) {
+	switch l := attrs.Str("kernel_layout"); l {
+	case "OIHW":
+		return weight, nil
+	case "OIHW4i":
+		g := attrs.Int("groups")
+		if len(data) != 4 || len(weight) != 5 || weight[4] != 4 || g < 1 || data[1]%g != 0 {
+			return nil, fmt.Errorf("kernel_layout OIHW4i: weight %v must be [O, ceil(I/4), KH, KW, 4] for data %v", weight, data)
+		}
+		ci := data[1] / g
+		if weight[1] != (ci+3)/4 {
+			return nil, fmt.Errorf("kernel_layout OIHW4i: weight %v holds %d groups of 4 input channels, data %v with %d groups needs %d", weight, weight[1], data, g, (ci+3)/4)
+		}
+		return ir.Shape{weight[0], ci, weight[2], weight[3]}, nil
+	default:
+		return nil, fmt.Errorf("kernel_layout %q: want OIHW or OIHW4i", l)
+	}
+}
+
+// QConv2DRequantize is qnn.conv2d, plus a per-channel int32 bias, then
+// qnn.requantize: one operator, so that a kernel requantizes its tile in
+// registers instead of writing the int32 sums out and reading them back.
+//
+//	out = requantize(qnn.conv2d(data, weight) + bias[o], multiplier)
+//
+// bias is int32 [O]; multiplier is int32 [O] or a scalar. The attributes
+// are qnn.conv2d's and qnn.requantize's (shift, out_zero_point, out_min,
+// out_max, out_dtype), with the same meaning.
+var QConv2DRequantize = declare(&Op{Name: "qnn.conv2d_requantize", NumArgs: 4, Pattern: OutEWiseFusable,
+	Attrs: append(append([]AttrSpec{}, QConv2D.Attrs...), Requantize.Attrs...),
+	Rel:   qconvRequantizeRel, Doc: "requantize(qnn.conv2d(data, weight) + bias, multiplier)"})
+
+func qconvRequantizeRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
+	ts, err := Tensors(args)
+	if err != nil {
+		return nil, err
+	}
+	acc, err := qconvRel(args[:2], attrs)
+	if err != nil {
+		return nil, err
+	}
+	o := acc.(*ir.TensorType).Shape[1]
+	if ts[2].DType != ir.Int32 || !ts[2].Shape.Equal(ir.Shape{o}) {
+		return nil, fmt.Errorf("bias %s: want int32 [%d]", ts[2], o)
+	}
+	if m := ts[3]; m.DType != ir.Int32 || !(len(m.Shape) == 0 || m.Shape.Equal(ir.Shape{o})) {
+		return nil, fmt.Errorf("multiplier %s: want int32 [%d] or a scalar", m, o)
+	}
+	// qnn.requantize's checks, on the accumulator and a multiplier that
+	// broadcasts to it.
+	return requantizeRel([]ir.Type{acc, ir.NewTensorType(ir.Int32, ir.Shape{})}, attrs)
 }

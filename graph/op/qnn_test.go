@@ -128,3 +128,45 @@ func TestQConv2DRel(t *testing.T) {
 		})
 	}
 }
+
+func TestQConv2DRequantizeRel(t *testing.T) {
+	tt := func(dt ir.DType, s ...int64) ir.Type { return ir.NewTensorType(dt, s) }
+	x, w := tt(ir.Uint8, 1, 6, 8, 8), tt(ir.Int8, 4, 2, 3, 3, 4) // 6 channels packed in 2 words
+	base := ir.Attrs{"padding": []int64{1, 1, 1, 1}, "kernel_layout": "OIHW4i", "shift": int64(31), "out_dtype": ir.Uint8}
+	for _, tc := range []struct {
+		name string
+		args []ir.Type
+		set  ir.Attrs
+		want string
+	}{
+		{"per channel", []ir.Type{x, w, tt(ir.Int32, 4), tt(ir.Int32, 4)}, nil, "Tensor[(1, 4, 8, 8), uint8]"},
+		{"per tensor int8", []ir.Type{x, w, tt(ir.Int32, 4), tt(ir.Int32)}, ir.Attrs{"out_dtype": ir.Int8, "out_zero_point": int64(-3)}, "Tensor[(1, 4, 8, 8), int8]"},
+		{"bias length", []ir.Type{x, w, tt(ir.Int32, 3), tt(ir.Int32)}, nil, "bias"},
+		{"bias type", []ir.Type{x, w, tt(ir.Float32, 4), tt(ir.Int32)}, nil, "bias"},
+		{"multiplier shape", []ir.Type{x, w, tt(ir.Int32, 4), tt(ir.Int32, 4, 1, 1)}, nil, "multiplier"},
+		{"packed channels", []ir.Type{x, tt(ir.Int8, 4, 1, 3, 3, 4), tt(ir.Int32, 4), tt(ir.Int32)}, nil, "groups of 4 input channels"},
+		{"layout", []ir.Type{x, w, tt(ir.Int32, 4), tt(ir.Int32)}, ir.Attrs{"kernel_layout": "NHWC"}, `kernel_layout "NHWC"`},
+		{"shift", []ir.Type{x, w, tt(ir.Int32, 4), tt(ir.Int32)}, ir.Attrs{"shift": int64(0)}, "shift 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			given := base.Clone()
+			for k, v := range tc.set {
+				given[k] = v
+			}
+			attrs, err := QConv2DRequantize.MakeAttrs(given)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := QConv2DRequantize.Infer(tc.args, attrs)
+			if err != nil {
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("error %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if got.String() != tc.want {
+				t.Errorf("type %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
