@@ -170,7 +170,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, "bench", err)
 		}
 		t0 := time.Now()
-		model, err := imp.load(path, given)
+		model, err := imp.load(path, given, pc)
 		if err != nil {
 			return fail(stderr, "bench", err)
 		}

@@ -137,7 +137,7 @@ func benchWorkload(w *opsuite.Workload, dir string, place *placement, cache *cge
 		return r, err
 	}
 	var imp importOptions
-	model, err := imp.load(filepath.Join(dir, "model.onnx"), nil)
+	model, err := imp.load(filepath.Join(dir, "model.onnx"), nil, nil)
 	if err != nil {
 		return r, err
 	}

@@ -186,7 +186,7 @@ func (o *importOptions) register(fs *flag.FlagSet) {
 // load imports the model at path with the --freeze values and
 // --input-shape shapes; extra holds further input values (bench's --input)
 // that fix shapes and may be frozen too.
-func (o *importOptions) load(path string, extra map[string]*tensor.Tensor) (*onnx.Model, error) {
+func (o *importOptions) load(path string, extra map[string]*tensor.Tensor, pc *passconfig.Config) (*onnx.Model, error) {
 	shapeMap, err := parseShapes(o.shapes)
 	if err != nil {
 		return nil, err
@@ -209,7 +209,7 @@ func (o *importOptions) load(path string, extra map[string]*tensor.Tensor) (*onn
 		}
 		vals[n] = t
 	}
-	return loadWithInputs(path, vals, shapeMap)
+	return loadWithInputs(path, vals, shapeMap, pc)
 }
 
 // defaultArtifactName is MODEL's base name without .onnx plus ".kiln" (for
@@ -350,7 +350,7 @@ func runCompile(args []string, stdout, stderr io.Writer) int {
 		printCompiled(stdout, pos[0], md, fmt.Sprintf("%s (from kiln's cache: nothing it depends on changed; the compile took %s; --no-cache compiles again)", roundDur(time.Since(t0)), roundDur(rec.Took)), dir, replacing)
 		return exitOK
 	}
-	model, err := imp.load(path, nil)
+	model, err := imp.load(path, nil, pc)
 	if err != nil {
 		return fail(stderr, "compile", err)
 	}

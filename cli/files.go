@@ -12,6 +12,7 @@ import (
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/frontend/onnx/pb"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -203,9 +204,10 @@ func ModelInputs(path string) ([]DeclaredInput, error) {
 // loadWithInputs imports an ONNX model with the given input values: their
 // shapes fix the input shapes, and every one may be frozen when an
 // operator needs its value at compile time. shapes adds shapes for inputs
-// without values.
-func loadWithInputs(path string, vals map[string]*tensor.Tensor, shapes map[string]ir.Shape) (*onnx.Model, error) {
-	opts := onnx.Options{}
+// without values. pc (nil: the defaults) gives the import options among
+// the pass configuration (import.fold_qdq).
+func loadWithInputs(path string, vals map[string]*tensor.Tensor, shapes map[string]ir.Shape, pc *passconfig.Config) (*onnx.Model, error) {
+	opts := onnx.Options{FoldQDQ: pc != nil && pc.Bool(passconfig.FoldQDQ)}
 	if len(vals)+len(shapes) > 0 {
 		opts.InputShapes = map[string]ir.Shape{}
 		opts.Freeze = map[string]*tensor.Tensor{}

@@ -78,7 +78,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		}
 		vals[n] = t
 	}
-	model, err := loadWithInputs(path, vals, shapeMap)
+	model, err := loadWithInputs(path, vals, shapeMap, nil)
 	if err != nil {
 		return fail(stderr, "inspect", err)
 	}

@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
+	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/tensor"
 )
 
 func TestQuantizeCommand(t *testing.T) {
@@ -81,5 +85,55 @@ func TestQuantizeErrors(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(model); string(got) != string(data) {
 		t.Error("the model was changed")
+	}
+}
+
+// TestQuantizedFoldFlag: --pass-config import.fold_qdq=true compiles a QDQ
+// model into integer kernels (qnn.requantize in the program), and its
+// outputs stay within a few quantization steps of the float-emulated
+// QDQ model's.
+func TestQuantizedFoldFlag(t *testing.T) {
+	testenv.Cgo(t)
+	dir := t.TempDir()
+	q := filepath.Join(dir, "q.onnx")
+	if code, _, stderr := kiln("quantize", filepath.Join(mlpDir, "model.onnx"), "-o", q, "--eval", "0"); code != 0 {
+		t.Fatalf("quantize: %s", stderr)
+	}
+	in := filepath.Join(mlpDir, "test_data_set_0", "input_0.pb")
+	outs := map[bool]*tensor.Tensor{}
+	for _, fold := range []bool{false, true} {
+		art := filepath.Join(dir, fmt.Sprintf("a%v", fold))
+		args := []string{"compile", q, "-t", "c", "-o", art, "--quiet"}
+		if fold {
+			args = append(args, "--pass-config", "import.fold_qdq=true")
+		}
+		if code, _, stderr := kiln(args...); code != 0 {
+			t.Fatalf("compile %v: %s", fold, stderr)
+		}
+		g, err := os.ReadFile(filepath.Join(art, "graph.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(g), "qnn_requantize"); got != fold {
+			t.Errorf("fold %v: integer kernels in the program: %v", fold, got)
+		}
+		od := filepath.Join(dir, fmt.Sprintf("o%v", fold))
+		if code, _, stderr := kiln("run", art, "--input", in, "--output-dir", od); code != 0 {
+			t.Fatalf("run %v: %s", fold, stderr)
+		}
+		v, err := tensor.ReadNpyFile(filepath.Join(od, "output.npy"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[fold] = v
+	}
+	a, b := outs[false].Float32s(), outs[true].Float32s()
+	scale, diff := 0.0, 0.0
+	for i := range a {
+		scale = math.Max(scale, math.Abs(float64(a[i])))
+		diff = math.Max(diff, math.Abs(float64(a[i]-b[i])))
+	}
+	if !(scale > 0) || diff > 0.05*scale {
+		t.Errorf("integer and float-emulated outputs differ by %g (values up to %g)", diff, scale)
 	}
 }

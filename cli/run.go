@@ -217,7 +217,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return compileAndRun(path, ts, &devs, pc, cache.open(stderr), part.forThreads(1), vals, outs, stdout, stderr)
 	}
 	t0 := time.Now()
-	model, err := loadWithInputs(path, vals, nil)
+	model, err := loadWithInputs(path, vals, nil, pc)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
@@ -261,7 +261,7 @@ func compileAndRun(path, targets string, devs *deviceFlags, pc *passconfig.Confi
 		return fail(stderr, "run", err)
 	}
 	t0 := time.Now()
-	model, err := loadWithInputs(path, vals, nil)
+	model, err := loadWithInputs(path, vals, nil, pc)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

@@ -484,7 +484,7 @@ func runTest(ctx context.Context, r *TestResult, cfg TestConfig) {
 		}
 		if model == nil || needsReload(model, loadedWith, vals) {
 			t0 := time.Now()
-			model, err = loadWithInputs(modelFile, vals, nil)
+			model, err = loadWithInputs(modelFile, vals, nil, cfg.Passes)
 			r.Load += time.Since(t0)
 			if err != nil {
 				classify("", err)

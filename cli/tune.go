@@ -108,7 +108,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, "tune", err)
 		}
 	}
-	model, err := imp.load(path, nil)
+	model, err := imp.load(path, nil, nil)
 	if err != nil {
 		return fail(stderr, "tune", err)
 	}

@@ -73,13 +73,17 @@ var (
 	// DisableVectorize makes every vectorized loop a serial one.
 	DisableVectorize = &Key{Name: "tir.disable_vectorize", Type: Bool, Default: false,
 		Doc: "turn vectorized loops into serial ones before code generation (no vectorization pragmas)"}
+	// FoldQDQ folds a QDQ model's QuantizeLinear/DequantizeLinear groups
+	// into integer operators at import (onnx.Options.FoldQDQ).
+	FoldQDQ = &Key{Name: "import.fold_qdq", Type: Bool, Default: false,
+		Doc: "fold a QDQ model's QuantizeLinear/DequantizeLinear groups into integer operators at import (qnn.conv2d_requantize and others, fixed-point requantization); off by default until depthwise and matrix-product integer kernels exist"}
 	// DisableAssert is TVM's tir.disable_assert, for target TIR passes.
 	DisableAssert = &Key{Name: "tir.disable_assert", Type: Bool, Default: false,
 		Doc: "tells target TIR passes (UMA's RegisterTIRPassContext) to leave out the run-time checks they would add; kiln's own argument checks stay (they guard artifacts from strangers)"}
 )
 
 // keys is the declaration list, in the order Keys returns it (by name).
-var keys = sortedKeys(FuseMaxDepth, DisableFusion, UnrollMaxExtent, DisableVectorize, DisableAssert)
+var keys = sortedKeys(FuseMaxDepth, DisableFusion, UnrollMaxExtent, DisableVectorize, DisableAssert, FoldQDQ)
 
 func sortedKeys(ks ...*Key) []*Key {
 	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })

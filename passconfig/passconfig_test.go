@@ -57,7 +57,7 @@ func TestSet(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ in, want string }{
-		{"tir.unrol_max_extent=8", "pass-config: unknown key \"tir.unrol_max_extent\" (known keys: graph.fuse_ops.disable, graph.fuse_ops.max_depth, tir.disable_assert, tir.disable_vectorize, tir.unroll_max_extent)"},
+		{"tir.unrol_max_extent=8", "pass-config: unknown key \"tir.unrol_max_extent\" (known keys: graph.fuse_ops.disable, graph.fuse_ops.max_depth, import.fold_qdq, tir.disable_assert, tir.disable_vectorize, tir.unroll_max_extent)"},
 		{"tir.unroll_max_extent", "want KEY=VALUE"},
 		{"tir.unroll_max_extent=x", "want an integer in [0, 4096]"},
 		{"tir.unroll_max_extent=5000", "out of range [0, 4096]"},
