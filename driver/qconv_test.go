@@ -57,13 +57,18 @@ func TestQConv2DDifferential(t *testing.T) {
 			ir.Attrs{"out_zero_point": int64(7), "out_dtype": ir.Uint8}},
 		{"requantized int8 relu6 per tensor", ir.Int8, ir.Int8, ir.Shape{2, 20, 6, 6}, ir.Shape{9, 20, 1, 1}, ir.Attrs{"input_zero_point": int64(-5)}, true,
 			ir.Attrs{"out_zero_point": int64(-100), "out_min": int64(-100), "out_max": int64(60), "out_dtype": ir.Int8, "per_tensor": true}},
+		{"depthwise 3x3 stride 2", ir.Uint8, ir.Int8, ir.Shape{1, 6, 11, 9}, ir.Shape{6, 1, 3, 3}, ir.Attrs{"groups": int64(6), "strides": []int64{2, 2}, "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(100)}, true, nil},
+		{"depthwise int8 data 5x5 dilated", ir.Int8, ir.Int8, ir.Shape{2, 4, 9, 9}, ir.Shape{4, 1, 5, 5}, ir.Attrs{"groups": int64(4), "dilation": []int64{2, 1}, "padding": []int64{4, 2, 3, 1}, "input_zero_point": int64(-20)}, true, nil},
+		{"depthwise requantized relu6", ir.Uint8, ir.Int8, ir.Shape{1, 5, 7, 7}, ir.Shape{5, 1, 3, 3}, ir.Attrs{"groups": int64(5), "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(3)}, true,
+			ir.Attrs{"out_zero_point": int64(0), "out_max": int64(200), "out_dtype": ir.Uint8}},
 		{"requantized generic", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 5}, ir.Shape{8, 2, 3, 3}, ir.Attrs{"groups": int64(4), "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(3)}, false,
 			ir.Attrs{"out_zero_point": int64(0), "out_dtype": ir.Uint8}},
 	}
 	hosts := []string{"c", "c -mattr=-avx512f", "c -mattr=-avx512f,-avxvnni"}
 	for _, tc := range cases {
 		x, w := fill(tc.x, tc.xs), fill(tc.w, tc.ws)
-		if tc.fast || tc.attrs["kernel_layout"] == "OIHW4i" { // the layout the importer gives constant weights
+		dw := strings.HasPrefix(tc.name, "depthwise")
+		if !dw && (tc.fast || tc.attrs["kernel_layout"] == "OIHW4i") { // the layout the importer gives constant weights
 			w, tc.attrs["kernel_layout"] = ref.PackOIHW4i(w), "OIHW4i"
 		}
 		in := graph.NewVar("x", x.Type())
@@ -128,11 +133,15 @@ func TestQConv2DDifferential(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := strings.Contains(string(src), "kiln_qconv_"); got != tc.fast {
-					t.Errorf("the CPU kernel used: %v, want %v", got, tc.fast)
+				kernel := "kiln_qconv_"
+				if dw {
+					kernel = "kiln_qdwconv_"
+				}
+				if got := strings.Contains(string(src), kernel); got != tc.fast {
+					t.Errorf("the CPU kernel %s used: %v, want %v", kernel, got, tc.fast)
 				}
 				feats := l.Host.Processor().Features
-				if tc.fast && strings.Contains(strings.Join(feats, " "), "vnni") != strings.Contains(string(src), "dpbusd") {
+				if tc.fast && !dw && strings.Contains(strings.Join(feats, " "), "vnni") != strings.Contains(string(src), "dpbusd") {
 					t.Errorf("features %v, but vpdpbusd used: %v", feats, strings.Contains(string(src), "dpbusd"))
 				}
 				art, err := LoadArtifact(res.Dir)

@@ -128,13 +128,13 @@ func (f *qdqFolder) foldProduct(i int, n *pb.NodeProto) ([]*pb.NodeProto, error)
 	}
 	switch n.GetOpType() {
 	case "Conv":
-		// Grouped (depthwise) convolutions stay in float until kiln has
-		// an integer kernel for them: the generic int32 compute is many
-		// times slower than the float depthwise kernel.
-		if attrI(n, "group", 1) != 1 {
+		wt := f.consts[w.q]
+		// Grouped convolutions other than depthwise ones stay in float
+		// until kiln has an integer kernel for them: the generic int32
+		// compute is many times slower than the float grouped kernel.
+		if g := attrI(n, "group", 1); g != 1 && (wt == nil || len(wt.Shape) < 2 || wt.Shape[0] != g || wt.Shape[1] != 1) {
 			return nil, nil
 		}
-		wt := f.consts[w.q]
 		if wt == nil || len(wt.Shape) < 3 || !(w.perTensor() || w.axis == 0 && int64(w.s.Len()) == wt.Shape[0]) {
 			return nil, nil
 		}

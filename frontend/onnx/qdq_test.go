@@ -119,3 +119,58 @@ func TestFoldQDQActivations(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldQDQGroups: a depthwise convolution folds (kiln has an integer
+// kernel for it); another grouped one stays in float.
+func TestFoldQDQGroups(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		group int64
+		w     ir.Shape
+		fold  bool
+	}{
+		{"depthwise", 2, ir.Shape{2, 1, 1, 1}, true},
+		{"grouped", 2, ir.Shape{4, 1, 1, 1}, false}, // 4 outputs from 2 groups: two per group
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mp := qdqGraph("")
+			for _, init := range mp.Graph.Initializer {
+				if init.GetName() == "wq" {
+					w := tensor.New(ir.Int8, tc.w)
+					*init = *TensorToProto(w, "wq")
+				}
+				if init.GetName() == "ws" || init.GetName() == "wz" || init.GetName() == "b" {
+					n := tc.w[0]
+					var v *tensor.Tensor
+					switch init.GetName() {
+					case "ws":
+						v = tensor.New(ir.Float32, ir.Shape{n})
+						for i := range v.Float32s() {
+							v.Float32s()[i] = 0.1
+						}
+					case "wz":
+						v = tensor.New(ir.Int8, ir.Shape{n})
+					default:
+						v = tensor.New(ir.Float32, ir.Shape{n})
+					}
+					*init = *TensorToProto(v, init.GetName())
+				}
+			}
+			for _, n := range mp.Graph.Node {
+				if n.GetOpType() == "Conv" {
+					n.Attribute = append(n.Attribute, &pb.AttributeProto{Name: proto.String("group"), Type: pb.AttributeProto_INT.Enum(), I: proto.Int64(tc.group)})
+				}
+			}
+			if _, err := foldQDQ(mp.Graph); err != nil {
+				t.Fatal(err)
+			}
+			var folded bool
+			for _, n := range mp.Graph.Node {
+				folded = folded || n.GetOpType() == "QLinearConv"
+			}
+			if folded != tc.fold {
+				t.Errorf("folded %v, want %v", folded, tc.fold)
+			}
+		})
+	}
+}
