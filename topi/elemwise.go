@@ -436,7 +436,40 @@ func ewComputeWhere(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 // ewComputeCast converts to the dtype attribute with the reference's
 // conversion rules (ewRefConvert).
 func ewComputeCast(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	if to := c.OutTensor().DType; to.IsInteger() && to.Size() <= 4 && in[0].DType == ir.Float32 && ewClampedToInt32(in[0]) {
+		// The input is a float clamped within int32 (QuantizeLinear's
+		// clip; a clip before a cast): truncating through int32 gives the
+		// int64 path's value, NaN 0 as there, and the C conversion
+		// vectorises (codegen/c's nanSafeInt32).
+		return ewMapCompute(c, in, true, func(xs []tir.PrimExpr) tir.PrimExpr {
+			safe := tir.NewSelect(tir.NewCall(tir.IntrinIsNaN, xs[0]), tir.Float32(0), xs[0])
+			return tir.NewCast(tir.Int32T, safe)
+		})
+	}
 	return ewMapCompute(c, in, true, func(xs []tir.PrimExpr) tir.PrimExpr { return xs[0] })
+}
+
+// ewClampedToInt32 says whether tensor t is computed as a min and a max
+// with constant bounds (in either order) within int32's range: its values
+// are in that range, or NaN.
+func ewClampedToInt32(t *te.Tensor) bool {
+	op, ok := t.Op.(*te.ComputeOp)
+	if !ok || op.IsReduce() {
+		return false
+	}
+	outer, ok := op.Body.(*tir.Binary)
+	if !ok || (outer.Op != tir.OpMin && outer.Op != tir.OpMax) {
+		return false
+	}
+	inner, ok := outer.A.(*tir.Binary)
+	if !ok || (inner.Op != tir.OpMin && inner.Op != tir.OpMax) || inner.Op == outer.Op {
+		return false
+	}
+	in := func(e tir.PrimExpr) bool {
+		f, ok := e.(*tir.FloatImm)
+		return ok && f.Value > -2147483648 && f.Value < 2147483647
+	}
+	return in(outer.B) && in(inner.B)
 }
 
 // ewComputeClip clamps into [a_min, a_max]. Floats: min(max(x, lo), hi)

@@ -72,6 +72,12 @@ func (fg *funcGen) expr(e tir.PrimExpr) string {
 		}
 		return fmt.Sprintf("(%s ? %s : %s)", fg.expr(x.Cond), fg.expr(x.True), fg.expr(x.False))
 	case *tir.Cast:
+		if to := x.T.DType; to == ir.Int32 && x.Value.Type().DType == ir.Float32 && nanSafeInt32(x.Value) {
+			// The value is 0 for NaN and otherwise clamped within int32
+			// (a clip before a cast): C's conversion is defined for it,
+			// and it vectorises.
+			return "((int32_t)" + fg.expr(x.Value) + ")"
+		}
 		return fg.cast(x.T.DType, x.Value.Type().DType, fg.expr(x.Value))
 	case *tir.BufferLoad:
 		return fg.load(x.Buffer, x.Indices)
@@ -263,6 +269,34 @@ func (fg *funcGen) binary(x *tir.Binary) string {
 		}
 	}
 	return fg.intBinary(x.Op, d, a, b)
+}
+
+// nanSafeInt32 says whether float expression e is select(isnan(v), c,
+// clamp) with c a constant and clamp a min and a max with constant bounds
+// (in either order), all within int32's range: never NaN, never out of
+// range for a conversion to int32.
+func nanSafeInt32(e tir.PrimExpr) bool {
+	sel, ok := e.(*tir.Select)
+	if !ok {
+		return false
+	}
+	cond, ok := sel.Cond.(*tir.Call)
+	if !ok || cond.Op != tir.IntrinIsNaN {
+		return false
+	}
+	inRange := func(e tir.PrimExpr) bool {
+		f, ok := e.(*tir.FloatImm)
+		return ok && f.Value > -2147483648 && f.Value < 2147483647
+	}
+	outer, ok := sel.False.(*tir.Binary)
+	if !inRange(sel.True) || !ok || (outer.Op != tir.OpMin && outer.Op != tir.OpMax) {
+		return false
+	}
+	inner, ok := outer.A.(*tir.Binary)
+	if !ok || (inner.Op != tir.OpMin && inner.Op != tir.OpMax) || inner.Op == outer.Op {
+		return false
+	}
+	return inRange(outer.B) && inRange(inner.B)
 }
 
 // nonNegative reports whether integer expression e is never negative:
