@@ -12,8 +12,33 @@ import (
 	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/ref"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
+
+// compileRun compiles mod for host, verifying the IR after every stage,
+// runs it on inputs and returns its outputs and its generated C.
+func compileRun(t *testing.T, mod *graph.Module, host *targets.Target, inputs map[string]*tensor.Tensor) ([]*tensor.Tensor, string) {
+	t.Helper()
+	res, err := Compile(mod, nil, Config{Host: host, Out: filepath.Join(t.TempDir(), "a"), Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(res.Dir, "kiln_lib.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := LoadArtifact(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer art.Close()
+	got, err := art.Run(inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, string(src)
+}
 
 // TestClampedCast: a cast to a narrow integer of a clip with bounds within
 // int32 (QuantizeLinear's tail) converts directly, and gives the
@@ -57,25 +82,9 @@ func TestClampedCast(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Compile(mod, nil, Config{Host: hostTarget(t), Out: filepath.Join(t.TempDir(), "a"), Verify: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := os.ReadFile(filepath.Join(res.Dir, "kiln_lib.c"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if direct := !strings.Contains(string(src), "kiln_f2i64("); direct != tc.direct {
+		got, src := compileRun(t, mod, hostTarget(t), map[string]*tensor.Tensor{"x": x})
+		if direct := !strings.Contains(src, "kiln_f2i64("); direct != tc.direct {
 			t.Errorf("clip [%g, %g] to %s: direct conversion %v, want %v", tc.lo, tc.hi, tc.to, direct, tc.direct)
-		}
-		art, err := LoadArtifact(res.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := art.Run(map[string]*tensor.Tensor{"x": x})
-		art.Close()
-		if err != nil {
-			t.Fatal(err)
 		}
 		if !got[0].Equal(want.Flatten()[0]) {
 			t.Errorf("clip [%g, %g] to %s: compiled %v, reference %v", tc.lo, tc.hi, tc.to, got[0].Data, want.Flatten()[0].Data)

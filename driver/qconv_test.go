@@ -2,8 +2,6 @@ package driver
 
 import (
 	"math/rand"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -125,33 +123,17 @@ func TestQConv2DDifferential(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				res, err := Compile(mod, nil, Config{Host: l.Host, Out: filepath.Join(t.TempDir(), "a"), Verify: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				src, err := os.ReadFile(filepath.Join(res.Dir, "kiln_lib.c"))
-				if err != nil {
-					t.Fatal(err)
-				}
+				got, src := compileRun(t, mod, l.Host, map[string]*tensor.Tensor{"x": x})
 				kernel := "kiln_qconv_"
 				if dw {
 					kernel = "kiln_qdwconv_"
 				}
-				if got := strings.Contains(string(src), kernel); got != tc.fast {
-					t.Errorf("the CPU kernel %s used: %v, want %v", kernel, got, tc.fast)
+				if used := strings.Contains(src, kernel); used != tc.fast {
+					t.Errorf("the CPU kernel %s used: %v, want %v", kernel, used, tc.fast)
 				}
 				feats := l.Host.Processor().Features
-				if tc.fast && !dw && strings.Contains(strings.Join(feats, " "), "vnni") != strings.Contains(string(src), "dpbusd") {
-					t.Errorf("features %v, but vpdpbusd used: %v", feats, strings.Contains(string(src), "dpbusd"))
-				}
-				art, err := LoadArtifact(res.Dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer art.Close()
-				got, err := art.Run(map[string]*tensor.Tensor{"x": x})
-				if err != nil {
-					t.Fatal(err)
+				if tc.fast && !dw && strings.Contains(strings.Join(feats, " "), "vnni") != strings.Contains(src, "dpbusd") {
+					t.Errorf("features %v, but vpdpbusd used: %v", feats, strings.Contains(src, "dpbusd"))
 				}
 				if !got[0].Equal(want.Flatten()[0]) {
 					t.Errorf("compiled and reference differ:\n%v\n%v", got[0].Int32s()[:16], want.Flatten()[0].Int32s()[:16])

@@ -3,7 +3,6 @@ package driver
 import (
 	"math"
 	"math/rand"
-	"path/filepath"
 	"testing"
 
 	"github.com/kiln-dev/kiln/graph"
@@ -74,19 +73,7 @@ func TestRequantizeDifferential(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Compile(mod, nil, Config{Host: hostTarget(t), Out: filepath.Join(t.TempDir(), "a"), Verify: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			art, err := LoadArtifact(res.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer art.Close()
-			got, err := art.Run(map[string]*tensor.Tensor{"x": x})
-			if err != nil {
-				t.Fatal(err)
-			}
+			got, _ := compileRun(t, mod, hostTarget(t), map[string]*tensor.Tensor{"x": x})
 			w := want.Flatten()[0]
 			if !got[0].Equal(w) {
 				t.Fatalf("compiled %v\nreference %v", got[0].Data[:40], w.Data[:40])

@@ -101,10 +101,28 @@ func computeQConvCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 // computeQConvRequantizeCPU is qnn.conv2d_requantize through the CPU
 // kernel, requantizing in registers.
 func computeQConvRequantizeCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	return qconvCPU(c, in, newQConvEpi(c, in))
+}
+
+// newQConvEpi is a qnn.conv2d_requantize call's requantization.
+func newQConvEpi(c *strategy.Call, in []*te.Tensor) *qconvEpi {
 	lo, hi := op.RequantizeRange(c.Attrs)
-	epi := &qconvEpi{shift: c.Attrs.Int("shift"), zp: c.Attrs.Int("out_zero_point"), lo: lo, hi: hi,
+	return &qconvEpi{shift: c.Attrs.Int("shift"), zp: c.Attrs.Int("out_zero_point"), lo: lo, hi: hi,
 		perChannel: len(in[3].Shape) == 1, signed: c.OutTensor().DType == ir.Int8}
-	return qconvCPU(c, in, epi)
+}
+
+// newQConvParams reads a qnn.conv2d call's geometry for the CPU kernels.
+func newQConvParams(c *strategy.Call, x, w *te.Tensor) (qconvParams, error) {
+	ot := c.OutTensor()
+	strides, pb, _, dil, err := op.SpatialAttrs(c.Attrs, 2)
+	if err != nil {
+		return qconvParams{}, fmt.Errorf("%s: %v", c.Op.Name, err)
+	}
+	return qconvParams{
+		c: x.Shape[1], h: x.Shape[2], w: x.Shape[3], oc: ot.Shape[1], oh: ot.Shape[2], ow: ot.Shape[3],
+		kh: w.Shape[2], kw: w.Shape[3], sh: strides[0], sw: strides[1], ph: pb[0], pw: pb[1], dh: dil[0], dw: dil[1],
+		izp: c.Attrs.Int("input_zero_point"), signed: x.DType == ir.Int8, isa: qconvISAFor(c.Target.Processor().Features),
+	}, nil
 }
 
 // qconvCPU builds the CPU kernel's stages: the weight sums, the input in
@@ -113,14 +131,9 @@ func computeQConvRequantizeCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor,
 func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, error) {
 	x, w := in[0], in[1]
 	ot := c.OutTensor()
-	strides, pb, _, dil, err := op.SpatialAttrs(c.Attrs, 2)
+	p, err := newQConvParams(c, x, w)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", c.Op.Name, err)
-	}
-	p := qconvParams{
-		c: x.Shape[1], h: x.Shape[2], w: x.Shape[3], oc: ot.Shape[1], oh: ot.Shape[2], ow: ot.Shape[3],
-		kh: w.Shape[2], kw: w.Shape[3], sh: strides[0], sw: strides[1], ph: pb[0], pw: pb[1], dh: dil[0], dw: dil[1],
-		izp: c.Attrs.Int("input_zero_point"), signed: x.DType == ir.Int8, isa: qconvISAFor(c.Target.Processor().Features),
+		return nil, err
 	}
 	k, err := newQConvKernel(p, epi)
 	if err != nil {

@@ -58,23 +58,15 @@ func computeQDWConvCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) 
 }
 
 func computeQDWConvRequantizeCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
-	lo, hi := op.RequantizeRange(c.Attrs)
-	epi := &qconvEpi{shift: c.Attrs.Int("shift"), zp: c.Attrs.Int("out_zero_point"), lo: lo, hi: hi,
-		perChannel: len(in[3].Shape) == 1, signed: c.OutTensor().DType == ir.Int8}
-	return qdwconvCPU(c, in, epi)
+	return qdwconvCPU(c, in, newQConvEpi(c, in))
 }
 
 func qdwconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, error) {
 	x, w := in[0], in[1]
 	ot := c.OutTensor()
-	strides, pb, _, dil, err := op.SpatialAttrs(c.Attrs, 2)
+	p, err := newQConvParams(c, x, w)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", c.Op.Name, err)
-	}
-	p := qconvParams{
-		c: x.Shape[1], h: x.Shape[2], w: x.Shape[3], oc: ot.Shape[1], oh: ot.Shape[2], ow: ot.Shape[3],
-		kh: w.Shape[2], kw: w.Shape[3], sh: strides[0], sw: strides[1], ph: pb[0], pw: pb[1], dh: dil[0], dw: dil[1],
-		izp: c.Attrs.Int("input_zero_point"), signed: x.DType == ir.Int8, isa: qconvISAFor(c.Target.Processor().Features),
+		return nil, err
 	}
 	k := newQDWConvKernel(p, epi)
 	inputs := []*te.Tensor{x, w}
