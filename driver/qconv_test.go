@@ -142,3 +142,44 @@ func TestQConv2DDifferential(t *testing.T) {
 		}
 	}
 }
+
+// TestInt8MaxPool: max pooling of uint8 and int8 (quantized models') runs
+// through the CPU max pool kernel and gives the reference executor's
+// values, with padding, strides, dilation and ceil mode.
+func TestInt8MaxPool(t *testing.T) {
+	testenv.Cgo(t)
+	rng := rand.New(rand.NewSource(4))
+	for _, dt := range []ir.DType{ir.Uint8, ir.Int8} {
+		for _, attrs := range []ir.Attrs{
+			{"pool_size": []int64{3, 3}, "strides": []int64{2, 2}, "padding": []int64{1, 1, 1, 1}},
+			{"pool_size": []int64{2, 2}, "strides": []int64{2, 2}},
+			{"pool_size": []int64{3, 3}, "strides": []int64{2, 2}, "ceil_mode": true},
+			{"pool_size": []int64{3, 2}, "dilation": []int64{2, 1}, "padding": []int64{2, 0, 1, 1}},
+		} {
+			x := tensor.New(dt, ir.Shape{2, 3, 13, 11})
+			for i := range x.Data {
+				x.Data[i] = byte(rng.Intn(256))
+			}
+			in := graph.NewVar("x", x.Type())
+			call, err := graph.NewCall(op.MaxPool2D, []graph.Expr{in}, attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mod := graph.NewModule(graph.NewFunction([]*graph.Var{in}, call, nil))
+			if err := graph.InferTypes(mod); err != nil {
+				t.Fatal(err)
+			}
+			want, err := ref.Run(mod, []*tensor.Tensor{x})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, src := compileRun(t, mod, hostTarget(t), map[string]*tensor.Tensor{"x": x})
+			if !strings.Contains(src, "kiln_maxpool_") {
+				t.Errorf("%s %v: the max pool kernel is not used", dt, attrs)
+			}
+			if !got[0].Equal(want.Flatten()[0]) {
+				t.Errorf("%s %v: compiled and reference differ", dt, attrs)
+			}
+		}
+	}
+}

@@ -197,7 +197,7 @@ func (p *convPlan) localTile(x *te.Tensor, pad tir.PrimExpr, cols int64, body ti
 // maxTile is the tileBody of max pooling: one call of the max pool
 // kernel (pool_kernel.go) per tile.
 func maxTile(ctx *te.TensorizeContext, xb *tir.Buffer, koff []int64, plane, cols int64) (tir.Stmt, error) {
-	k, err := newMaxPoolKernel(koff, plane, cols)
+	k, err := newMaxPoolKernel(koff, plane, cols, xb.DType)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func init() {
 	}
 	if err := strategy.Default.Add(op.MaxPool2D, strategy.ForKey("cpu"), strategy.Implementation{
 		Name: op.MaxPool2D.Name + ".cpu", PLevel: strategy.PLevelTuned,
-		Compute: computeMaxPoolCPU, Schedule: scheduleMaxPoolCPU, Valid: poolCPUValid,
+		Compute: computeMaxPoolCPU, Schedule: scheduleMaxPoolCPU, Valid: maxPoolCPUValid,
 	}); err != nil {
 		panic(err)
 	}
@@ -95,6 +95,16 @@ func scheduleMaxPoolCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Ten
 }
 
 // poolCPUValid accepts float32 pooling of 4-D (NCHW) tensors.
+// maxPoolCPUValid accepts what poolCPUValid does, and 8-bit integers
+// (quantized models' max pooling).
+func maxPoolCPUValid(c *strategy.Call) bool {
+	ot, ok := c.OutType.(*ir.TensorType)
+	if ok && (ot.DType == ir.Uint8 || ot.DType == ir.Int8) {
+		return len(ot.Shape) == 4 && ot.Shape.NumElements() > 0
+	}
+	return poolCPUValid(c)
+}
+
 func poolCPUValid(c *strategy.Call) bool {
 	ot, ok := c.OutType.(*ir.TensorType)
 	return ok && ot.DType == ir.Float32 && len(ot.Shape) == 4 && ot.Shape.NumElements() > 0

@@ -28,10 +28,11 @@ import (
 type maxPoolKernel struct {
 	koff        []int64
 	plane, cols int64
+	dt          ir.DType // float32, or an 8-bit integer (plain max, no special values)
 	symbol, src string
 }
 
-func newMaxPoolKernel(koff []int64, plane, cols int64) (*maxPoolKernel, error) {
+func newMaxPoolKernel(koff []int64, plane, cols int64, dt ir.DType) (*maxPoolKernel, error) {
 	maxOff, err := maxTapOffset("max pool kernel", koff)
 	if err != nil {
 		return nil, err
@@ -39,7 +40,10 @@ func newMaxPoolKernel(koff []int64, plane, cols int64) (*maxPoolKernel, error) {
 	if len(koff) == 0 || cols <= 0 || maxOff+cols > plane || plane > math.MaxInt32 {
 		return nil, fmt.Errorf("max pool kernel: %d taps up to offset %d over %d columns do not fit a %d-element tile", len(koff), maxOff, cols, plane)
 	}
-	k := &maxPoolKernel{koff: koff, plane: plane, cols: cols}
+	if dt != ir.Float32 && dt != ir.Uint8 && dt != ir.Int8 {
+		return nil, fmt.Errorf("max pool kernel: type %s", dt)
+	}
+	k := &maxPoolKernel{koff: koff, plane: plane, cols: cols, dt: dt}
 	src := k.source("KILN_SYMBOL")
 	h := sha256.Sum256([]byte(src))
 	k.symbol = "kiln_maxpool_" + hex.EncodeToString(h[:6])
@@ -60,6 +64,19 @@ func (k *maxPoolKernel) source(sym string) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("/* Max pooling, %d taps over %d columns of a %d-element tile. */\n", len(k.koff), k.cols, k.plane)
+	if k.dt != ir.Float32 {
+		// Integers have no special values: the max of all taps in one
+		// vectorised pass.
+		t := map[ir.DType]string{ir.Uint8: "uint8_t", ir.Int8: "int8_t"}[k.dt]
+		p("static void %s(%s* restrict v, const %s* restrict t) {\n", sym, t, t)
+		p("  for (int32_t j = 0; j < %d; ++j) {\n", k.cols)
+		p("    %s m = t[j + %d];\n", t, k.koff[0])
+		for _, o := range k.koff[1:] {
+			p("    m = t[j + %d] > m ? t[j + %d] : m;\n", o, o)
+		}
+		p("    v[j] = m;\n  }\n}\n")
+		return b.String()
+	}
 	p("static inline float %s_max(float a, float b) {\n", sym)
 	p("  float m = a > b ? a : b;\n")
 	p("  m = ((a == 0) & (b == 0)) ? a + b : m;\n")
@@ -115,9 +132,12 @@ func (k *maxPoolKernel) Eval(args []tir.KernelArg) error {
 	for j := int64(0); j < k.cols; j++ {
 		m := tm.Float(toff + j + k.koff[0])
 		for _, o := range k.koff[1:] {
-			m = math.Max(m, tm.Float(toff+j+o))
+			m = math.Max(m, tm.Float(toff+j+o)) // integers: exact in float64
 		}
-		vm.SetFloat(voff+j, tir.RoundFloat(m, ir.Float32))
+		if k.dt == ir.Float32 {
+			m = tir.RoundFloat(m, ir.Float32)
+		}
+		vm.SetFloat(voff+j, m)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tir"
 )
 
@@ -22,7 +23,7 @@ func TestMaxPoolKernelMatchesEval(t *testing.T) {
 	const wq, rows = 8, 3 // one phase plane: 3 rows of 8 columns
 	plane := int64(4 * rows * wq)
 	koff := []int64{0, 24, 1, 48, 72, 49, 8, 32, 9} // the 3x3 taps over 4 phase planes
-	k, err := newMaxPoolKernel(koff, plane, 2*wq-1)
+	k, err := newMaxPoolKernel(koff, plane, 2*wq-1, ir.Float32)
 	if err != nil {
 		t.Fatal(err)
 	}
