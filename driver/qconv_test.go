@@ -183,3 +183,51 @@ func TestInt8MaxPool(t *testing.T) {
 		}
 	}
 }
+
+// TestQDenseDifferential: qnn.dense compiled gives the reference
+// executor's int32 values exactly, through the CPU kernel (int8 weights,
+// zero point 0) and the generic compute (a weight zero point), for uint8
+// and int8 data, reductions and column counts that are not multiples of
+// the vector width or of the kernel's column block.
+func TestQDenseDifferential(t *testing.T) {
+	testenv.Cgo(t)
+	rng := rand.New(rand.NewSource(10))
+	for _, tc := range []struct {
+		m, k, n  int64
+		x, w     ir.DType
+		izp, kzp int64
+		fast     bool
+	}{
+		{1, 1280, 1000, ir.Uint8, ir.Int8, 128, 0, true},
+		{3, 77, 65, ir.Int8, ir.Int8, -7, 0, true},
+		{5, 8, 3, ir.Uint8, ir.Int8, 0, 0, true},
+		{2, 33, 70, ir.Uint8, ir.Uint8, 10, 128, false},
+	} {
+		x, w := tensor.New(tc.x, ir.Shape{tc.m, tc.k}), tensor.New(tc.w, ir.Shape{tc.n, tc.k})
+		for _, v := range []*tensor.Tensor{x, w} {
+			for i := range v.Data {
+				v.Data[i] = byte(rng.Intn(256))
+			}
+		}
+		in := graph.NewVar("x", x.Type())
+		call, err := graph.NewCall(op.QDense, []graph.Expr{in, graph.NewConstant(w)}, ir.Attrs{"input_zero_point": tc.izp, "kernel_zero_point": tc.kzp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod := graph.NewModule(graph.NewFunction([]*graph.Var{in}, call, nil))
+		if err := graph.InferTypes(mod); err != nil {
+			t.Fatal(err)
+		}
+		want, err := ref.Run(mod, []*tensor.Tensor{x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, src := compileRun(t, mod, hostTarget(t), map[string]*tensor.Tensor{"x": x})
+		if used := strings.Contains(src, "kiln_qdense_"); used != tc.fast {
+			t.Errorf("%dx%dx%d: the CPU kernel used %v, want %v", tc.m, tc.k, tc.n, used, tc.fast)
+		}
+		if !got[0].Equal(want.Flatten()[0]) {
+			t.Errorf("%dx%dx%d %s x %s: compiled and reference differ", tc.m, tc.k, tc.n, tc.x, tc.w)
+		}
+	}
+}

@@ -12,6 +12,26 @@ func init() {
 	register(op.Requantize, requantizeKernel)
 	register(op.QConv2D, qconvKernel)
 	register(op.QConv2DRequantize, qconvRequantizeKernel)
+	register(op.QDense, qdenseKernel)
+}
+
+// qdenseKernel computes qnn.dense in int64 and wraps to int32 once.
+func qdenseKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*tensor.Tensor, error) {
+	ot := out.(*ir.TensorType)
+	x, w := args[0], args[1]
+	izp, kzp := attrs.Int("input_zero_point"), attrs.Int("kernel_zero_point")
+	m, n, k := int(x.Shape[0]), int(w.Shape[0]), int(x.Shape[1])
+	res := tensor.New(ir.Int32, ot.Shape)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s int64
+			for l := 0; l < k; l++ {
+				s += (x.Int(i*k+l) - izp) * (w.Int(j*k+l) - kzp)
+			}
+			res.Int32s()[i*n+j] = int32(s)
+		}
+	}
+	return []*tensor.Tensor{res}, nil
 }
 
 // qconvRequantizeKernel is qconvKernel, plus the bias, then

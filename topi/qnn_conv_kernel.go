@@ -318,7 +318,7 @@ func (k *qconvKernel) mainScalar(w func(string, ...any)) {
 	w("        acc[j] += (int32_t)aa[0] * bb[0] + (int32_t)aa[1] * bb[1] + (int32_t)aa[2] * bb[2] + (int32_t)aa[3] * bb[3];\n      }\n")
 	w("    }\n")
 	w("    const int32_t comp = %d * wsum[o];\n", k.p.izpu())
-	w("    for (int32_t j = 0; j < np; ++j) %s\n  }\n", k.emitScalar("o", "j", "acc[j] - comp"))
+	w("    for (int32_t j = 0; j < np; ++j) %s\n  }\n", k.emitScalar("o", "j", "(int32_t)((uint32_t)acc[j] - (uint32_t)comp)"))
 }
 
 // mainAVX512 is the AVX-512 VNNI block: 8 channels x 32 pixels in 16

@@ -277,6 +277,9 @@ func (b *builder) integerMatMul(a, azp, bm, bzp graph.Expr) graph.Expr {
 	if b.err != nil {
 		return nil
 	}
+	if e := b.qdense(a, azp, bm, bzp); e != nil {
+		return e
+	}
 	m := int64(1)
 	if len(at.Shape) >= 2 {
 		m = at.Shape[len(at.Shape)-2]
@@ -319,6 +322,58 @@ func (b *builder) integerConv(x, xzp, w, wzp graph.Expr) graph.Expr {
 	return b.convND(xc, wc)
 }
 
+// uniformZeroPoint returns the value of a constant zero point whose
+// elements are all equal (0 when there is none); false otherwise.
+func uniformZeroPoint(e graph.Expr) (int64, bool) {
+	if e == nil {
+		return 0, true
+	}
+	k, ok := e.(*graph.Constant)
+	if !ok || k.Value.Len() == 0 {
+		return 0, false
+	}
+	v := k.Value.Int(0)
+	for i := 1; i < k.Value.Len(); i++ {
+		if k.Value.Int(i) != v {
+			return 0, false
+		}
+	}
+	return v, true
+}
+
+// qdense is integerMatMul as qnn.dense, for 8-bit operands whose second
+// is a constant matrix [K, N] and whose zero points are constants, one
+// each: the leading dimensions of a are flattened into rows, and the
+// weight is stored transposed ([N, K], a row per output column). It
+// returns nil otherwise.
+func (b *builder) qdense(a, azp, bm, bzp graph.Expr) graph.Expr {
+	at, bt := b.typ(a), b.typ(bm)
+	k, isConst := bm.(*graph.Constant)
+	if at == nil || bt == nil || !isConst || len(bt.Shape) != 2 || len(at.Shape) == 0 {
+		return nil
+	}
+	is8 := func(dt ir.DType) bool { return dt == ir.Int8 || dt == ir.Uint8 }
+	kd, n := bt.Shape[0], bt.Shape[1]
+	if !is8(at.DType) || !is8(bt.DType) || at.Shape[len(at.Shape)-1] != kd {
+		return nil
+	}
+	izp, ok1 := uniformZeroPoint(azp)
+	kzp, ok2 := uniformZeroPoint(bzp)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	rows := at.Shape[:len(at.Shape)-1].NumElements()
+	wt := tensor.New(bt.DType, ir.Shape{n, kd})
+	for i := int64(0); i < kd; i++ {
+		for j := int64(0); j < n; j++ {
+			wt.Data[j*kd+i] = k.Value.Data[i*n+j]
+		}
+	}
+	d := b.call(op.QDense, ir.Attrs{"input_zero_point": izp, "kernel_zero_point": kzp},
+		b.reshape(a, ir.Shape{rows, kd}), graph.NewConstant(wt))
+	return b.reshape(d, append(at.Shape[:len(at.Shape)-1:len(at.Shape)-1], n))
+}
+
 // qconv2d is integerConv as qnn.conv2d, for 2-D convolutions of 8-bit
 // operands whose zero points are constants, one for the input and one for
 // all of the weight's channels. It returns nil otherwise.
@@ -331,24 +386,8 @@ func (b *builder) qconv2d(x, xzp, w, wzp graph.Expr) graph.Expr {
 	if !is8(xt.DType) || !is8(wt.DType) {
 		return nil
 	}
-	zp := func(e graph.Expr) (int64, bool) {
-		if e == nil {
-			return 0, true
-		}
-		k, ok := e.(*graph.Constant)
-		if !ok || k.Value.Len() == 0 {
-			return 0, false
-		}
-		v := k.Value.Int(0)
-		for i := 1; i < k.Value.Len(); i++ {
-			if k.Value.Int(i) != v {
-				return 0, false
-			}
-		}
-		return v, true
-	}
-	izp, ok1 := zp(xzp)
-	kzp, ok2 := zp(wzp)
+	izp, ok1 := uniformZeroPoint(xzp)
+	kzp, ok2 := uniformZeroPoint(wzp)
 	if !ok1 || !ok2 {
 		return nil
 	}

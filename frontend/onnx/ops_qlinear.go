@@ -230,7 +230,18 @@ func msQGemm(c *Ctx, n *Node) ([]graph.Expr, error) {
 		a = b.call(op.Transpose, ir.Attrs{"axes": []int64{1, 0}}, a)
 	}
 	if n.Int("transB", 0) != 0 {
-		bm = b.call(op.Transpose, ir.Attrs{"axes": []int64{1, 0}}, bm)
+		if k, ok := bm.(*graph.Constant); ok && k.Value.DType.Size() == 1 {
+			// Transposed here, so that the weight stays a constant.
+			t := tensor.New(k.Value.DType, ir.Shape{bt.Shape[1], bt.Shape[0]})
+			for i := int64(0); i < bt.Shape[0]; i++ {
+				for j := int64(0); j < bt.Shape[1]; j++ {
+					t.Data[j*bt.Shape[0]+i] = k.Value.Data[i*bt.Shape[1]+j]
+				}
+			}
+			bm = graph.NewConstant(t)
+		} else {
+			bm = b.call(op.Transpose, ir.Attrs{"axes": []int64{1, 0}}, bm)
+		}
 	}
 	acc := b.integerMatMul(a, az, bm, bz)
 	if bias != nil {

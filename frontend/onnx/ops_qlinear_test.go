@@ -93,3 +93,38 @@ func TestQLinearContribErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestQGemmConstantWeight: a QGemm or QLinearMatMul whose B is a constant
+// 8-bit matrix computes as qnn.dense, with the values of the float
+// definition.
+func TestQGemmConstantWeight(t *testing.T) {
+	u8 := func(s ir.Shape, v ...float64) *tensor.Tensor { return nnTD(ir.Uint8, s, v...) }
+	i8 := func(s ir.Shape, v ...float64) *tensor.Tensor { return nnTD(ir.Int8, s, v...) }
+	f := func(v float64) *tensor.Tensor { return nnT(ir.Shape{}, v) }
+	// As "gemm transB with bias" above: [104, 96].
+	got, err := msRun("QGemm", map[string]*Attr{"transB": nnAInt(1)}, map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true},
+		u8(ir.Shape{1, 2}, 2, 3), f(0.5), u8(ir.Shape{}, 1), i8(ir.Shape{2, 2}, 1, 1, 2, -1), f(0.5), i8(ir.Shape{}, 0),
+		nnTD(ir.Int32, ir.Shape{2}, 1, -4), f(0.25), u8(ir.Shape{}, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := u8(ir.Shape{1, 2}, 104, 96); !got[0].Equal(want) {
+		t.Errorf("QGemm: got %v, want %v", got[0].Data, want.Data)
+	}
+	if !strings.Contains(lastModule.String(), "qnn.dense(") {
+		t.Errorf("QGemm with a constant B: no qnn.dense:\n%s", lastModule)
+	}
+	// QLinearMatMul of a [2, 1, 2] by a constant [2, 3]: rows flattened.
+	got, err = nnRun("QLinearMatMul", 10, nil, 1, map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true},
+		u8(ir.Shape{2, 1, 2}, 1, 2, 3, 4), f(1), u8(ir.Shape{}, 0), i8(ir.Shape{2, 3}, 1, 0, -1, 0, 1, 1), f(1), i8(ir.Shape{}, 0), f(1), u8(ir.Shape{}, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// [1 2] -> [1, 2, 1]; [3 4] -> [3, 4, 1]; + 10
+	if want := u8(ir.Shape{2, 1, 3}, 11, 12, 11, 13, 14, 11); !got[0].Equal(want) {
+		t.Errorf("QLinearMatMul: got %v, want %v", got[0].Data, want.Data)
+	}
+	if !strings.Contains(lastModule.String(), "qnn.dense(") {
+		t.Errorf("QLinearMatMul with a constant B: no qnn.dense:\n%s", lastModule)
+	}
+}

@@ -222,3 +222,46 @@ func qconvRequantizeRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 	// broadcasts to it.
 	return requantizeRel([]ir.Type{acc, ir.NewTensorType(ir.Int32, ir.Shape{})}, attrs)
 }
+
+// QDense is a matrix product of 8-bit integers with int32 sums, the
+// product of quantized matrix operators:
+//
+//	out[m, n] = sum over k of (data[m, k] - input_zero_point) *
+//	                          (weight[n, k] - kernel_zero_point)
+//
+// data [M, K] and weight [N, K] (a row per output column, as nn.dense)
+// are int8 or uint8.
+var QDense = declare(&Op{Name: "qnn.dense", NumArgs: 2, Pattern: OutEWiseFusable,
+	Attrs: []AttrSpec{
+		{Name: "input_zero_point", Kind: ir.AttrInt, Default: int64(0)},
+		{Name: "kernel_zero_point", Kind: ir.AttrInt, Default: int64(0)},
+	},
+	Rel: qdenseRel, Doc: "int8/uint8 matrix product with int32 sums (data [M, K], weight [N, K])"})
+
+func qdenseRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
+	ts, err := Tensors(args)
+	if err != nil {
+		return nil, err
+	}
+	for i, what := range []string{"data", "weight"} {
+		if dt := ts[i].DType; dt != ir.Int8 && dt != ir.Uint8 {
+			return nil, fmt.Errorf("%s type %s: want int8 or uint8", what, dt)
+		}
+		if len(ts[i].Shape) != 2 {
+			return nil, fmt.Errorf("%s %s: want a matrix", what, ts[i])
+		}
+	}
+	if ts[0].Shape[1] != ts[1].Shape[1] {
+		return nil, fmt.Errorf("data %s and weight %s differ in their reduction (K)", ts[0], ts[1])
+	}
+	for _, z := range []struct {
+		name string
+		dt   ir.DType
+	}{{"input_zero_point", ts[0].DType}, {"kernel_zero_point", ts[1].DType}} {
+		v := attrs.Int(z.name)
+		if lo, hi := int64(-128), int64(127); z.dt == ir.Uint8 && (v < 0 || v > 255) || z.dt == ir.Int8 && (v < lo || v > hi) {
+			return nil, fmt.Errorf("%s %d is outside %s", z.name, v, z.dt)
+		}
+	}
+	return ir.NewTensorType(ir.Int32, ir.Shape{ts[0].Shape[0], ts[1].Shape[0]}), nil
+}

@@ -170,3 +170,35 @@ func TestQConv2DRequantizeRel(t *testing.T) {
 		})
 	}
 }
+
+func TestQDenseRel(t *testing.T) {
+	tt := func(dt ir.DType, s ...int64) ir.Type { return ir.NewTensorType(dt, s) }
+	for _, tc := range []struct {
+		args  []ir.Type
+		attrs ir.Attrs
+		want  string
+	}{
+		{[]ir.Type{tt(ir.Uint8, 3, 8), tt(ir.Int8, 5, 8)}, ir.Attrs{"input_zero_point": int64(128)}, "Tensor[(3, 5), int32]"},
+		{[]ir.Type{tt(ir.Int8, 3, 8), tt(ir.Uint8, 5, 8)}, ir.Attrs{"input_zero_point": int64(-1), "kernel_zero_point": int64(255)}, "Tensor[(3, 5), int32]"},
+		{[]ir.Type{tt(ir.Uint8, 3, 8), tt(ir.Int8, 5, 7)}, nil, "reduction"},
+		{[]ir.Type{tt(ir.Uint8, 2, 3, 8), tt(ir.Int8, 5, 8)}, nil, "want a matrix"},
+		{[]ir.Type{tt(ir.Int32, 3, 8), tt(ir.Int8, 5, 8)}, nil, "data type int32"},
+		{[]ir.Type{tt(ir.Uint8, 3, 8), tt(ir.Int8, 5, 8)}, ir.Attrs{"input_zero_point": int64(256)}, "input_zero_point 256"},
+		{[]ir.Type{tt(ir.Uint8, 3, 8), tt(ir.Int8, 5, 8)}, ir.Attrs{"kernel_zero_point": int64(128)}, "kernel_zero_point 128"},
+	} {
+		attrs, err := QDense.MakeAttrs(tc.attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := QDense.Infer(tc.args, attrs)
+		if err != nil {
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+			}
+			continue
+		}
+		if got.String() != tc.want {
+			t.Errorf("%v: type %s, want %s", tc.args, got, tc.want)
+		}
+	}
+}
