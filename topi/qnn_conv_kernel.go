@@ -268,6 +268,27 @@ func (k *qconvKernel) epilogueHelpers() string {
 	w("  int64_t q = p >> %d;\n  const int64_t r = p & INT64_C(%d);\n", e.shift, mask)
 	w("  q += (int64_t)((r > INT64_C(%d)) | ((r == INT64_C(%d)) & (int)(q & 1)));\n", half, half)
 	w("  q += %d;\n  return (int32_t)(q < %d ? %d : q > %d ? %d : q);\n}\n", e.zp, e.lo, e.lo, e.hi, e.hi)
+	if k.p.isa == qconvAVXVNNI {
+		// AVX2 has no 64-bit arithmetic shift: for |p| < 2^62 (products
+		// of two int32), (p + 2^62) shifted logically, less 2^(62-s), is
+		// p shifted arithmetically; the mask of the low bits is the same.
+		w("static inline __m256i KILN_SYMBOL_rq64(__m256i p) {\n")
+		w("  __m256i q = _mm256_sub_epi64(_mm256_srli_epi64(_mm256_add_epi64(p, _mm256_set1_epi64x(INT64_C(1) << 62)), %d), _mm256_set1_epi64x(INT64_C(1) << %d));\n", e.shift, 62-e.shift)
+		w("  const __m256i r = _mm256_and_si256(p, _mm256_set1_epi64x(INT64_C(%d)));\n", mask)
+		w("  const __m256i h = _mm256_set1_epi64x(INT64_C(%d)), one = _mm256_set1_epi64x(1);\n", half)
+		w("  const __m256i up = _mm256_or_si256(_mm256_cmpgt_epi64(r, h), _mm256_and_si256(_mm256_cmpeq_epi64(r, h), _mm256_cmpeq_epi64(_mm256_and_si256(q, one), one)));\n")
+		w("  q = _mm256_add_epi64(_mm256_sub_epi64(q, up), _mm256_set1_epi64x(%d));\n", e.zp)
+		w("  const __m256i lo = _mm256_set1_epi64x(%d), hi = _mm256_set1_epi64x(%d);\n", e.lo, e.hi)
+		w("  q = _mm256_blendv_epi8(q, lo, _mm256_cmpgt_epi64(lo, q));\n")
+		w("  return _mm256_blendv_epi8(q, hi, _mm256_cmpgt_epi64(q, hi));\n}\n")
+		w("static inline __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
+		w("  v = _mm256_add_epi32(v, _mm256_set1_epi32(b));\n")
+		w("  const __m256i mv = _mm256_set1_epi32(m);\n")
+		w("  const __m256i qe = KILN_SYMBOL_rq64(_mm256_mul_epi32(v, mv));\n")
+		w("  const __m256i qo = KILN_SYMBOL_rq64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), mv));\n")
+		w("  return _mm256_blend_epi32(qe, _mm256_slli_epi64(qo, 32), 0xAA);\n}\n")
+		return b.String()
+	}
 	if k.p.isa != qconvAVX512VNNI {
 		return b.String()
 	}
@@ -373,8 +394,11 @@ func (k *qconvKernel) store512(w func(string, ...any), o, acc string) {
 func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	mr, izpu := k.mr, k.p.izpu()
 	store := func(ind, acc, o string) {
-		if k.epi != nil {
-			w("%s{ int32_t tmp[16]; _mm256_storeu_si256((__m256i*)tmp, %s0); _mm256_storeu_si256((__m256i*)(tmp + 8), %s1); for (int32_t j = 0; j < np; ++j) %s }\n", ind, acc, acc, k.emitScalar(o, "j", "tmp[j]"))
+		if e := k.epi; e != nil {
+			ot := map[bool]string{true: "int8_t", false: "uint8_t"}[e.signed]
+			w("%s{ const int32_t b = bias[%s], mm = %s; int32_t tmp[16];\n", ind, o, k.multExpr(o))
+			w("%s  _mm256_storeu_si256((__m256i*)tmp, KILN_SYMBOL_rq8(%s0, b, mm)); _mm256_storeu_si256((__m256i*)(tmp + 8), KILN_SYMBOL_rq8(%s1, b, mm));\n", ind, acc, acc)
+			w("%s  for (int32_t j = 0; j < np; ++j) out[(int64_t)(%s) * P + p0 + j] = (%s)tmp[j]; }\n", ind, o, ot)
 			return
 		}
 		dst := "out + (int64_t)(" + o + ") * P + p0"

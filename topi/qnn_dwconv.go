@@ -116,7 +116,13 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 	if epi != nil {
 		// The dense kernel's requantization (sixteen lanes at a time on
 		// AVX-512), written for this kernel's symbol.
-		b.WriteString((&qconvKernel{p: qconvParams{isa: p.isa}, epi: epi}).epilogueHelpers())
+		// The sixteen-lane form only: the AVX2 rows are requantized one
+		// value at a time.
+		isa := qconvScalar
+		if p.isa == qconvAVX512VNNI {
+			isa = p.isa
+		}
+		b.WriteString((&qconvKernel{p: qconvParams{isa: isa}, epi: epi}).epilogueHelpers())
 	}
 	w("/* Depthwise qnn.conv2d: one of %d channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d). */\n",
 		p.c, p.h, p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw)
