@@ -141,22 +141,8 @@ func qconvRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 	if err != nil {
 		return nil, err
 	}
-	for i, what := range []string{"data", "weight"} {
-		if dt := ts[i].DType; dt != ir.Int8 && dt != ir.Uint8 {
-			return nil, fmt.Errorf("%s type %s: want int8 or uint8", what, dt)
-		}
-	}
-	inRange := func(v int64, dt ir.DType) bool {
-		if dt == ir.Uint8 {
-			return v >= 0 && v <= 255
-		}
-		return v >= -128 && v <= 127
-	}
-	if z := attrs.Int("input_zero_point"); !inRange(z, ts[0].DType) {
-		return nil, fmt.Errorf("input_zero_point %d is outside %s", z, ts[0].DType)
-	}
-	if z := attrs.Int("kernel_zero_point"); !inRange(z, ts[1].DType) {
-		return nil, fmt.Errorf("kernel_zero_point %d is outside %s", z, ts[1].DType)
+	if err := checkQOperands(ts, attrs); err != nil {
+		return nil, err
 	}
 	ws, err := QConvWeightShape(ts[0].Shape, ts[1].Shape, attrs)
 	if err != nil {
@@ -165,6 +151,28 @@ func qconvRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 	// The shape rule is nn.conv2d's, on int32 stand-ins.
 	as := []ir.Type{ir.NewTensorType(ir.Int32, ts[0].Shape), ir.NewTensorType(ir.Int32, ws)}
 	return convRel(2)(as, attrs)
+}
+
+// checkQOperands checks the data and weight of an integer product
+// (qnn.conv2d, qnn.dense): int8 or uint8, and input_zero_point and
+// kernel_zero_point within their types.
+func checkQOperands(ts []*ir.TensorType, attrs ir.Attrs) error {
+	for i, what := range []string{"data", "weight"} {
+		if dt := ts[i].DType; dt != ir.Int8 && dt != ir.Uint8 {
+			return fmt.Errorf("%s type %s: want int8 or uint8", what, dt)
+		}
+	}
+	for i, name := range []string{"input_zero_point", "kernel_zero_point"} {
+		v, dt := attrs.Int(name), ts[i].DType
+		lo, hi := int64(-128), int64(127)
+		if dt == ir.Uint8 {
+			lo, hi = 0, 255
+		}
+		if v < lo || v > hi {
+			return fmt.Errorf("%s %d is outside %s", name, v, dt)
+		}
+	}
+	return nil
 }
 
 // QConvWeightShape is a qnn.conv2d weight's shape in OIHW: its own for
@@ -243,25 +251,16 @@ func qdenseRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkQOperands(ts, attrs); err != nil {
+		return nil, err
+	}
 	for i, what := range []string{"data", "weight"} {
-		if dt := ts[i].DType; dt != ir.Int8 && dt != ir.Uint8 {
-			return nil, fmt.Errorf("%s type %s: want int8 or uint8", what, dt)
-		}
 		if len(ts[i].Shape) != 2 {
 			return nil, fmt.Errorf("%s %s: want a matrix", what, ts[i])
 		}
 	}
 	if ts[0].Shape[1] != ts[1].Shape[1] {
 		return nil, fmt.Errorf("data %s and weight %s differ in their reduction (K)", ts[0], ts[1])
-	}
-	for _, z := range []struct {
-		name string
-		dt   ir.DType
-	}{{"input_zero_point", ts[0].DType}, {"kernel_zero_point", ts[1].DType}} {
-		v := attrs.Int(z.name)
-		if lo, hi := int64(-128), int64(127); z.dt == ir.Uint8 && (v < 0 || v > 255) || z.dt == ir.Int8 && (v < lo || v > hi) {
-			return nil, fmt.Errorf("%s %d is outside %s", z.name, v, z.dt)
-		}
 	}
 	return ir.NewTensorType(ir.Int32, ir.Shape{ts[0].Shape[0], ts[1].Shape[0]}), nil
 }
