@@ -80,7 +80,8 @@ func (p *qparam) same(o *qparam) bool {
 
 type qdqFolder struct {
 	g         *pb.GraphProto
-	consts    map[string]*tensor.Tensor // small constants: initializers and Constant nodes
+	protos    map[string]*pb.TensorProto // initializers and Constant nodes' values, by name
+	consts    map[string]*tensor.Tensor  // the ones decoded (konst), nil for those that fail
 	producer  map[string]int
 	consumers map[string]int
 	reader    map[string]int // tensor -> the first node reading it
@@ -91,15 +92,12 @@ type qdqFolder struct {
 }
 
 func newQDQFolder(g *pb.GraphProto) *qdqFolder {
-	f := &qdqFolder{g: g, consts: map[string]*tensor.Tensor{}, producer: map[string]int{}, consumers: map[string]int{}, reader: map[string]int{},
+	f := &qdqFolder{g: g, protos: map[string]*pb.TensorProto{}, consts: map[string]*tensor.Tensor{}, producer: map[string]int{}, consumers: map[string]int{}, reader: map[string]int{},
 		outputs: map[string]bool{}, removed: map[int]bool{}, names: map[string]bool{}}
 	for _, t := range g.GetInitializer() {
 		f.names[t.GetName()] = true
-		if t.GetDataLocation() == pb.TensorProto_EXTERNAL {
-			continue
-		}
-		if v, err := TensorFromProto(t); err == nil {
-			f.consts[t.GetName()] = v
+		if t.GetDataLocation() != pb.TensorProto_EXTERNAL {
+			f.protos[t.GetName()] = t
 		}
 	}
 	for _, o := range g.GetOutput() {
@@ -120,9 +118,7 @@ func newQDQFolder(g *pb.GraphProto) *qdqFolder {
 		if n.GetOpType() == "Constant" && n.GetDomain() == "" && len(n.GetOutput()) == 1 {
 			for _, a := range n.GetAttribute() {
 				if a.GetName() == "value" && a.GetT() != nil && a.GetT().GetDataLocation() != pb.TensorProto_EXTERNAL {
-					if v, err := TensorFromProto(a.GetT()); err == nil {
-						f.consts[n.Output[0]] = v
-					}
+					f.protos[n.Output[0]] = a.GetT()
 				}
 			}
 		}
@@ -150,6 +146,24 @@ func countSubgraphReads(a *pb.AttributeProto, reads map[string]int) {
 	}
 }
 
+// konst returns a constant's value, decoding it the first time it is
+// asked for (only scales, zero points, quantized weights and biases are:
+// a model's float weights are never decoded here); nil when name is not
+// a constant or does not decode.
+func (f *qdqFolder) konst(name string) *tensor.Tensor {
+	if v, ok := f.consts[name]; ok {
+		return v
+	}
+	var v *tensor.Tensor
+	if p := f.protos[name]; p != nil {
+		if t, err := TensorFromProto(p); err == nil {
+			v = t
+		}
+	}
+	f.consts[name] = v
+	return v
+}
+
 // node returns the node producing a tensor if it is an op of the default
 // domain (nil otherwise).
 func (f *qdqFolder) node(t, opType string) (int, *pb.NodeProto) {
@@ -170,7 +184,7 @@ func (f *qdqFolder) params(n *pb.NodeProto) *qparam {
 	if len(in) < 2 {
 		return nil
 	}
-	p := &qparam{q: in[0], scale: in[1], s: f.consts[in[1]], axis: attrI(n, "axis", 1)}
+	p := &qparam{q: in[0], scale: in[1], s: f.konst(in[1]), axis: attrI(n, "axis", 1)}
 	if p.s == nil || p.s.Len() == 0 || !p.s.DType.IsFloat() {
 		return nil
 	}
@@ -180,7 +194,7 @@ func (f *qdqFolder) params(n *pb.NodeProto) *qparam {
 		}
 	}
 	if len(in) > 2 && in[2] != "" {
-		p.zero, p.z = in[2], f.consts[in[2]]
+		p.zero, p.z = in[2], f.konst(in[2])
 		if p.z == nil || (p.z.Len() != p.s.Len() && p.z.Len() != 1) {
 			return nil
 		}
@@ -268,7 +282,7 @@ func (f *qdqFolder) clipBounds(n *pb.NodeProto) (float64, float64, bool) {
 		if k+1 >= len(n.Input) || n.Input[k+1] == "" {
 			continue
 		}
-		v := f.consts[n.Input[k+1]]
+		v := f.konst(n.Input[k+1])
 		if v == nil || v.Len() != 1 || !v.DType.IsFloat() {
 			return 0, 0, false
 		}

@@ -88,7 +88,7 @@ func (f *qdqFolder) bias(name string, xs float64, ws *tensor.Tensor, n int64) (s
 	}
 	scale := func(c int) float64 { return float64(float32(xs) * float32(ws.Float(min(c, ws.Len()-1)))) }
 	if p := f.dq(name); p != nil {
-		q := f.consts[p.q]
+		q := f.konst(p.q)
 		if q == nil || q.DType != ir.Int32 || len(q.Shape) != 1 || q.Shape[0] != n || (p.z != nil && p.z.Int(0) != 0) {
 			return "", false
 		}
@@ -100,7 +100,7 @@ func (f *qdqFolder) bias(name string, xs float64, ws *tensor.Tensor, n int64) (s
 		}
 		return p.q, true
 	}
-	b := f.consts[name]
+	b := f.konst(name)
 	if b == nil || b.DType != ir.Float32 || len(b.Shape) != 1 || b.Shape[0] != n {
 		return "", false
 	}
@@ -128,7 +128,7 @@ func (f *qdqFolder) foldProduct(i int, n *pb.NodeProto) ([]*pb.NodeProto, error)
 	}
 	switch n.GetOpType() {
 	case "Conv":
-		wt := f.consts[w.q]
+		wt := f.konst(w.q)
 		// Grouped convolutions other than depthwise ones stay in float
 		// until kiln has an integer kernel for them: the generic int32
 		// compute is many times slower than the float grouped kernel.
@@ -148,7 +148,7 @@ func (f *qdqFolder) foldProduct(i int, n *pb.NodeProto) ([]*pb.NodeProto, error)
 		}
 		return f.finish(mkNode(n, "QLinearConv", "", in, "", n.Attribute), qi, ai, qp, lo, hi), nil
 	case "MatMul":
-		if wt := f.consts[w.q]; !w.perTensor() && (wt == nil || len(wt.Shape) != 2 || (w.axis != 1 && w.axis != -1)) {
+		if wt := f.konst(w.q); !w.perTensor() && (wt == nil || len(wt.Shape) != 2 || (w.axis != 1 && w.axis != -1)) {
 			return nil, nil
 		}
 		in := []string{x.q, x.scale, x.zero, w.q, w.scale, w.zero, qp.scale, qp.zero}
@@ -173,7 +173,7 @@ func (f *qdqFolder) foldGemm(i int, n *pb.NodeProto) ([]*pb.NodeProto, error) {
 	if !complete(x, w) || !x.perTensor() {
 		return nil, nil
 	}
-	wt := f.consts[w.q]
+	wt := f.konst(w.q)
 	if wt == nil || len(wt.Shape) != 2 {
 		return nil, nil
 	}
