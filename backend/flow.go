@@ -70,6 +70,12 @@ type Flow struct {
 	// tir.disable_vectorize and tir.disable_assert; nil means the
 	// defaults). Other PrimFuncs never see them.
 	TIRPasses func(t *targets.Target, pc *passconfig.Config) []tirtransform.Pass
+	// Unmeasured says that timing the kind's code on the compiling
+	// machine tells nothing about the machine it is for (a
+	// microcontroller's kernels compiled for the host only to check
+	// them): measured partitioning is skipped for a compilation that
+	// lists the kind, and partitioning is greedy.
+	Unmeasured bool
 }
 
 // noFlow is the flow of kinds without one.

@@ -65,9 +65,15 @@ type MeasureOptions struct {
 const copyBandwidth = 5e9
 
 // CanMeasure reports whether measured partitioning applies to a
-// compilation for tgts: one has an external code generator (HasExternal)
-// and this build can run the candidates it measures (runtime.CanRun).
+// compilation for tgts: one has an external code generator (HasExternal),
+// none is backend.Flow.Unmeasured, and this build can run the candidates
+// it measures (runtime.CanRun).
 func CanMeasure(tgts []*targets.Target) bool {
+	for _, t := range tgts {
+		if backend.Of(t.Kind).Unmeasured {
+			return false
+		}
+	}
 	return HasExternal(tgts) && runtime.CanRun
 }
 
