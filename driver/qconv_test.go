@@ -62,7 +62,8 @@ func TestQConv2DDifferential(t *testing.T) {
 		{"requantized generic", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 5}, ir.Shape{8, 2, 3, 3}, ir.Attrs{"groups": int64(4), "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(3)}, false,
 			ir.Attrs{"out_zero_point": int64(0), "out_dtype": ir.Uint8}},
 	}
-	hosts := []string{"c", "c -mattr=-avx512f", "c -mattr=-avx512f,-avxvnni"}
+	// AVX-512 VNNI, AVX-VNNI, AVX2 (vpmaddwd) and plain C.
+	hosts := []string{"c", "c -mattr=-avx512f", "c -mattr=-avx512f,-avxvnni", "c -mcpu=x86-64"}
 	for _, tc := range cases {
 		x, w := fill(tc.x, tc.xs), fill(tc.w, tc.ws)
 		dw := strings.HasPrefix(tc.name, "depthwise")

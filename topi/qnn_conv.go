@@ -22,7 +22,8 @@ import (
 //     tile of output pixels, in parallel: it copies the tile's taps (one
 //     32-bit word holds four input channels of a pixel) and multiplies
 //     them with the weight words using the target's widest integer dot
-//     product (AVX-512 VNNI vpdpbusd, AVX-VNNI, else plain C), then
+//     product (AVX-512 VNNI vpdpbusd, AVX-VNNI; AVX2 vpmaddwd on the
+//     bytes widened to 16 bits; else plain C), then
 //     subtracts input_zero_point times each channel's weight sum.
 
 func init() {
@@ -198,6 +199,7 @@ const (
 	qconvScalar     qconvISA = iota
 	qconvAVX512VNNI          // vpdpbusd on 512-bit vectors
 	qconvAVXVNNI             // vpdpbusd on 256-bit vectors (VEX)
+	qconvAVX2                // vpmaddwd on 16-bit halves (AVX2 without VNNI; exact, unlike vpmaddubsw's saturating sums)
 )
 
 // qconvISAFor picks the widest integer dot product of a processor's
@@ -208,6 +210,8 @@ func qconvISAFor(features []string) qconvISA {
 		return qconvAVX512VNNI
 	case slices.Contains(features, "avxvnni"):
 		return qconvAVXVNNI
+	case slices.Contains(features, "avx2"):
+		return qconvAVX2
 	}
 	return qconvScalar
 }

@@ -238,7 +238,7 @@ func (k *qconvKernel) source() string {
 	switch p.isa {
 	case qconvAVX512VNNI:
 		k.mainAVX512(w)
-	case qconvAVXVNNI:
+	case qconvAVXVNNI, qconvAVX2:
 		k.mainAVX2(w)
 	default:
 		k.mainScalar(w)
@@ -268,7 +268,7 @@ func (k *qconvKernel) epilogueHelpers() string {
 	w("  int64_t q = p >> %d;\n  const int64_t r = p & INT64_C(%d);\n", e.shift, mask)
 	w("  q += (int64_t)((r > INT64_C(%d)) | ((r == INT64_C(%d)) & (int)(q & 1)));\n", half, half)
 	w("  q += %d;\n  return (int32_t)(q < %d ? %d : q > %d ? %d : q);\n}\n", e.zp, e.lo, e.lo, e.hi, e.hi)
-	if k.p.isa == qconvAVXVNNI {
+	if k.p.isa == qconvAVXVNNI || k.p.isa == qconvAVX2 {
 		// AVX2 has no 64-bit arithmetic shift: for |p| < 2^62 (products
 		// of two int32), (p + 2^62) shifted logically, less 2^(62-s), is
 		// p shifted arithmetically; the mask of the low bits is the same.
@@ -389,8 +389,29 @@ func (k *qconvKernel) store512(w func(string, ...any), o, acc string) {
 	w("      _mm_mask_storeu_epi8((char*)d + 16, m1, KILN_SYMBOL_rq16(_mm512_sub_epi32(%s1, c), b, mm)); }\n", acc)
 }
 
-// mainAVX2 is the AVX-VNNI block: 4 channels x 16 pixels in 8 ymm
-// accumulators; a partial tile is stored through a buffer.
+// splitX widens the AVX2 kernel's input vectors (eight pixels of four
+// uint8 channels each) into 16-bit lanes: xe holds channels 0 and 2 of
+// each pixel, xo channels 1 and 3.
+func (k *qconvKernel) splitX(w func(string, ...any), xs ...string) {
+	for _, x := range xs {
+		w("      const __m256i %se = _mm256_and_si256(%s, _mm256_set1_epi16(0xff)), %so = _mm256_srli_epi16(%s, 8);\n", x, x, x, x)
+	}
+}
+
+// dot256 is the C statement acc += the four-channel dot products of the
+// pixels of x with the broadcast weight word b: one vpdpbusd with
+// AVX-VNNI; without it, vpmaddwd of the 16-bit halves (splitX; the
+// weight bytes sign-extended in place), exact where vpmaddubsw's 16-bit
+// pair sums would saturate.
+func (k *qconvKernel) dot256(acc, x, b string) string {
+	if k.p.isa != qconvAVX2 {
+		return fmt.Sprintf("%s = _mm256_dpbusd_avx_epi32(%s, %s, %s);", acc, acc, x, b)
+	}
+	return fmt.Sprintf("%s = _mm256_add_epi32(%s, _mm256_add_epi32(_mm256_madd_epi16(%se, _mm256_srai_epi16(_mm256_slli_epi16(%s, 8), 8)), _mm256_madd_epi16(%so, _mm256_srai_epi16(%s, 8))));", acc, acc, x, b, x, b)
+}
+
+// mainAVX2 is the AVX-VNNI (or AVX2) block: 4 channels x 16 pixels in 8
+// ymm accumulators; a partial tile is stored through a buffer.
 func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	mr, izpu := k.mr, k.p.izpu()
 	store := func(ind, acc, o string) {
@@ -412,8 +433,11 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	}
 	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
 	w("      const __m256i x0 = _mm256_load_si256((const __m256i*)(xp + k4 * NP)), x1 = _mm256_load_si256((const __m256i*)(xp + k4 * NP + 8));\n")
+	if k.p.isa == qconvAVX2 {
+		k.splitX(w, "x0", "x1")
+	}
 	for m := int64(0); m < mr; m++ {
-		w("      { const __m256i b = _mm256_set1_epi32(KILN_QW(o + %d, k4)); a%d0 = _mm256_dpbusd_avx_epi32(a%d0, x0, b); a%d1 = _mm256_dpbusd_avx_epi32(a%d1, x1, b); }\n", m, m, m, m, m)
+		w("      { const __m256i b = _mm256_set1_epi32(KILN_QW(o + %d, k4)); %s %s }\n", m, k.dot256(fmt.Sprintf("a%d0", m), "x0", "b"), k.dot256(fmt.Sprintf("a%d1", m), "x1", "b"))
 	}
 	w("    }\n")
 	for m := int64(0); m < mr; m++ {
@@ -426,8 +450,11 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	w("    __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();\n")
 	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
 	w("      const __m256i b = _mm256_set1_epi32(KILN_QW(o, k4));\n")
-	w("      a0 = _mm256_dpbusd_avx_epi32(a0, _mm256_load_si256((const __m256i*)(xp + k4 * NP)), b);\n")
-	w("      a1 = _mm256_dpbusd_avx_epi32(a1, _mm256_load_si256((const __m256i*)(xp + k4 * NP + 8)), b);\n    }\n")
+	w("      const __m256i x0 = _mm256_load_si256((const __m256i*)(xp + k4 * NP)), x1 = _mm256_load_si256((const __m256i*)(xp + k4 * NP + 8));\n")
+	if k.p.isa == qconvAVX2 {
+		k.splitX(w, "x0", "x1")
+	}
+	w("      %s %s\n    }\n", k.dot256("a0", "x0", "b"), k.dot256("a1", "x1", "b"))
 	w("    const __m256i c = _mm256_set1_epi32(%d * wsum[o]); a0 = _mm256_sub_epi32(a0, c); a1 = _mm256_sub_epi32(a1, c);\n", izpu)
 	store("    ", "a", "o")
 	w("  }\n")

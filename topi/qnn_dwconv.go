@@ -114,15 +114,10 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 		xt = "int8_t"
 	}
 	if epi != nil {
-		// The dense kernel's requantization (sixteen lanes at a time on
-		// AVX-512), written for this kernel's symbol.
-		// The sixteen-lane form only: the AVX2 rows are requantized one
-		// value at a time.
-		isa := qconvScalar
-		if p.isa == qconvAVX512VNNI {
-			isa = p.isa
-		}
-		b.WriteString((&qconvKernel{p: qconvParams{isa: isa}, epi: epi}).epilogueHelpers())
+		// The convolution kernel's requantization (sixteen lanes at a
+		// time on AVX-512, eight with AVX2), written for this kernel's
+		// symbol.
+		b.WriteString((&qconvKernel{p: qconvParams{isa: p.isa}, epi: epi}).epilogueHelpers())
 	}
 	w("/* Depthwise qnn.conv2d: one of %d channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d). */\n",
 		p.c, p.h, p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw)
@@ -170,6 +165,16 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 			w("      const __mmask16 km = (__mmask16)((1u << (%d - ox)) - 1u);\n", p.ow)
 			w("      _mm_mask_storeu_epi8((void*)(d + ox), km, KILN_SYMBOL_rq16(_mm512_maskz_loadu_epi32(km, (const void*)(acc + ox)), b, m));\n    }\n")
 		} else {
+			if p.isa == qconvAVXVNNI || p.isa == qconvAVX2 {
+				// Eight lanes, narrowed to bytes: the values are within
+				// the output type's range, so the saturating packs are
+				// exact.
+				pack := map[bool]string{true: "_mm_packs_epi16", false: "_mm_packus_epi16"}[epi.signed]
+				w("    for (; ox + 8 <= %d; ox += 8) {\n", p.ow)
+				w("      const __m256i q = KILN_SYMBOL_rq8(_mm256_loadu_si256((const __m256i*)(acc + ox)), b, m);\n")
+				w("      const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));\n")
+				w("      _mm_storel_epi64((__m128i*)(void*)(d + ox), %s(h, h));\n    }\n", pack)
+			}
 			w("    for (; ox < %d; ++ox) d[ox] = (%s)KILN_SYMBOL_rq(acc[ox], b, m);\n", p.ow, ot)
 		}
 	} else {
@@ -185,7 +190,7 @@ func (k *qdwconvKernel) Symbol() string { return k.symbol }
 
 // Includes implements tir.Kernel.
 func (k *qdwconvKernel) Includes() []string {
-	if k.epi != nil && k.p.isa == qconvAVX512VNNI {
+	if k.epi != nil && k.p.isa != qconvScalar {
 		return []string{"<immintrin.h>"}
 	}
 	return nil
