@@ -127,3 +127,48 @@ func lineHas(text, a, b string) bool {
 	}
 	return false
 }
+
+// TestMCUNNConv1D: the keyword-spotting conv1d model quantized to int8
+// runs on mcunn whole but for the input quantization, reshapes and the
+// output dequantization (its 1-D convolutions import as qnn.conv2d of
+// height 1), with the host engine's outputs bit for bit.
+func TestMCUNNConv1D(t *testing.T) {
+	testenv.Cgo(t)
+	model, err := shared.Path("models", "conv1d_kws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	q := filepath.Join(dir, "kws_int8.onnx")
+	if code, _, stderr := kiln("quantize", filepath.Join(model, "model.onnx"), "-o", q, "--samples", "8", "--activation-type", "int8", "--eval", "0"); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	inPB := filepath.Join(model, "test_data_set_0", "input_0.pb")
+	outs := map[string][]byte{}
+	for _, tgt := range []string{"c", "mcunn, c"} {
+		art := filepath.Join(dir, strings.ReplaceAll(tgt, ", ", "_")+".kiln")
+		code, stdout, stderr := kiln("compile", q, "-t", tgt, "-o", art, "-v", "--pass-config", "import.fold_qdq=true")
+		if code != 0 {
+			t.Fatalf("compile -t %q: %s", tgt, stderr)
+		}
+		if tgt != "c" {
+			for _, node := range []string{"/0/Conv", "/2/Conv", "/4/GlobalAveragePool", "/6/Gemm"} {
+				if !lineHas(stdout, node, "mcunn #") {
+					t.Errorf("%s is not on mcunn:\n%s", node, stdout)
+				}
+			}
+		}
+		od := filepath.Join(dir, "out_"+strings.ReplaceAll(tgt, ", ", "_"))
+		if code, _, stderr := kiln("run", art, "--input", inPB, "--output-dir", od); code != 0 {
+			t.Fatalf("run -t %q: %s", tgt, stderr)
+		}
+		v, err := tensor.ReadNpyFile(filepath.Join(od, "output.npy"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[tgt] = v.Data
+	}
+	if !bytes.Equal(outs["c"], outs["mcunn, c"]) {
+		t.Error("mcunn's output differs from the host engine's")
+	}
+}

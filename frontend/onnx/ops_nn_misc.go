@@ -374,12 +374,20 @@ func (b *builder) qdense(a, azp, bm, bzp graph.Expr) graph.Expr {
 	return b.reshape(d, append(at.Shape[:len(at.Shape)-1:len(at.Shape)-1], n))
 }
 
-// qconv2d is integerConv as qnn.conv2d, for 2-D convolutions of 8-bit
-// operands whose zero points are constants, one for the input and one for
-// all of the weight's channels. It returns nil otherwise.
+// qconv2d is integerConv as qnn.conv2d, for 1-D and 2-D convolutions of
+// 8-bit operands whose zero points are constants, one for the input and
+// one for all of the weight's channels. A 1-D convolution is the 2-D one
+// of height 1 between reshapes (NCW as NC1W, OIW as OI1W), so that it
+// runs through the same kernels. It returns nil otherwise.
 func (b *builder) qconv2d(x, xzp, w, wzp graph.Expr) graph.Expr {
 	xt, wt := b.typ(x), b.typ(w)
-	if xt == nil || wt == nil || len(xt.Shape) != 4 || len(wt.Shape) != 4 {
+	if xt == nil || wt == nil {
+		return nil
+	}
+	if len(xt.Shape) == 3 && len(wt.Shape) == 3 {
+		return b.qconv1d(x, xzp, w, wzp, xt, wt)
+	}
+	if len(xt.Shape) != 4 || len(wt.Shape) != 4 {
 		return nil
 	}
 	is8 := func(dt ir.DType) bool { return dt == ir.Int8 || dt == ir.Uint8 }
@@ -405,6 +413,45 @@ func (b *builder) qconv2d(x, xzp, w, wzp graph.Expr) graph.Expr {
 		w, attrs["kernel_layout"] = graph.NewConstant(ref.PackOIHW4i(k.Value)), "OIHW4i"
 	}
 	return b.call(op.QConv2D, attrs, x, w)
+}
+
+// qconv1d is qconv2d for a 1-D convolution: qnn.conv2d of height 1
+// between reshapes, with the attributes of the width.
+func (b *builder) qconv1d(x, xzp, w, wzp graph.Expr, xt, wt *ir.TensorType) graph.Expr {
+	is8 := func(dt ir.DType) bool { return dt == ir.Int8 || dt == ir.Uint8 }
+	if !is8(xt.DType) || !is8(wt.DType) {
+		return nil
+	}
+	izp, ok1 := uniformZeroPoint(xzp)
+	kzp, ok2 := uniformZeroPoint(wzp)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	k := b.kernelShape(wt, 1)
+	s, d := b.ints("strides", 1, 1), b.ints("dilations", 1, 1)
+	pads := b.windowPads(xt.Shape[2:], k, s, d)
+	if b.err != nil {
+		return nil
+	}
+	group := b.n.Int("group", 1)
+	attrs := ir.Attrs{"strides": []int64{1, s[0]}, "dilation": []int64{1, d[0]}, "padding": []int64{0, pads[0], 0, pads[1]},
+		"groups": group, "input_zero_point": izp, "kernel_zero_point": kzp}
+	o, i := wt.Shape[0], wt.Shape[1]
+	if kc, ok := w.(*graph.Constant); ok {
+		w4 := kc.Value.Reshape(ir.Shape{o, i, 1, k[0]})
+		if group == 1 {
+			w4, attrs["kernel_layout"] = ref.PackOIHW4i(w4), "OIHW4i"
+		}
+		w = graph.NewConstant(w4)
+	} else {
+		w = b.reshape(w, ir.Shape{o, i, 1, k[0]})
+	}
+	c := b.call(op.QConv2D, attrs, b.reshape(x, ir.Shape{xt.Shape[0], xt.Shape[1], 1, xt.Shape[2]}), w)
+	ct := b.typ(c)
+	if ct == nil {
+		return nil
+	}
+	return b.reshape(c, ir.Shape{ct.Shape[0], ct.Shape[1], ct.Shape[3]})
 }
 
 func nnConvInteger(c *Ctx, n *Node) ([]graph.Expr, error) {
@@ -520,6 +567,16 @@ func nnQLinearConv(c *Ctx, n *Node) ([]graph.Expr, error) {
 // constant int32 bias (or none) and the qnn.requantize of their sum, so
 // that a kernel requantizes in registers; nil when they are not that.
 func (b *builder) fuseConvRequantize(conv, bias, req graph.Expr) graph.Expr {
+	// A 1-D convolution is reshape(qnn.conv2d): fuse the inner call and
+	// reshape its result back.
+	var back ir.Shape
+	if r, ok := conv.(*graph.Call); ok && r.Op == op.Reshape {
+		if inner, ok := r.Args[0].(*graph.Call); ok && inner.Op == op.QConv2D {
+			if t := b.typ(conv); t != nil {
+				back, conv = t.Shape, inner
+			}
+		}
+	}
 	cc, ok1 := conv.(*graph.Call)
 	rc, ok2 := req.(*graph.Call)
 	if !ok1 || !ok2 || cc.Op != op.QConv2D || rc.Op != op.Requantize || b.err != nil {
@@ -552,5 +609,9 @@ func (b *builder) fuseConvRequantize(conv, bias, req graph.Expr) graph.Expr {
 	for k, v := range rc.Attrs {
 		attrs[k] = v
 	}
-	return b.call(op.QConv2DRequantize, attrs, cc.Args[0], cc.Args[1], graph.NewConstant(bv), m)
+	out := b.call(op.QConv2DRequantize, attrs, cc.Args[0], cc.Args[1], graph.NewConstant(bv), m)
+	if back != nil {
+		out = b.reshape(out, back)
+	}
+	return out
 }

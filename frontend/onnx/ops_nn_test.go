@@ -98,6 +98,13 @@ func TestQLinearFixedPoint(t *testing.T) {
 			// channel 0: (2*{1,3} + 2) * 0.25 = {1, 2} -> -1 + = {0, 1};
 			// channel 1: -100*{1,3} = {-100, -300} -> -101, -128 (saturated)
 			i8(ir.Shape{1, 2, 1, 2}, 0, 1, -101, -128), true},
+		{"conv 1-D ties", "QLinearConv", map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true},
+			// x - 2 = {1, 3, 5, 7}; channel 0 w {1, 2} at scale 0.5: 7, 13,
+			// 19 -> 3.5, 6.5, 9.5 -> 4, 6, 10; channel 1 w {-1, 1}: 2, 2, 2.
+			[]*tensor.Tensor{u8(ir.Shape{1, 1, 4}, 3, 5, 7, 9), nnT(ir.Shape{}, 1), u8(ir.Shape{}, 2),
+				i8(ir.Shape{2, 1, 2}, 1, 2, -1, 1), nnT(ir.Shape{2}, 0.5, 1), i8(ir.Shape{2}, 0, 0),
+				nnT(ir.Shape{}, 1), i8(ir.Shape{}, 0), nnTD(ir.Int32, ir.Shape{2}, 0, 0)},
+			i8(ir.Shape{1, 2, 3}, 4, 6, 10, 2, 2, 2), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := nnRun(tc.op, 10, nil, 1, tc.consts, tc.ins...)
@@ -109,6 +116,11 @@ func TestQLinearFixedPoint(t *testing.T) {
 			}
 			if fixed := strings.Contains(lastModule.String(), "requantize("); fixed != tc.fixed {
 				t.Errorf("qnn.requantize used: %v, want %v:\n%s", fixed, tc.fixed, lastModule)
+			}
+			// Convolutions, 1-D ones too, fuse into the integer kernel's
+			// operator.
+			if tc.op == "QLinearConv" && !strings.Contains(lastModule.String(), "qnn.conv2d_requantize(") {
+				t.Errorf("no qnn.conv2d_requantize:\n%s", lastModule)
 			}
 		})
 	}
