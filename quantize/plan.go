@@ -303,6 +303,17 @@ func makePlan(x *index, perChannel bool) *plan {
 			if v := in(n, 0); p.actSet[v] {
 				p.addAct(x, n.Output[0])
 			}
+		case "Softmax":
+			// Integer engines compute it from the quantized input with an
+			// exp table (qnn.softmax); its output's calibrated range
+			// starts at 0. A graph output stays float, and then so does
+			// the input (a lone DequantizeLinear gains nothing).
+			if v := in(n, 0); x.isActivation(v) && !x.outputs[n.Output[0]] {
+				if !fused[v] {
+					p.addAct(x, v)
+				}
+				p.addAct(x, n.Output[0])
+			}
 		case "MaxPool", "AveragePool", "GlobalAveragePool", "Relu", "Clip":
 			v := in(n, 0)
 			if !x.isActivation(v) || len(n.GetOutput()) > 1 && n.Output[1] != "" {

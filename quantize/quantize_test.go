@@ -356,3 +356,19 @@ func TestOpset12PerTensor(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanSoftmax: a Softmax between quantized nodes gets its input and
+// output quantized, so that the import's QDQ folding can compute it in
+// integers (qnn.softmax).
+func TestPlanSoftmax(t *testing.T) {
+	b := newMB(13)
+	x := b.input("x", 2, 4)
+	m := b.node("MatMul", []string{x, b.weight("w", 1, 4, 3)}, "m")
+	s := b.node("Softmax", []string{m}, "s")
+	b.node("MatMul", []string{s, b.weight("w2", 1, 3, 3)}, "y")
+	b.output("y", 2, 3)
+	p := makePlan(newIndex(b.model(t).mp.Graph), true)
+	if want := "x,m,s"; strings.Join(p.acts, ",") != want {
+		t.Errorf("activations %v, want %s", p.acts, want)
+	}
+}

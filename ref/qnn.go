@@ -13,6 +13,39 @@ func init() {
 	register(op.QConv2D, qconvKernel)
 	register(op.QConv2DRequantize, qconvRequantizeKernel)
 	register(op.QDense, qdenseKernel)
+	register(op.QSoftmax, qsoftmaxKernel)
+}
+
+// qsoftmaxKernel computes qnn.softmax row by row along the axis with
+// op.QSoftmaxRow.
+func qsoftmaxKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*tensor.Tensor, error) {
+	ot := out.(*ir.TensorType)
+	x, table := args[0], args[1].Int32s()
+	ax, err := op.NormAxis(attrs.Int("axis"), len(x.Shape))
+	if err != nil {
+		return nil, err
+	}
+	n := int(x.Shape[ax])
+	inner := int(x.Shape[ax+1:].NumElements())
+	outer := int(x.Shape[:ax].NumElements())
+	res := tensor.New(ot.DType, ot.Shape)
+	lo, hi := int64(-128), int64(127)
+	if ot.DType == ir.Uint8 {
+		lo, hi = 0, 255
+	}
+	row, q := make([]int64, n), make([]int64, n)
+	for o := 0; o < outer; o++ {
+		for i := 0; i < inner; i++ {
+			for j := range row {
+				row[j] = x.Int((o*n+j)*inner + i)
+			}
+			op.QSoftmaxRow(row, table, attrs.Int("multiplier"), attrs.Int("shift"), attrs.Int("out_zero_point"), lo, hi, q)
+			for j, v := range q {
+				res.SetInt((o*n+j)*inner+i, v)
+			}
+		}
+	}
+	return []*tensor.Tensor{res}, nil
 }
 
 // qdenseKernel computes qnn.dense in int64 and wraps to int32 once.

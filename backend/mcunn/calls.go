@@ -34,7 +34,8 @@ var callTemplates = map[string]string{
 	"kiln_nn_fully_connected_s8_s32_nobias": "kiln_nn_fully_connected_s8_s32(" + fcPar + ", %s, %s, %s, %s, %s, " + noBias + ", %s)",
 	"kiln_nn_global_avg_pool_s8": "kiln_nn_global_avg_pool_s8(&(const kiln_nn_avg_params){%s, %s, " + tile + "}, " + quant + ", " +
 		dims + ", %s, %s)",
-	"kiln_nn_add_s8": "kiln_nn_add_s8(&(const kiln_nn_add_params){%s, %s, %s, %s, %s, " + tile + "}, " + quant + ", %s, %s, %s, %s)",
+	"kiln_nn_softmax_s8": "kiln_nn_softmax_s8(&(const kiln_nn_softmax_params){%s, %s, %s, " + tile + "}, %s, %s, %s, %s, %s)",
+	"kiln_nn_add_s8":     "kiln_nn_add_s8(&(const kiln_nn_add_params){%s, %s, %s, %s, %s, " + tile + "}, " + quant + ", %s, %s, %s, %s)",
 }
 
 // templateArgs is the number of arguments a call template takes.

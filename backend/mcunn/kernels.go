@@ -81,6 +81,8 @@ func recognize(body graph.Expr) (*kernel, error) {
 		}
 	case op.Requantize:
 		return requantizeKernel(c, rt)
+	case op.QSoftmax:
+		return softmaxKernel(c, rt)
 	}
 	return nil, fmt.Errorf("%s is not a kernel of mcunn", graph.Describe(c))
 }
@@ -445,6 +447,31 @@ func addKernel(rq, add *graph.Call, rt *ir.TensorType) (*kernel, error) {
 	k.imm(rt.Shape.NumElements())
 	k.operand(xs[0])
 	k.operand(xs[1])
+	k.args = append(k.args, arg{kind: argOutput})
+	return k, nil
+}
+
+// softmaxKernel maps qnn.softmax of int8 along the last axis to
+// kiln_nn_softmax_s8.
+func softmaxKernel(c *graph.Call, rt *ir.TensorType) (*kernel, error) {
+	xt, err := int8Tensor(c.Args[0], "data")
+	if err != nil {
+		return nil, err
+	}
+	if rt.DType != ir.Int8 {
+		return nil, fmt.Errorf("result is %s: kiln_nn writes int8", rt.DType)
+	}
+	r := len(xt.Shape)
+	if ax := c.Attrs.Int("axis"); r == 0 || ax != -1 && ax != int64(r-1) {
+		return nil, fmt.Errorf("softmax along axis %d of %v: kiln_nn takes the last axis", ax, xt.Shape)
+	}
+	cols := xt.Shape[r-1]
+	zp := c.Attrs.Int("out_zero_point")
+	k := &kernel{call: "kiln_nn_softmax_s8", result: rt}
+	k.imm(c.Attrs.Int("multiplier"), c.Attrs.Int("shift"), zp, -128, 127)
+	k.operand(c.Args[1])
+	k.imm(xt.Shape.NumElements()/cols, cols)
+	k.operand(c.Args[0])
 	k.args = append(k.args, arg{kind: argOutput})
 	return k, nil
 }

@@ -14,8 +14,9 @@
 // (KeepRegionsApart): qnn.conv2d_requantize (group 1, grouped and
 // depthwise), the integer matrix product qnn.dense with an optional int32
 // bias and requantization (composites "mcunn.dense*"), int8 max pooling,
-// the integer global average (sum then requantize, "mcunn.global_avg_pool")
-// and the integer add of two quantized tensors ("mcunn.add"), all of
+// the integer global average (sum then requantize, "mcunn.global_avg_pool"),
+// the integer add of two quantized tensors ("mcunn.add") and the integer
+// softmax qnn.softmax along the last axis, all of
 // int8 (signed) tensors in NCHW; everything else stays on the host, and
 // the partition report says why. The hook lowers each function to a
 // PrimFunc whose body is one call_extern of a kiln_nn kernel; a kernel's
@@ -54,7 +55,7 @@ var Kind = &targets.Kind{
 	Name:       Name,
 	DeviceType: targets.CPU,
 	Keys:       []string{Name, "cpu"},
-	Doc:        "int8 conv, depthwise, dense, pooling and add as calls of kiln_nn, kiln's C int8 kernel library for microcontrollers",
+	Doc:        "int8 conv, depthwise, dense, pooling, add and softmax as calls of kiln_nn, kiln's C int8 kernel library for microcontrollers",
 	Flow: &backend.Flow{
 		Hooks:        backend.Hooks{RelayToTIR: relayToTIR},
 		Supports:     Supported,
@@ -120,8 +121,9 @@ func compositePatterns() []pattern.Entry {
 }
 
 // Supported reports whether mcunn takes a call (nil) or why not: a call
-// of one of its composites, or of qnn.conv2d_requantize, nn.max_pool2d or
-// qnn.dense, that a kiln_nn kernel computes (see the package doc).
+// of one of its composites, or of qnn.conv2d_requantize, nn.max_pool2d,
+// qnn.dense or qnn.softmax, that a kiln_nn kernel computes (see the
+// package doc).
 func Supported(c *graph.Call) error {
 	if c == nil {
 		return errors.New("no call")
@@ -137,9 +139,9 @@ func Supported(c *graph.Call) error {
 		return errors.New("call of a function value")
 	}
 	switch c.Op {
-	case op.QConv2DRequantize, op.MaxPool2D, op.QDense:
+	case op.QConv2DRequantize, op.MaxPool2D, op.QDense, op.QSoftmax:
 	default:
-		return fmt.Errorf("%s is not supported (mcunn takes qnn.conv2d_requantize, nn.max_pool2d, qnn.dense and its composites)", c.Op.Name)
+		return fmt.Errorf("%s is not supported (mcunn takes qnn.conv2d_requantize, nn.max_pool2d, qnn.dense, qnn.softmax and its composites)", c.Op.Name)
 	}
 	_, err := recognize(c)
 	return err

@@ -266,3 +266,17 @@ func TestRefused(t *testing.T) {
 		})
 	}
 }
+
+func TestSoftmax(t *testing.T) {
+	testenv.Cgo(t)
+	rng := rand.New(rand.NewSource(6))
+	table, mult, shift, err := op.QSoftmaxParams(0.07, 1.0/256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := tensor.New(ir.Int32, ir.Shape{256})
+	copy(tab.Int32s(), table)
+	x := graph.NewVar("x", ir.NewTensorType(ir.Int8, ir.Shape{3, 2, 37}))
+	body := mustCall(t, op.QSoftmax, ir.Attrs{"multiplier": mult, "shift": shift, "out_zero_point": int64(-128), "out_dtype": ir.Int8}, x, graph.NewConstant(tab))
+	check(t, rng, []*graph.Var{x}, body, "kiln_nn_softmax_s8")
+}

@@ -113,7 +113,7 @@ func importModel(mp *pb.ModelProto, opts Options, baseDir string) (*Model, error
 		return nil, err
 	}
 	if opts.FoldQDQ && opsets[""] >= 10 {
-		usedMS, err := foldQDQ(g)
+		usedMS, err := foldQDQ(g, opsets[""])
 		if err != nil {
 			return nil, err
 		}

@@ -32,6 +32,71 @@ func init() {
 	registerDomain(msDomain, "QLinearGlobalAveragePool", 1, msQLinearGlobalAveragePool)
 	registerDomain(msDomain, "QLinearConcat", 1, msQLinearConcat)
 	registerDomain(msDomain, "QGemm", 1, msQGemm)
+	registerDomain(msDomain, "QLinearSoftmax", 1, msQLinearSoftmax)
+}
+
+// msQLinearSoftmax imports ONNX Runtime's QLinearSoftmax (X, X_scale,
+// x_zero_point, y_scale, y_zero_point; attributes axis and opset, the
+// opset whose Softmax it computes). With constant scalar scales and zero
+// points it is qnn.softmax (integers only, a 256-entry exp table);
+// otherwise dequantize, Softmax, quantize in float. Before opset 13 the
+// softmax runs over the dimensions from axis on, flattened.
+func msQLinearSoftmax(c *Ctx, n *Node) ([]graph.Expr, error) {
+	b := &builder{c: c, n: n}
+	x, xs, xz, ys, yz := b.in(0), b.in(1), n.Input(2), b.in(3), n.Input(4)
+	xt := b.typ(x)
+	if b.err != nil {
+		return nil, b.err
+	}
+	if xz == nil || yz == nil {
+		return nil, n.Errorf("the zero points are required (they give the quantized types)")
+	}
+	r := len(xt.Shape)
+	opset := n.Int("opset", 13)
+	defAxis := int64(-1)
+	if opset < 13 {
+		defAxis = 1
+	}
+	axis, err := op.NormAxis(n.Int("axis", defAxis), r)
+	if err != nil {
+		return nil, n.Errorf("axis: %v", err)
+	}
+	// Before opset 13, the dimensions from axis on form one row.
+	shape := xt.Shape
+	flat := opset < 13 && axis < r-1
+	if flat {
+		shape = ir.Shape{xt.Shape[:axis].NumElements(), xt.Shape[axis:].NumElements()}
+	}
+	ax := int64(axis)
+	if flat {
+		ax = 1
+	}
+	if v, ok := constScalars(xs, xz, ys, yz); ok && (xt.DType == ir.Int8 || xt.DType == ir.Uint8) && v[1].DType == xt.DType &&
+		(v[3].DType == ir.Int8 || v[3].DType == ir.Uint8) && shape[ax] <= op.QSoftmaxMaxAxis {
+		// The input zero point cancels: softmax reads differences.
+		if table, mult, shift, err := op.QSoftmaxParams(v[0].Float(0), v[2].Float(0)); err == nil {
+			t := tensor.New(ir.Int32, ir.Shape{256})
+			copy(t.Int32s(), table)
+			in := x
+			if flat {
+				in = b.reshape(x, shape)
+			}
+			e := b.call(op.QSoftmax, ir.Attrs{"axis": ax, "multiplier": mult, "shift": shift, "out_zero_point": v[3].Int(0), "out_dtype": v[3].DType}, in, graph.NewConstant(t))
+			if flat {
+				e = b.reshape(e, xt.Shape)
+			}
+			return b.done(e)
+		}
+	}
+	f := b.dequantize(x, xs, xz)
+	if flat {
+		f = b.reshape(f, shape)
+	}
+	sm := b.call(op.Softmax, ir.Attrs{"axis": ax}, f)
+	if flat {
+		sm = b.reshape(sm, xt.Shape)
+	}
+	return b.done(b.quantize(sm, ys, yz, b.dtype(yz)))
 }
 
 // addShift is the fixed-point precision of QLinearAdd's input scaling: the

@@ -43,6 +43,14 @@ func TestQLinearContribOps(t *testing.T) {
 			[]*tensor.Tensor{u8(ir.Shape{1, 2}, 2, 3), f(0.5), u8(ir.Shape{}, 1), i8(ir.Shape{2, 2}, 1, 1, 2, -1), f(0.5), i8(ir.Shape{}, 0),
 				nnTD(ir.Int32, ir.Shape{2}, 1, -4), f(0.25), u8(ir.Shape{}, 100)},
 			u8(ir.Shape{1, 2}, 104, 96)},
+		{"softmax", "QLinearSoftmax", map[string]*Attr{"opset": nnAInt(13)}, []int{1, 2, 3, 4},
+			// {0.5, 1, 0.5}: 0.274, 0.452, 0.274 of 256 = 70, 116, 70
+			[]*tensor.Tensor{u8(ir.Shape{1, 3}, 1, 2, 1), f(0.5), u8(ir.Shape{}, 7), f(1.0 / 256), u8(ir.Shape{}, 0)},
+			u8(ir.Shape{1, 3}, 70, 116, 70)},
+		{"softmax opset 11 flattens from the axis", "QLinearSoftmax", map[string]*Attr{"opset": nnAInt(11), "axis": nnAInt(1)}, []int{1, 2, 3, 4},
+			// one row of four equal values: 0.25 each, 64; y's zero point -128
+			[]*tensor.Tensor{i8(ir.Shape{1, 2, 2}, 5, 5, 5, 5), f(0.5), i8(ir.Shape{}, 0), f(1.0 / 256), i8(ir.Shape{}, -128)},
+			i8(ir.Shape{1, 2, 2}, -64, -64, -64, -64)},
 		{"gemm float output", "QGemm", nil, []int{1, 2, 4, 5},
 			[]*tensor.Tensor{u8(ir.Shape{1, 2}, 2, 3), f(0.5), u8(ir.Shape{}, 1), i8(ir.Shape{2, 1}, 1, 2), f(0.5), i8(ir.Shape{}, 0)},
 			// (1*1 + 2*2) * 0.25
@@ -62,7 +70,11 @@ func TestQLinearContribOps(t *testing.T) {
 				if !got[0].Equal(tc.want) {
 					t.Errorf("got %v %v, want %v %v", got[0].Type(), got[0].Data, tc.want.Type(), tc.want.Data)
 				}
-				usesInt := strings.Contains(lastModule.String(), "requantize(")
+				marker := "requantize("
+				if tc.op == "QLinearSoftmax" {
+					marker = "qnn.softmax("
+				}
+				usesInt := strings.Contains(lastModule.String(), marker)
 				if tc.name != "gemm float output" && usesInt != constant {
 					t.Errorf("qnn.requantize used: %v\n%s", usesInt, lastModule)
 				}

@@ -30,8 +30,9 @@ import (
 // float is quantized to int32 at input scale × weight scale. Groups that
 // do not match stay as they are and compute in float. It reports whether
 // it used com.microsoft operators.
-func foldQDQ(g *pb.GraphProto) (usedMS bool, err error) {
+func foldQDQ(g *pb.GraphProto, opset int64) (usedMS bool, err error) {
 	f := newQDQFolder(g)
+	f.opset = opset
 	var out []*pb.NodeProto
 	for i, n := range g.GetNode() {
 		if f.removed[i] {
@@ -89,6 +90,7 @@ type qdqFolder struct {
 	removed   map[int]bool
 	inits     []*pb.TensorProto
 	names     map[string]bool
+	opset     int64 // the model's default-domain opset
 }
 
 func newQDQFolder(g *pb.GraphProto) *qdqFolder {
@@ -337,7 +339,7 @@ func (f *qdqFolder) fold(i int, n *pb.NodeProto) ([]*pb.NodeProto, error) {
 		return f.foldProduct(i, n)
 	case "Gemm":
 		return f.foldGemm(i, n)
-	case "GlobalAveragePool", "Concat":
+	case "GlobalAveragePool", "Concat", "Softmax":
 		return f.foldAggregate(i, n)
 	case "MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze":
 		return f.foldMove(i, n)

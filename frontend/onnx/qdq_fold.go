@@ -209,7 +209,7 @@ func (f *qdqFolder) foldGemm(i int, n *pb.NodeProto) ([]*pb.NodeProto, error) {
 	return []*pb.NodeProto{mkNode(n, "QGemm", msDomain, in, n.Output[0], attrs)}, nil
 }
 
-// foldAggregate folds GlobalAveragePool and Concat.
+// foldAggregate folds GlobalAveragePool, Concat and Softmax.
 func (f *qdqFolder) foldAggregate(i int, n *pb.NodeProto) ([]*pb.NodeProto, error) {
 	qi, qp, _, _, _ := f.tail(n, false)
 	if qi < 0 || !complete(qp) || len(n.GetInput()) == 0 {
@@ -223,10 +223,24 @@ func (f *qdqFolder) foldAggregate(i int, n *pb.NodeProto) ([]*pb.NodeProto, erro
 		}
 		xs = append(xs, x)
 	}
-	if n.GetOpType() == "GlobalAveragePool" {
+	switch n.GetOpType() {
+	case "GlobalAveragePool":
 		x := xs[0]
 		in := []string{x.q, x.scale, x.zero, qp.scale, qp.zero}
 		return f.finish(mkNode(n, "QLinearGlobalAveragePool", msDomain, in, "", nil), qi, -1, qp, 0, 0), nil
+	case "Softmax":
+		// QLinearSoftmax takes the axis and the opset whose Softmax
+		// semantics apply (before 13: over the dimensions from axis on,
+		// flattened; default axis 1).
+		x := xs[0]
+		attrs := []*pb.AttributeProto{{Name: proto.String("opset"), Type: pb.AttributeProto_INT.Enum(), I: proto.Int64(f.opset)}}
+		for _, a := range n.Attribute {
+			if a.GetName() == "axis" {
+				attrs = append(attrs, a)
+			}
+		}
+		in := []string{x.q, x.scale, x.zero, qp.scale, qp.zero}
+		return f.finish(mkNode(n, "QLinearSoftmax", msDomain, in, "", attrs), qi, -1, qp, 0, 0), nil
 	}
 	in := []string{qp.scale, qp.zero}
 	for _, x := range xs {

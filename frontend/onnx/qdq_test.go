@@ -84,7 +84,7 @@ func TestFoldQDQActivations(t *testing.T) {
 				t.Fatal(err)
 			}
 			folded := proto.Clone(mp).(*pb.ModelProto)
-			if _, err := foldQDQ(folded.Graph); err != nil {
+			if _, err := foldQDQ(folded.Graph, 13); err != nil {
 				t.Fatal(err)
 			}
 			var ops []string
@@ -161,7 +161,7 @@ func TestFoldQDQGroups(t *testing.T) {
 					n.Attribute = append(n.Attribute, &pb.AttributeProto{Name: proto.String("group"), Type: pb.AttributeProto_INT.Enum(), I: proto.Int64(tc.group)})
 				}
 			}
-			if _, err := foldQDQ(mp.Graph); err != nil {
+			if _, err := foldQDQ(mp.Graph, 13); err != nil {
 				t.Fatal(err)
 			}
 			var folded bool
@@ -172,5 +172,63 @@ func TestFoldQDQGroups(t *testing.T) {
 				t.Errorf("folded %v, want %v", folded, tc.fold)
 			}
 		})
+	}
+}
+
+// TestFoldQDQSoftmax: DQ -> Softmax -> Q folds into QLinearSoftmax, which
+// imports as qnn.softmax, within one output step of the float-emulated
+// model; Softmax's axis (here the opset-13 default) carries over.
+func TestFoldQDQSoftmax(t *testing.T) {
+	g := &pb.GraphProto{Name: proto.String("g")}
+	init := func(name string, tt *tensor.Tensor) string {
+		g.Initializer = append(g.Initializer, TensorToProto(tt, name))
+		return name
+	}
+	node := func(op string, in []string, out string) {
+		g.Node = append(g.Node, &pb.NodeProto{OpType: proto.String(op), Name: proto.String(out), Input: in, Output: []string{out}})
+	}
+	i8 := func(v float64) *tensor.Tensor { tt := tensor.New(ir.Int8, nil); tt.SetFloat(0, v); return tt }
+	node("QuantizeLinear", []string{"x", init("xs", tensor.FromFloat32s(nil, []float32{0.05})), init("xz", i8(3))}, "xq")
+	node("DequantizeLinear", []string{"xq", "xs", "xz"}, "xd")
+	node("Softmax", []string{"xd"}, "p")
+	node("QuantizeLinear", []string{"p", init("ys", tensor.FromFloat32s(nil, []float32{1.0 / 256})), init("yz", i8(-128))}, "yq")
+	node("DequantizeLinear", []string{"yq", "ys", "yz"}, "y")
+	vi := func(name string) *pb.ValueInfoProto {
+		sh := &pb.TensorShapeProto{}
+		for _, d := range []int64{2, 9} {
+			sh.Dim = append(sh.Dim, &pb.TensorShapeProto_Dimension{Value: &pb.TensorShapeProto_Dimension_DimValue{DimValue: d}})
+		}
+		return &pb.ValueInfoProto{Name: proto.String(name), Type: &pb.TypeProto{Value: &pb.TypeProto_TensorType{
+			TensorType: &pb.TypeProto_Tensor{ElemType: proto.Int32(int32(pb.TensorProto_FLOAT)), Shape: sh}}}}
+	}
+	g.Input, g.Output = []*pb.ValueInfoProto{vi("x")}, []*pb.ValueInfoProto{vi("y")}
+	mp := &pb.ModelProto{IrVersion: proto.Int64(8), Graph: g, OpsetImport: []*pb.OperatorSetIdProto{{Version: proto.Int64(13)}}}
+	data, err := proto.Marshal(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := tensor.New(ir.Float32, ir.Shape{2, 9})
+	for i := range x.Float32s() {
+		x.Float32s()[i] = float32(i%7)*0.3 - float32(i/9)*2
+	}
+	var vals [2][]float32
+	for k, fold := range []bool{false, true} {
+		m, err := Load(data, Options{FoldQDQ: fold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(m.Module.String(), "qnn.softmax("); got != fold {
+			t.Errorf("FoldQDQ %v: qnn.softmax used %v\n%s", fold, got, m.Module)
+		}
+		v, err := ref.Run(m.Module, []*tensor.Tensor{x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals[k] = v.Flatten()[0].Float32s()
+	}
+	for i := range vals[0] {
+		if d := math.Abs(float64(vals[0][i] - vals[1][i])); d > 1.0/256+1e-6 {
+			t.Errorf("element %d: float-emulated %g, integer %g", i, vals[0][i], vals[1][i])
+		}
 	}
 }

@@ -202,3 +202,35 @@ func TestQDenseRel(t *testing.T) {
 		}
 	}
 }
+
+func TestQSoftmaxRow(t *testing.T) {
+	table, mult, shift, err := QSoftmaxParams(1, 1.0/256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if table[0] != 1<<24 || mult != 1<<31-1 && mult != 256<<shift {
+		t.Fatalf("table[0] %d, multiplier %d shift %d", table[0], mult, shift)
+	}
+	for _, tc := range []struct {
+		x, want []int64
+	}{
+		{[]int64{5, 5}, []int64{0, 0}},              // 0.5 each: 128 - 128
+		{[]int64{10, 0}, []int64{127, -128}},        // 0.99995 -> 256, clamped; 4.5e-5 -> 0
+		{[]int64{-1, 0, 1}, []int64{-105, -65, 42}}, // 0.090, 0.245, 0.665 of 256: 23, 63, 170
+	} {
+		out := make([]int64, len(tc.x))
+		QSoftmaxRow(tc.x, table, mult, shift, -128, -128, 127, out)
+		for i := range out {
+			if out[i] != tc.want[i] {
+				t.Errorf("softmax of %v: %v, want %v", tc.x, out, tc.want)
+				break
+			}
+		}
+	}
+	if _, _, _, err := QSoftmaxParams(0, 1); err == nil {
+		t.Error("a zero input scale was accepted")
+	}
+	if _, _, _, err := QSoftmaxParams(1, 1e-12); err == nil {
+		t.Error("an output scale without a 31-bit inverse was accepted")
+	}
+}

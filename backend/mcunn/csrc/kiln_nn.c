@@ -222,3 +222,42 @@ void kiln_nn_add_s8(const kiln_nn_add_params *params, const kiln_nn_quant_params
                                    &params->activation);
   }
 }
+
+/* softmax_exp is the clamped table value of input v below the row's
+ * maximum m. */
+static inline int64_t kiln_nn_softmax_exp(const int32_t *table, int32_t m, int32_t v) {
+  int64_t e = table[(m - v) & 255];
+  if (e < 0) e = 0;
+  if (e > (INT64_C(1) << 30)) e = INT64_C(1) << 30;
+  return e;
+}
+
+void kiln_nn_softmax_s8(const kiln_nn_softmax_params *params, const int32_t *table, int32_t rows,
+                        int32_t cols, const int8_t *input, int8_t *output) {
+  for (int32_t r = 0; r < rows; r++) {
+    const int8_t *x = input + (size_t)r * cols;
+    int8_t *y = output + (size_t)r * cols;
+    int32_t m = -128;
+    for (int32_t j = 0; j < cols; j++) {
+      if (x[j] > m) m = x[j];
+    }
+    int64_t s = 0;
+    for (int32_t j = 0; j < cols; j++) {
+      s += kiln_nn_softmax_exp(table, m, x[j]);
+    }
+    const int64_t den = s * (INT64_C(1) << params->shift);
+    for (int32_t j = 0; j < cols; j++) {
+      int64_t q = 0;
+      if (den > 0) {
+        const int64_t num = kiln_nn_softmax_exp(table, m, x[j]) * params->multiplier;
+        q = num / den;
+        const int64_t rem = num - q * den;
+        if (2 * rem > den || (2 * rem == den && (q & 1))) q++;
+      }
+      q += params->output_offset;
+      if (q < params->activation.min) q = params->activation.min;
+      if (q > params->activation.max) q = params->activation.max;
+      y[j] = (int8_t)q;
+    }
+  }
+}

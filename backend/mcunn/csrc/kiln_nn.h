@@ -98,6 +98,15 @@ typedef struct {
   kiln_nn_activation activation;
 } kiln_nn_add_params;
 
+/* kiln_nn_softmax_params describes an integer softmax: output = clamp(
+ * round(e * multiplier / (sum of e * 2^shift)) + output_offset), e the
+ * exp table's value (clamped to [0, 2^30]) at the row's maximum minus
+ * the input. */
+typedef struct {
+  int32_t multiplier, shift, output_offset;
+  kiln_nn_activation activation;
+} kiln_nn_softmax_params;
+
 /* kiln_nn_conv_s8_get_buffer_size is the scratch size of kiln_nn_conv_s8
  * in bytes: one int16 column of the filter's length. */
 int32_t kiln_nn_conv_s8_get_buffer_size(const kiln_nn_dims *filter_dims, int32_t filter_ic_block);
@@ -155,6 +164,13 @@ void kiln_nn_global_avg_pool_s8(const kiln_nn_avg_params *params, const kiln_nn_
  * kiln_nn_add_params). */
 void kiln_nn_add_s8(const kiln_nn_add_params *params, const kiln_nn_quant_params *quant,
                     int32_t size, const int8_t *a, const int8_t *b, int8_t *output);
+
+/* kiln_nn_softmax_s8 is the softmax of each of rows rows of cols int8
+ * values, with exp read from table (256 int32 values: table[d] for a
+ * value d below the row's maximum), rounding half to even; a row whose
+ * table values sum to 0 gives output_offset. */
+void kiln_nn_softmax_s8(const kiln_nn_softmax_params *params, const int32_t *table, int32_t rows,
+                        int32_t cols, const int8_t *input, int8_t *output);
 
 #ifdef __cplusplus
 }
