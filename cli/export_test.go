@@ -60,16 +60,7 @@ func TestExportCProject(t *testing.T) {
 	}
 
 	make := tool(t, "make")
-	run := func(name string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(name, args...)
-		cmd.Dir = proj
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	run := inDir(t, proj)
 	run(make, "CC=cc")
 	in, _, err := ReadTensor(filepath.Join(model, "test_data_set_0", "input_0.pb"))
 	if err != nil {
@@ -111,6 +102,21 @@ func TestExportCProject(t *testing.T) {
 	tool(t, "qemu-system-arm")
 	run(make, "qemu", "ARGS=in.bin out_m4.bin")
 	checkProgramOutput(t, model, filepath.Join(proj, "out_m4.bin"), "Cortex-M4 (QEMU) output")
+}
+
+// inDir returns a function that runs a program in dir and returns its
+// combined output, failing the test when it fails.
+func inDir(t *testing.T, dir string) func(name string, args ...string) string {
+	return func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
 }
 
 // TestExportErrors: a graph artifact, an existing directory and a bad

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,16 +84,7 @@ func TestMCUNNProject(t *testing.T) {
 		t.Fatal(err)
 	}
 	make := tool(t, "make")
-	run := func(name string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(name, args...)
-		cmd.Dir = proj
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	run := inDir(t, proj)
 	same := func(outBin, what string) {
 		t.Helper()
 		got, err := os.ReadFile(filepath.Join(proj, outBin))

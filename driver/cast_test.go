@@ -40,6 +40,21 @@ func compileRun(t *testing.T, mod *graph.Module, host *targets.Target, inputs ma
 	return got, string(src)
 }
 
+// refOfCall returns the module main(in) = call, typed, and the reference
+// executor's result on x.
+func refOfCall(t *testing.T, in *graph.Var, call *graph.Call, x *tensor.Tensor) (*graph.Module, ref.Value) {
+	t.Helper()
+	mod := graph.NewModule(graph.NewFunction([]*graph.Var{in}, call, nil))
+	if err := graph.InferTypes(mod); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Run(mod, []*tensor.Tensor{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mod, want
+}
+
 // TestClampedCast: a cast to a narrow integer of a clip with bounds within
 // int32 (QuantizeLinear's tail) converts directly, and gives the
 // reference executor's values for NaN, infinities, fractions of either

@@ -110,14 +110,7 @@ func TestQConv2DDifferential(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		mod := graph.NewModule(graph.NewFunction([]*graph.Var{in}, call, nil))
-		if err := graph.InferTypes(mod); err != nil {
-			t.Fatal(err)
-		}
-		want, err := ref.Run(mod, []*tensor.Tensor{x})
-		if err != nil {
-			t.Fatal(err)
-		}
+		mod, want := refOfCall(t, in, call, x)
 		for _, h := range hosts {
 			t.Run(tc.name+"/"+h, func(t *testing.T) {
 				l, err := targets.ParseList(h)
@@ -166,14 +159,7 @@ func TestInt8MaxPool(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mod := graph.NewModule(graph.NewFunction([]*graph.Var{in}, call, nil))
-			if err := graph.InferTypes(mod); err != nil {
-				t.Fatal(err)
-			}
-			want, err := ref.Run(mod, []*tensor.Tensor{x})
-			if err != nil {
-				t.Fatal(err)
-			}
+			mod, want := refOfCall(t, in, call, x)
 			got, src := compileRun(t, mod, hostTarget(t), map[string]*tensor.Tensor{"x": x})
 			if !strings.Contains(src, "kiln_maxpool_") {
 				t.Errorf("%s %v: the max pool kernel is not used", dt, attrs)
@@ -215,14 +201,7 @@ func TestQDenseDifferential(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mod := graph.NewModule(graph.NewFunction([]*graph.Var{in}, call, nil))
-		if err := graph.InferTypes(mod); err != nil {
-			t.Fatal(err)
-		}
-		want, err := ref.Run(mod, []*tensor.Tensor{x})
-		if err != nil {
-			t.Fatal(err)
-		}
+		mod, want := refOfCall(t, in, call, x)
 		got, src := compileRun(t, mod, hostTarget(t), map[string]*tensor.Tensor{"x": x})
 		if used := strings.Contains(src, "kiln_qdense_"); used != tc.fast {
 			t.Errorf("%dx%dx%d: the CPU kernel used %v, want %v", tc.m, tc.k, tc.n, used, tc.fast)

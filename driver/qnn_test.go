@@ -9,7 +9,6 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -65,14 +64,7 @@ func TestRequantizeDifferential(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mod := graph.NewModule(graph.NewFunction([]*graph.Var{in}, call, nil))
-			if err := graph.InferTypes(mod); err != nil {
-				t.Fatal(err)
-			}
-			want, err := ref.Run(mod, []*tensor.Tensor{x})
-			if err != nil {
-				t.Fatal(err)
-			}
+			mod, want := refOfCall(t, in, call, x)
 			got, _ := compileRun(t, mod, hostTarget(t), map[string]*tensor.Tensor{"x": x})
 			w := want.Flatten()[0]
 			if !got[0].Equal(w) {

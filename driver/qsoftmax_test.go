@@ -8,7 +8,6 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -63,14 +62,7 @@ func TestQSoftmaxDifferential(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mod := graph.NewModule(graph.NewFunction([]*graph.Var{in}, call, nil))
-			if err := graph.InferTypes(mod); err != nil {
-				t.Fatal(err)
-			}
-			want, err := ref.Run(mod, []*tensor.Tensor{x})
-			if err != nil {
-				t.Fatal(err)
-			}
+			mod, want := refOfCall(t, in, call, x)
 			l, err := targets.ParseList("c")
 			if err != nil {
 				t.Fatal(err)

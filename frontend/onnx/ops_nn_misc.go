@@ -390,13 +390,8 @@ func (b *builder) qconv2d(x, xzp, w, wzp graph.Expr) graph.Expr {
 	if len(xt.Shape) != 4 || len(wt.Shape) != 4 {
 		return nil
 	}
-	is8 := func(dt ir.DType) bool { return dt == ir.Int8 || dt == ir.Uint8 }
-	if !is8(xt.DType) || !is8(wt.DType) {
-		return nil
-	}
-	izp, ok1 := uniformZeroPoint(xzp)
-	kzp, ok2 := uniformZeroPoint(wzp)
-	if !ok1 || !ok2 {
+	izp, kzp, ok := qconvZeroPoints(xt, wt, xzp, wzp)
+	if !ok {
 		return nil
 	}
 	k := b.kernelShape(wt, 2)
@@ -418,13 +413,8 @@ func (b *builder) qconv2d(x, xzp, w, wzp graph.Expr) graph.Expr {
 // qconv1d is qconv2d for a 1-D convolution: qnn.conv2d of height 1
 // between reshapes, with the attributes of the width.
 func (b *builder) qconv1d(x, xzp, w, wzp graph.Expr, xt, wt *ir.TensorType) graph.Expr {
-	is8 := func(dt ir.DType) bool { return dt == ir.Int8 || dt == ir.Uint8 }
-	if !is8(xt.DType) || !is8(wt.DType) {
-		return nil
-	}
-	izp, ok1 := uniformZeroPoint(xzp)
-	kzp, ok2 := uniformZeroPoint(wzp)
-	if !ok1 || !ok2 {
+	izp, kzp, ok := qconvZeroPoints(xt, wt, xzp, wzp)
+	if !ok {
 		return nil
 	}
 	k := b.kernelShape(wt, 1)
@@ -452,6 +442,19 @@ func (b *builder) qconv1d(x, xzp, w, wzp graph.Expr, xt, wt *ir.TensorType) grap
 		return nil
 	}
 	return b.reshape(c, ir.Shape{ct.Shape[0], ct.Shape[1], ct.Shape[3]})
+}
+
+// qconvZeroPoints returns the zero points of an integer convolution
+// that qnn.conv2d computes: 8-bit operands, a constant zero point for
+// the input and one for all of the weight's channels.
+func qconvZeroPoints(xt, wt *ir.TensorType, xzp, wzp graph.Expr) (izp, kzp int64, ok bool) {
+	is8 := func(dt ir.DType) bool { return dt == ir.Int8 || dt == ir.Uint8 }
+	if !is8(xt.DType) || !is8(wt.DType) {
+		return 0, 0, false
+	}
+	izp, ok1 := uniformZeroPoint(xzp)
+	kzp, ok2 := uniformZeroPoint(wzp)
+	return izp, kzp, ok1 && ok2
 }
 
 func nnConvInteger(c *Ctx, n *Node) ([]graph.Expr, error) {

@@ -43,13 +43,9 @@ func init() {
 // softmax runs over the dimensions from axis on, flattened.
 func msQLinearSoftmax(c *Ctx, n *Node) ([]graph.Expr, error) {
 	b := &builder{c: c, n: n}
-	x, xs, xz, ys, yz := b.in(0), b.in(1), n.Input(2), b.in(3), n.Input(4)
-	xt := b.typ(x)
-	if b.err != nil {
-		return nil, b.err
-	}
-	if xz == nil || yz == nil {
-		return nil, n.Errorf("the zero points are required (they give the quantized types)")
+	x, xs, xz, ys, yz, xt, err := b.unaryQLinear()
+	if err != nil {
+		return nil, err
 	}
 	r := len(xt.Shape)
 	opset := n.Int("opset", 13)
@@ -192,15 +188,26 @@ func msQLinearAdd(c *Ctx, n *Node) ([]graph.Expr, error) {
 	return b.done(b.quantize(sum, cs, cz, b.dtype(cz)))
 }
 
-func msQLinearGlobalAveragePool(c *Ctx, n *Node) ([]graph.Expr, error) {
-	b := &builder{c: c, n: n}
-	x, xs, xz, ys, yz := b.in(0), b.in(1), n.Input(2), b.in(3), n.Input(4)
-	xt := b.typ(x)
+// unaryQLinear reads the inputs of a one-input quantized operator (X,
+// X_scale, x_zero_point, y_scale, y_zero_point) and X's type; the zero
+// points are required, since they give the quantized types.
+func (b *builder) unaryQLinear() (x, xs, xz, ys, yz graph.Expr, xt *ir.TensorType, err error) {
+	x, xs, xz, ys, yz = b.in(0), b.in(1), b.n.Input(2), b.in(3), b.n.Input(4)
+	xt = b.typ(x)
 	if b.err != nil {
-		return nil, b.err
+		return nil, nil, nil, nil, nil, nil, b.err
 	}
 	if xz == nil || yz == nil {
-		return nil, n.Errorf("the zero points are required (they give the quantized types)")
+		return nil, nil, nil, nil, nil, nil, b.n.Errorf("the zero points are required (they give the quantized types)")
+	}
+	return x, xs, xz, ys, yz, xt, nil
+}
+
+func msQLinearGlobalAveragePool(c *Ctx, n *Node) ([]graph.Expr, error) {
+	b := &builder{c: c, n: n}
+	x, xs, xz, ys, yz, xt, err := b.unaryQLinear()
+	if err != nil {
+		return nil, err
 	}
 	r := len(xt.Shape)
 	if r < 3 {
