@@ -46,6 +46,8 @@ func TestQConv2DDifferential(t *testing.T) {
 	cases := []conv{
 		{"3x3 pad 1", ir.Uint8, ir.Int8, ir.Shape{1, 8, 9, 7}, ir.Shape{11, 8, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(128)}, true, nil},
 		{"first layer stride 2", ir.Uint8, ir.Int8, ir.Shape{2, 3, 13, 13}, ir.Shape{16, 3, 7, 7}, ir.Attrs{"padding": []int64{3, 3, 2, 2}, "strides": []int64{2, 2}, "input_zero_point": int64(7)}, true, nil},
+		{"large map", ir.Int8, ir.Int8, ir.Shape{1, 6, 24, 25}, ir.Shape{5, 6, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(-7)}, true,
+			ir.Attrs{"out_zero_point": int64(3), "out_dtype": ir.Int8}}, // 600 pixels: the AVX2 kernel's weight widened once (qconvW16)
 		{"int8 data 1x1", ir.Int8, ir.Int8, ir.Shape{1, 20, 6, 6}, ir.Shape{9, 20, 1, 1}, ir.Attrs{"input_zero_point": int64(-5)}, true, nil},
 		{"dilation", ir.Uint8, ir.Int8, ir.Shape{1, 4, 10, 10}, ir.Shape{8, 4, 3, 3}, ir.Attrs{"dilation": []int64{2, 2}, "padding": []int64{2, 2, 2, 2}, "input_zero_point": int64(255)}, true, nil},
 		{"packed weight, grouped", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 5}, ir.Shape{8, 2, 3, 3}, ir.Attrs{"groups": int64(4), "input_zero_point": int64(3), "kernel_layout": "OIHW4i"}, false, nil},
@@ -128,6 +130,12 @@ func TestQConv2DDifferential(t *testing.T) {
 				feats := l.Host.Processor().Features
 				if tc.fast && !dw && strings.Contains(strings.Join(feats, " "), "vnni") != strings.Contains(src, "dpbusd") {
 					t.Errorf("features %v, but vpdpbusd used: %v", feats, strings.Contains(src, "dpbusd"))
+				}
+				fs := strings.Join(feats, " ")
+				if avx2 := strings.Contains(fs, "avx2") && !strings.Contains(fs, "vnni"); tc.fast && !dw && avx2 != strings.Contains(src, "_mm256_madd_epi16") {
+					t.Errorf("features %v, but the AVX2 vpmaddwd kernel used: %v", feats, !avx2)
+				} else if avx2 && tc.name == "large map" && !strings.Contains(src, "KILN_QW2(") {
+					t.Error("the AVX2 kernel of a large map does not read the widened weight")
 				}
 				if !got[0].Equal(want.Flatten()[0]) {
 					t.Errorf("compiled and reference differ:\n%v\n%v", got[0].Int32s()[:16], want.Flatten()[0].Int32s()[:16])

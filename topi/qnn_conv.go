@@ -162,7 +162,11 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 		}
 		return tir.Loop(iv, n, tir.Serial, tir.Loop(cv, c4, kind, tir.Eval(call)))
 	})[0]
-	inputs := []*te.Tensor{x4, w, wsum}
+	wk := w
+	if k.w16 {
+		wk = qconvW16(w, k)
+	}
+	inputs := []*te.Tensor{x4, wk, wsum}
 	if epi != nil {
 		inputs = append(inputs, in[2], in[3])
 	}
@@ -171,7 +175,7 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 		zero := tir.Idx(0)
 		args := []tir.PrimExpr{
 			tir.AddressOf(tir.NewLoad(ins[0], iv, zero, zero, zero, zero)),
-			tir.AddressOf(tir.NewLoad(ins[1], zero, zero, zero, zero, zero)),
+			tir.AddressOf(tir.NewLoad(ins[1], zeros(len(ins[1].Shape))...)),
 			tir.AddressOf(tir.NewLoad(ins[2], zero)),
 		}
 		if epi != nil {
@@ -190,6 +194,30 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 		return tir.Loop(iv, n, tir.Serial, tir.Loop(tv, k.tiles, kind, tir.Eval(call)))
 	})
 	return outs, nil
+}
+
+// qconvW16 is the AVX2 kernel's weight: the OIHW4i words widened to
+// int16 once per call, each word's channels in the order 0, 2, 1, 3, so
+// that the kernel broadcasts two 32-bit words (channels 0 and 2, then 1
+// and 3) straight into vpmaddwd instead of sign-extending every word in
+// every tile.
+func qconvW16(w *te.Tensor, k *qconvKernel) *te.Tensor {
+	p := k.p
+	taps := p.kh * p.kw
+	return te.Compute("qconv_w16", ir.Shape{p.oc, k.k4, 4}, func(i []tir.PrimExpr) tir.PrimExpr {
+		t := tir.FloorMod(i[1], tir.Idx(taps))
+		lane := tir.Add(tir.Mul(tir.FloorMod(i[2], tir.Idx(2)), tir.Idx(2)), tir.FloorDiv(i[2], tir.Idx(2)))
+		return tir.NewCast(tir.Scalar(ir.Int16), w.At(i[0], tir.FloorDiv(i[1], tir.Idx(taps)), tir.FloorDiv(t, tir.Idx(p.kw)), tir.FloorMod(t, tir.Idx(p.kw)), lane))
+	}, te.WithTag("injective"))
+}
+
+// zeros is n zero indices.
+func zeros(n int) []tir.PrimExpr {
+	z := make([]tir.PrimExpr, n)
+	for i := range z {
+		z[i] = tir.Idx(0)
+	}
+	return z
 }
 
 // qconvISA is the integer dot product the kernel is written with.

@@ -130,13 +130,22 @@ func (k *qconvPackKernel) Eval(args []tir.KernelArg) error {
 // Integer sums are exact (K is at most qconvMaxK), so any order gives
 // Eval's values.
 type qconvKernel struct {
-	p           qconvParams
-	epi         *qconvEpi // nil: int32 sums out
-	c4, k4, np  int64
-	mr          int64
-	tiles       int64
+	p          qconvParams
+	epi        *qconvEpi // nil: int32 sums out
+	c4, k4, np int64
+	mr         int64
+	tiles      int64
+	// w16: the AVX2 kernel reads the weight widened to int16 by the
+	// caller (qconvW16) instead of widening each word in every tile, when
+	// enough tiles share the widening.
+	w16         bool
 	symbol, src string
 }
+
+// qconvW16MinTiles is the number of tiles from which the AVX2 kernel
+// takes its weight widened once per call (qconvW16): with fewer, the
+// widening of the whole weight costs more than the tiles save.
+const qconvW16MinTiles = 32
 
 // qconvEpi is the requantization a qnn.conv2d_requantize kernel applies
 // to its sums before storing them as 8-bit values: + bias[o], then
@@ -158,6 +167,7 @@ func newQConvKernel(p qconvParams, epi *qconvEpi) (*qconvKernel, error) {
 		k.np, k.mr = 16, 4
 	}
 	k.tiles = (p.oh*p.ow + k.np - 1) / k.np
+	k.w16 = p.isa == qconvAVX2 && k.tiles >= qconvW16MinTiles
 	if k.k4*4 > qconvMaxK || k.k4*k.np*4 > qconvMaxTile {
 		return nil, fmt.Errorf("qnn.conv2d kernel: reduction of %d does not fit", k.k4*4)
 	}
@@ -187,14 +197,18 @@ func (k *qconvKernel) source() string {
 	izpw := uint32(p.izpu()) * 0x01010101
 	w("/* qnn.conv2d tile: %dx%dx%d input, %d channels of %dx%d (stride %dx%d, pad %dx%d, dilation %dx%d), %d pixels per tile. */\n",
 		p.c, p.h, p.w, p.oc, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, k.np)
+	wt := "int8_t"
+	if k.w16 {
+		wt = "int16_t" // widened and reordered by the caller (qconvW16)
+	}
 	if e := k.epi; e != nil {
 		ot := "uint8_t"
 		if e.signed {
 			ot = "int8_t"
 		}
-		w("static void KILN_SYMBOL(const uint8_t* restrict x4, const int8_t* restrict w, const int32_t* restrict wsum, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t t) {\n", ot)
+		w("static void KILN_SYMBOL(const uint8_t* restrict x4, const %s* restrict w, const int32_t* restrict wsum, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t t) {\n", wt, ot)
 	} else {
-		w("static void KILN_SYMBOL(const uint8_t* restrict x4, const int8_t* restrict w, const int32_t* restrict wsum, int32_t* restrict out, int32_t t) {\n")
+		w("static void KILN_SYMBOL(const uint8_t* restrict x4, const %s* restrict w, const int32_t* restrict wsum, int32_t* restrict out, int32_t t) {\n", wt)
 	}
 	w("  enum { K4 = %d, NP = %d, P = %d };\n", k.k4, k.np, pix)
 	w("  uint32_t xp[K4 * NP] __attribute__((aligned(64)));\n")
@@ -234,7 +248,11 @@ func (k *qconvKernel) source() string {
 	w("      j += run;\n    }\n")
 	w("    for (; j < NP; ++j) d[j] = 0;\n")
 	w("  }\n")
-	w("#define KILN_QW(o, k4) kiln_qw(w, (o), (k4))\n")
+	if k.w16 {
+		w("#define KILN_QW2(o, k4, h) kiln_qw(w, (o), (k4), (h))\n")
+	} else {
+		w("#define KILN_QW(o, k4) kiln_qw(w, (o), (k4))\n")
+	}
 	switch p.isa {
 	case qconvAVX512VNNI:
 		k.mainAVX512(w)
@@ -243,9 +261,19 @@ func (k *qconvKernel) source() string {
 	default:
 		k.mainScalar(w)
 	}
-	w("#undef KILN_QW\n}\n")
+	if k.w16 {
+		w("#undef KILN_QW2\n}\n")
+	} else {
+		w("#undef KILN_QW\n}\n")
+	}
 	pre := fmt.Sprintf("static inline int32_t kiln_qw(const int8_t* restrict w, int32_t o, int32_t k4) {\n"+
 		"  int32_t v;\n  memcpy(&v, w + ((int64_t)o * %d + k4) * 4, 4);\n  return v;\n}\n", k.k4)
+	if k.w16 {
+		// Word h (0: channels 0 and 2, 1: channels 1 and 3) of the
+		// widened weight of (o, k4).
+		pre = fmt.Sprintf("static inline int32_t kiln_qw(const int16_t* restrict w, int32_t o, int32_t k4, int32_t h) {\n"+
+			"  int32_t v;\n  memcpy(&v, w + ((int64_t)o * %d + k4) * 4 + 2 * h, 4);\n  return v;\n}\n", k.k4)
+	}
 	pre += k.epilogueHelpers()
 	pre = strings.ReplaceAll(pre, "kiln_qw(", "KILN_SYMBOL_w(")
 	return pre + strings.ReplaceAll(b.String(), "kiln_qw(", "KILN_SYMBOL_w(")
@@ -398,15 +426,30 @@ func (k *qconvKernel) splitX(w func(string, ...any), xs ...string) {
 	}
 }
 
-// dot256 is the C statement acc += the four-channel dot products of the
-// pixels of x with the broadcast weight word b: one vpdpbusd with
-// AVX-VNNI; without it, vpmaddwd of the 16-bit halves (splitX; the
-// weight bytes sign-extended in place), exact where vpmaddubsw's 16-bit
-// pair sums would saturate.
-func (k *qconvKernel) dot256(acc, x, b string) string {
-	if k.p.isa != qconvAVX2 {
-		return fmt.Sprintf("%s = _mm256_dpbusd_avx_epi32(%s, %s, %s);", acc, acc, x, b)
+// weight256 is the C declaring the broadcast weight of channel o at k4:
+// b, the word of four int8 channels (VNNI), or be and bo, its channels
+// 0 and 2 and its channels 1 and 3 as int16 (AVX2, from the widened
+// weight).
+func (k *qconvKernel) weight256(o string) string {
+	if !k.w16 {
+		return fmt.Sprintf("const __m256i b = _mm256_set1_epi32(KILN_QW(%s, k4));", o)
 	}
+	return fmt.Sprintf("const __m256i be = _mm256_set1_epi32(KILN_QW2(%s, k4, 0)), bo = _mm256_set1_epi32(KILN_QW2(%s, k4, 1));", o, o)
+}
+
+// dot256 is the C statement acc += the four-channel dot products of the
+// pixels of x with the broadcast weight (weight256): one vpdpbusd with
+// AVX-VNNI; without it, two vpmaddwd of the 16-bit halves (splitX) with
+// the weight's, widened by the caller (w16) or here, exact where
+// vpmaddubsw's 16-bit pair sums would saturate.
+func (k *qconvKernel) dot256(acc, x, b string) string {
+	switch {
+	case k.p.isa != qconvAVX2:
+		return fmt.Sprintf("%s = _mm256_dpbusd_avx_epi32(%s, %s, %s);", acc, acc, x, b)
+	case k.w16:
+		return fmt.Sprintf("%s = _mm256_add_epi32(%s, _mm256_add_epi32(_mm256_madd_epi16(%se, %se), _mm256_madd_epi16(%so, %so)));", acc, acc, x, b, x, b)
+	}
+	// The weight word's bytes sign-extended in place.
 	return fmt.Sprintf("%s = _mm256_add_epi32(%s, _mm256_add_epi32(_mm256_madd_epi16(%se, _mm256_srai_epi16(_mm256_slli_epi16(%s, 8), 8)), _mm256_madd_epi16(%so, _mm256_srai_epi16(%s, 8))));", acc, acc, x, b, x, b)
 }
 
@@ -437,7 +480,7 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 		k.splitX(w, "x0", "x1")
 	}
 	for m := int64(0); m < mr; m++ {
-		w("      { const __m256i b = _mm256_set1_epi32(KILN_QW(o + %d, k4)); %s %s }\n", m, k.dot256(fmt.Sprintf("a%d0", m), "x0", "b"), k.dot256(fmt.Sprintf("a%d1", m), "x1", "b"))
+		w("      { %s %s %s }\n", k.weight256(fmt.Sprintf("o + %d", m)), k.dot256(fmt.Sprintf("a%d0", m), "x0", "b"), k.dot256(fmt.Sprintf("a%d1", m), "x1", "b"))
 	}
 	w("    }\n")
 	for m := int64(0); m < mr; m++ {
@@ -449,7 +492,7 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	w("  for (; o < %d; ++o) {\n", k.p.oc)
 	w("    __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();\n")
 	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
-	w("      const __m256i b = _mm256_set1_epi32(KILN_QW(o, k4));\n")
+	w("      %s\n", k.weight256("o"))
 	w("      const __m256i x0 = _mm256_load_si256((const __m256i*)(xp + k4 * NP)), x1 = _mm256_load_si256((const __m256i*)(xp + k4 * NP + 8));\n")
 	if k.p.isa == qconvAVX2 {
 		k.splitX(w, "x0", "x1")
@@ -458,6 +501,15 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	w("    const __m256i c = _mm256_set1_epi32(%d * wsum[o]); a0 = _mm256_sub_epi32(a0, c); a1 = _mm256_sub_epi32(a1, c);\n", izpu)
 	store("    ", "a", "o")
 	w("  }\n")
+}
+
+// wlane is where input channel i of a weight word lies: in place, or for
+// the AVX2 kernel's widened weight (qconvW16) at 0, 2, 1, 3.
+func (k *qconvKernel) wlane(i int64) int64 {
+	if k.w16 {
+		return i%2*2 + i/2
+	}
+	return i
 }
 
 // Eval implements tir.Kernel: the tile's sums of (x - izp) * w, exact,
@@ -519,7 +571,7 @@ func (k *qconvKernel) Eval(args []tir.KernelArg) error {
 						}
 						for i := int64(0); i < 4; i++ {
 							xv := int64(xm.Float(xo + ((c4*p.h+iy)*p.w+ix)*4 + i))
-							wv := int64(wm.Float(wo + ((o*k.k4+(c4*p.kh+ky)*p.kw+kx)*4 + i)))
+							wv := int64(wm.Float(wo + ((o*k.k4+(c4*p.kh+ky)*p.kw+kx)*4 + k.wlane(i))))
 							acc += (xv - izpu) * wv
 						}
 					}
