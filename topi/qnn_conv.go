@@ -23,7 +23,8 @@ import (
 //     32-bit word holds four input channels of a pixel) and multiplies
 //     them with the weight words using the target's widest integer dot
 //     product (AVX-512 VNNI vpdpbusd, AVX-VNNI; AVX2 vpmaddwd on the
-//     bytes widened to 16 bits; else plain C), then
+//     bytes widened to 16 bits; Arm sdot, or NEON's widening multiply
+//     without it; else plain C), then
 //     subtracts input_zero_point times each channel's weight sum.
 
 func init() {
@@ -228,7 +229,20 @@ const (
 	qconvAVX512VNNI          // vpdpbusd on 512-bit vectors
 	qconvAVXVNNI             // vpdpbusd on 256-bit vectors (VEX)
 	qconvAVX2                // vpmaddwd on 16-bit halves (AVX2 without VNNI; exact, unlike vpmaddubsw's saturating sums)
+	qconvNEONDot             // Arm sdot (vdotq_s32) on signed bytes
+	qconvNEON                // Arm NEON without dot products: smull of bytes, pairwise accumulation
 )
+
+// header is the C header of the ISA's intrinsics ("" for plain C).
+func (isa qconvISA) header() string {
+	switch isa {
+	case qconvScalar:
+		return ""
+	case qconvNEONDot, qconvNEON:
+		return "<arm_neon.h>"
+	}
+	return "<immintrin.h>"
+}
 
 // qconvISAFor picks the widest integer dot product of a processor's
 // features.
@@ -240,6 +254,10 @@ func qconvISAFor(features []string) qconvISA {
 		return qconvAVXVNNI
 	case slices.Contains(features, "avx2"):
 		return qconvAVX2
+	case slices.Contains(features, "dotprod"):
+		return qconvNEONDot
+	case slices.Contains(features, "neon"):
+		return qconvNEON
 	}
 	return qconvScalar
 }

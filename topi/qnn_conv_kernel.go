@@ -16,17 +16,30 @@ type qconvParams struct {
 	kh, kw, sh, sw, ph, pw int64
 	dh, dw                 int64
 	izp                    int64 // as given (int8 data: in [-128, 127])
-	signed                 bool  // int8 data, laid out as uint8 by adding 128
+	signed                 bool  // int8 data
 	isa                    qconvISA
 }
 
-// izpu is the input zero point in the uint8 layout.
+// signedLayout reports whether the kernel's input layout holds int8
+// values (NEON's sdot multiplies signed bytes; uint8 data is laid out less
+// 128), rather than uint8 (vpdpbusd's unsigned operand; int8 data plus
+// 128).
+func (p qconvParams) signedLayout() bool { return p.isa == qconvNEONDot || p.isa == qconvNEON }
+
+// izpu is the input zero point in the kernel's layout (signedLayout).
 func (p qconvParams) izpu() int64 {
-	if p.signed {
+	switch {
+	case p.signed && !p.signedLayout():
 		return p.izp + 128
+	case !p.signed && p.signedLayout():
+		return p.izp - 128
 	}
 	return p.izp
 }
+
+// izpWord is a 32-bit word of four input bytes equal to the zero point
+// in the kernel's layout: what a padded tap reads.
+func (p qconvParams) izpWord() uint32 { return uint32(uint8(int8(p.izpu()))) * 0x01010101 }
 
 // kernelSymbol names a kernel by the hash of its source.
 func kernelSymbol(prefix, src string) (string, string) {
@@ -58,7 +71,7 @@ func newQConvPackKernel(p qconvParams) *qconvPackKernel {
 	w("  const %s* s[4];\n  int32_t have = %d - c4 * 4;\n  if (have > 4) have = 4;\n", xt, p.c)
 	w("  for (int32_t i = 0; i < 4; ++i) s[i] = x + (int64_t)(c4 * 4 + (i < have ? i : 0)) * %d;\n", plane)
 	flip := ""
-	if p.signed {
+	if p.signed != p.signedLayout() {
 		flip = " ^ 0x80u"
 	}
 	w("  if (have == 4) {\n")
@@ -104,10 +117,13 @@ func (k *qconvPackKernel) Eval(args []tir.KernelArg) error {
 		for i := int64(0); i < 4; i++ {
 			v := 0.0
 			if c := c4*4 + i; c < p.c {
-				v = xm.Float(xo + c*plane + q)
-				if p.signed {
-					v += 128
+				// The byte the C stores: the value, flipped in its top
+				// bit when data and layout differ in sign.
+				b := uint8(int64(xm.Float(xo + c*plane + q)))
+				if p.signed != p.signedLayout() {
+					b ^= 0x80
 				}
+				v = float64(b)
 			}
 			dm.SetFloat(do+(c4*plane+q)*4+i, v)
 		}
@@ -163,6 +179,8 @@ func newQConvKernel(p qconvParams, epi *qconvEpi) (*qconvKernel, error) {
 	switch p.isa {
 	case qconvAVX512VNNI:
 		k.np, k.mr = 32, 8
+	case qconvNEON:
+		k.np, k.mr = 16, 2
 	default:
 		k.np, k.mr = 16, 4
 	}
@@ -180,10 +198,10 @@ func (k *qconvKernel) Symbol() string { return k.symbol }
 
 // Includes implements tir.Kernel.
 func (k *qconvKernel) Includes() []string {
-	if k.p.isa == qconvScalar {
-		return []string{"<string.h>"}
+	if h := k.p.isa.header(); h != "" {
+		return []string{h, "<string.h>"}
 	}
-	return []string{"<immintrin.h>", "<string.h>"}
+	return []string{"<string.h>"}
 }
 
 // Source implements tir.Kernel.
@@ -194,7 +212,7 @@ func (k *qconvKernel) source() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	pix := p.oh * p.ow
-	izpw := uint32(p.izpu()) * 0x01010101
+	izpw := p.izpWord()
 	w("/* qnn.conv2d tile: %dx%dx%d input, %d channels of %dx%d (stride %dx%d, pad %dx%d, dilation %dx%d), %d pixels per tile. */\n",
 		p.c, p.h, p.w, p.oc, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, k.np)
 	wt := "int8_t"
@@ -258,6 +276,8 @@ func (k *qconvKernel) source() string {
 		k.mainAVX512(w)
 	case qconvAVXVNNI, qconvAVX2:
 		k.mainAVX2(w)
+	case qconvNEONDot, qconvNEON:
+		k.mainNEON(w)
 	default:
 		k.mainScalar(w)
 	}
@@ -315,6 +335,10 @@ func (k *qconvKernel) epilogueHelpers() string {
 		w("  const __m256i qe = KILN_SYMBOL_rq64(_mm256_mul_epi32(v, mv));\n")
 		w("  const __m256i qo = KILN_SYMBOL_rq64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), mv));\n")
 		w("  return _mm256_blend_epi32(qe, _mm256_slli_epi64(qo, 32), 0xAA);\n}\n")
+		return b.String()
+	}
+	if k.p.isa == qconvNEONDot || k.p.isa == qconvNEON {
+		b.WriteString(k.epilogueNEON())
 		return b.String()
 	}
 	if k.p.isa != qconvAVX512VNNI {
@@ -571,6 +595,9 @@ func (k *qconvKernel) Eval(args []tir.KernelArg) error {
 						}
 						for i := int64(0); i < 4; i++ {
 							xv := int64(xm.Float(xo + ((c4*p.h+iy)*p.w+ix)*4 + i))
+							if p.signedLayout() {
+								xv = int64(int8(uint8(xv)))
+							}
 							wv := int64(wm.Float(wo + ((o*k.k4+(c4*p.kh+ky)*p.kw+kx)*4 + k.wlane(i))))
 							acc += (xv - izpu) * wv
 						}

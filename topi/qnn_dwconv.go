@@ -190,8 +190,8 @@ func (k *qdwconvKernel) Symbol() string { return k.symbol }
 
 // Includes implements tir.Kernel.
 func (k *qdwconvKernel) Includes() []string {
-	if k.epi != nil && k.p.isa != qconvScalar {
-		return []string{"<immintrin.h>"}
+	if h := k.p.isa.header(); k.epi != nil && h != "" {
+		return []string{h}
 	}
 	return nil
 }
