@@ -178,6 +178,16 @@ func spatial(attrs ir.Attrs, name string) (int64, int64) {
 	return v[0], v[1]
 }
 
+// windowFits checks that the input coordinates a window computes in
+// int32 (out * stride - pad + tap * dilation, for the padding of either
+// side) cannot overflow: kiln_nn's loops use 32-bit indices.
+func windowFits(in, out, k, stride, pad, dil int64) error {
+	if span := (out-1)*stride + (k-1)*dil + pad + in; span > math.MaxInt32 || pad > math.MaxInt32-in {
+		return fmt.Errorf("a window of %d taps (stride %d, dilation %d, padding %d) over %d values reaches past 32-bit indices", k, stride, dil, pad, in)
+	}
+	return nil
+}
+
 // fits32 checks that values fit kiln_nn's int32 fields.
 func fits32(what string, vs ...int64) error {
 	for _, v := range vs {
@@ -216,6 +226,12 @@ func convKernel(c *graph.Call, rt *ir.TensorType) (*kernel, error) {
 	ph, pw := spatial(a, "padding")
 	dh, dw := spatial(a, "dilation")
 	if err := fits32("attribute", sh, sw, ph, pw, dh, dw, groups); err != nil {
+		return nil, err
+	}
+	if err := windowFits(xt.Shape[2], rt.Shape[2], ws[2], sh, ph, dh); err != nil {
+		return nil, err
+	}
+	if err := windowFits(xt.Shape[3], rt.Shape[3], ws[3], sw, pw, dw); err != nil {
 		return nil, err
 	}
 	zp, lo, hi := activation(a)
@@ -270,6 +286,12 @@ func maxPoolKernel(c *graph.Call, rt *ir.TensorType) (*kernel, error) {
 	ph, pw := spatial(a, "padding")
 	dh, dw := spatial(a, "dilation")
 	if err := fits32("attribute", kh, kw, sh, sw, ph, pw, dh, dw); err != nil {
+		return nil, err
+	}
+	if err := windowFits(xt.Shape[2], rt.Shape[2], kh, sh, ph, dh); err != nil {
+		return nil, err
+	}
+	if err := windowFits(xt.Shape[3], rt.Shape[3], kw, sw, pw, dw); err != nil {
 		return nil, err
 	}
 	k := &kernel{call: "kiln_nn_max_pool_s8", result: rt}

@@ -249,6 +249,10 @@ func TestRefused(t *testing.T) {
 			x := graph.NewVar("x", ir.NewTensorType(ir.Float32, ir.Shape{1, 2, 4, 4}))
 			return mustCall(t, op.MaxPool2D, ir.Attrs{"pool_size": []int64{2, 2}}, x)
 		}, "kiln_nn takes int8"},
+		{"padding past 32-bit indices", func(t *testing.T) *graph.Call {
+			x := graph.NewVar("x", ir.NewTensorType(ir.Int8, ir.Shape{1, 1, 4, 4}))
+			return mustCall(t, op.MaxPool2D, ir.Attrs{"pool_size": []int64{2, 2}, "padding": []int64{0, 1<<31 - 8, 0, 0}, "strides": []int64{1, 1 << 30}}, x)
+		}, "32-bit indices"},
 		{"relu", func(t *testing.T) *graph.Call {
 			x := graph.NewVar("x", ir.NewTensorType(ir.Int8, ir.Shape{4}))
 			return mustCall(t, op.Relu, nil, x)
