@@ -14,12 +14,13 @@ import (
 
 // TestMCUNNProject is the microcontroller example end to end: lenet
 // quantized by kiln quantize (int8, 8 generated calibration inputs),
-// compiled for "mcunn, c" with the AOT executor (convolutions, pooling
+// compiled with the AOT executor for "mcunn, c" (convolutions, pooling
 // and dense layers as kiln_nn calls, their scratch buffers in the static
-// workspace), exported as a C project, built with a plain cc under
-// AddressSanitizer and UndefinedBehaviorSanitizer, and built for a
-// Cortex-M4 warning-free and run under qemu-system-arm: both outputs
-// must equal the host engine's (-t c) bit for bit.
+// workspace) and for "c" (kiln's integer kernels), exported as C
+// projects, built with a plain cc under AddressSanitizer and
+// UndefinedBehaviorSanitizer, and built for a Cortex-M4 warning-free and
+// run under qemu-system-arm: every output must equal the host engine's
+// (-t c, graph executor) bit for bit.
 func TestMCUNNProject(t *testing.T) {
 	testenv.Cgo(t)
 	model, err := shared.Path("models", "lenet")
@@ -47,13 +48,27 @@ func TestMCUNNProject(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	art := filepath.Join(dir, "mcu.kiln")
-	code, stdout, stderr := kiln(append([]string{"compile", q, "-t", "mcunn, c", "--executor", "aot", "--weights", "blob", "-o", art, "-v"}, fold...)...)
-	if code != 0 {
-		t.Fatalf("compile -t \"mcunn, c\": exit %d: %s", code, stderr)
+	for _, tgt := range []string{"mcunn, c", "c"} {
+		t.Run(tgt, func(t *testing.T) { checkInt8Project(t, q, tgt, fold, inPB, want.Data) })
 	}
+}
+
+// checkInt8Project compiles the int8 model q for tgt with the AOT
+// executor, exports the C project and requires the host engine's output
+// (want) from its program built with a plain cc under ASan and UBSan and
+// from its Cortex-M4 image under QEMU. With "mcunn, c" the quantized
+// layers are kiln_nn calls; with "c" they are kiln's own integer kernels,
+// whose vector code the M4 build leaves out for its portable C.
+func checkInt8Project(t *testing.T, q, tgt string, fold []string, inPB string, want []byte) {
+	dir := t.TempDir()
+	art := filepath.Join(dir, "mcu.kiln")
+	code, stdout, stderr := kiln(append([]string{"compile", q, "-t", tgt, "--executor", "aot", "--weights", "blob", "-o", art, "-v"}, fold...)...)
+	if code != 0 {
+		t.Fatalf("compile -t %q: exit %d: %s", tgt, code, stderr)
+	}
+	mcu := tgt != "c"
 	for _, node := range []string{"/0/Conv", "/2/MaxPool", "/3/Conv", "/5/MaxPool", "/7/Gemm", "/9/Gemm", "/11/Gemm"} {
-		if !lineHas(stdout, node, "mcunn #") {
+		if mcu && !lineHas(stdout, node, "mcunn #") {
 			t.Errorf("%s is not on mcunn in the partition report:\n%s", node, stdout)
 		}
 	}
@@ -65,15 +80,19 @@ func TestMCUNNProject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, call := range []string{"kiln_nn_conv_s8(&(const kiln_nn_context){", "kiln_nn_max_pool_s8(", "kiln_nn_fully_connected_s8("} {
-		if !strings.Contains(string(lib), call) {
-			t.Errorf("kiln_lib.c does not call %s", call)
+	if mcu {
+		for _, call := range []string{"kiln_nn_conv_s8(&(const kiln_nn_context){", "kiln_nn_max_pool_s8(", "kiln_nn_fully_connected_s8("} {
+			if !strings.Contains(string(lib), call) {
+				t.Errorf("kiln_lib.c does not call %s", call)
+			}
 		}
-	}
-	for _, f := range []string{"kiln_nn.c", "kiln_nn.h"} {
-		if _, err := os.Stat(filepath.Join(proj, f)); err != nil {
-			t.Errorf("the project lacks kiln_nn's %s", f)
+		for _, f := range []string{"kiln_nn.c", "kiln_nn.h"} {
+			if _, err := os.Stat(filepath.Join(proj, f)); err != nil {
+				t.Errorf("the project lacks kiln_nn's %s", f)
+			}
 		}
+	} else if !strings.Contains(string(lib), "kiln_qconv_") {
+		t.Error("kiln_lib.c has no integer convolution kernel")
 	}
 
 	in, _, err := ReadTensor(inPB)
@@ -91,7 +110,7 @@ func TestMCUNNProject(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want.Data) {
+		if !bytes.Equal(got, want) {
 			t.Errorf("%s differs from the host engine's", what)
 		}
 	}

@@ -233,15 +233,35 @@ const (
 	qconvNEON                // Arm NEON without dot products: smull of bytes, pairwise accumulation
 )
 
-// header is the C header of the ISA's intrinsics ("" for plain C).
+// header is the C include of the ISA's intrinsics, under its guard (""
+// for plain C).
 func (isa qconvISA) header() string {
+	h := "<immintrin.h>"
 	switch isa {
 	case qconvScalar:
 		return ""
 	case qconvNEONDot, qconvNEON:
-		return "<arm_neon.h>"
+		h = "<arm_neon.h>"
 	}
-	return "<immintrin.h>"
+	return "#if " + isa.guard() + "\n#include " + h + "\n#endif"
+}
+
+// guard is the preprocessor condition under which the ISA's intrinsics
+// compile: the C compiler targets the instruction set ("" for plain C).
+func (isa qconvISA) guard() string {
+	switch isa {
+	case qconvAVX512VNNI:
+		return "defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)"
+	case qconvAVXVNNI:
+		return "defined(__AVXVNNI__) && defined(__AVX2__)"
+	case qconvAVX2:
+		return "defined(__AVX2__)"
+	case qconvNEONDot:
+		return "defined(__ARM_FEATURE_DOTPROD) && defined(__aarch64__)"
+	case qconvNEON:
+		return "defined(__ARM_NEON) && defined(__aarch64__)"
+	}
+	return ""
 }
 
 // qconvISAFor picks the widest integer dot product of a processor's

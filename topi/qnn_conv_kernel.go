@@ -268,30 +268,45 @@ func (k *qconvKernel) source() string {
 	w("  }\n")
 	if k.w16 {
 		w("#define KILN_QW2(o, k4, h) kiln_qw(w, (o), (k4), (h))\n")
+		// Channel i of (o, k4) in the widened weight (lanes 0, 2, 1, 3).
+		w("#define KILN_QB(o, k4, i) ((int32_t)w[((int64_t)(o) * K4 + (k4)) * 4 + (i) %% 2 * 2 + (i) / 2])\n")
 	} else {
 		w("#define KILN_QW(o, k4) kiln_qw(w, (o), (k4))\n")
+		w("#define KILN_QB(o, k4, i) ((int32_t)w[((int64_t)(o) * K4 + (k4)) * 4 + (i)])\n")
 	}
-	switch p.isa {
-	case qconvAVX512VNNI:
-		k.mainAVX512(w)
-	case qconvAVXVNNI, qconvAVX2:
-		k.mainAVX2(w)
-	case qconvNEONDot, qconvNEON:
-		k.mainNEON(w)
-	default:
-		k.mainScalar(w)
+	// The vector code only where the compiler targets the instruction set
+	// (the target's flags); elsewhere (a build without them, another
+	// architecture, a microcontroller building an exported AOT project)
+	// the same sums in portable C.
+	guard := p.isa.guard()
+	if guard != "" {
+		w("#if %s\n", guard)
+		switch p.isa {
+		case qconvAVX512VNNI:
+			k.mainAVX512(w)
+		case qconvAVXVNNI, qconvAVX2:
+			k.mainAVX2(w)
+		case qconvNEONDot, qconvNEON:
+			k.mainNEON(w)
+		}
+		w("#else\n")
+	}
+	k.mainScalar(w)
+	if guard != "" {
+		w("#endif\n")
 	}
 	if k.w16 {
-		w("#undef KILN_QW2\n}\n")
+		w("#undef KILN_QW2\n")
 	} else {
-		w("#undef KILN_QW\n}\n")
+		w("#undef KILN_QW\n")
 	}
-	pre := fmt.Sprintf("static inline int32_t kiln_qw(const int8_t* restrict w, int32_t o, int32_t k4) {\n"+
+	w("#undef KILN_QB\n}\n")
+	pre := fmt.Sprintf("static inline __attribute__((unused)) int32_t kiln_qw(const int8_t* restrict w, int32_t o, int32_t k4) {\n"+
 		"  int32_t v;\n  memcpy(&v, w + ((int64_t)o * %d + k4) * 4, 4);\n  return v;\n}\n", k.k4)
 	if k.w16 {
 		// Word h (0: channels 0 and 2, 1: channels 1 and 3) of the
 		// widened weight of (o, k4).
-		pre = fmt.Sprintf("static inline int32_t kiln_qw(const int16_t* restrict w, int32_t o, int32_t k4, int32_t h) {\n"+
+		pre = fmt.Sprintf("static inline __attribute__((unused)) int32_t kiln_qw(const int16_t* restrict w, int32_t o, int32_t k4, int32_t h) {\n"+
 			"  int32_t v;\n  memcpy(&v, w + ((int64_t)o * %d + k4) * 4 + 2 * h, 4);\n  return v;\n}\n", k.k4)
 	}
 	pre += k.epilogueHelpers()
@@ -316,6 +331,21 @@ func (k *qconvKernel) epilogueHelpers() string {
 	w("  int64_t q = p >> %d;\n  const int64_t r = p & INT64_C(%d);\n", e.shift, mask)
 	w("  q += (int64_t)((r > INT64_C(%d)) | ((r == INT64_C(%d)) & (int)(q & 1)));\n", half, half)
 	w("  q += %d;\n  return (int32_t)(q < %d ? %d : q > %d ? %d : q);\n}\n", e.zp, e.lo, e.lo, e.hi, e.hi)
+	if g := k.p.isa.guard(); g != "" {
+		w("#if %s\n", g)
+		b.WriteString(k.vectorEpilogue())
+		w("#endif\n")
+	}
+	return b.String()
+}
+
+// vectorEpilogue is the requantization of epilogueHelpers on vectors of
+// the kernel's instruction set (none for plain C).
+func (k *qconvKernel) vectorEpilogue() string {
+	e := k.epi
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	mask, half := int64(1)<<e.shift-1, int64(1)<<(e.shift-1)
 	if k.p.isa == qconvAVXVNNI || k.p.isa == qconvAVX2 {
 		// AVX2 has no 64-bit arithmetic shift: for |p| < 2^62 (products
 		// of two int32), (p + 2^62) shifted logically, less 2^(62-s), is
@@ -382,13 +412,16 @@ func (k *qconvKernel) emitScalar(o, j, v string) string {
 func (k *qconvKernel) mainScalar(w func(string, ...any)) {
 	w("  for (int32_t o = 0; o < %d; ++o) {\n", k.p.oc)
 	w("    int32_t acc[NP];\n    for (int32_t j = 0; j < NP; ++j) acc[j] = 0;\n")
+	xt := "uint8_t"
+	if k.p.signedLayout() {
+		xt = "int8_t"
+	}
 	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
-	w("      const int32_t b = KILN_QW(o, k4);\n")
-	w("      int8_t bb[4];\n      memcpy(bb, &b, 4);\n")
+	w("      const int32_t b0 = KILN_QB(o, k4, 0), b1 = KILN_QB(o, k4, 1), b2 = KILN_QB(o, k4, 2), b3 = KILN_QB(o, k4, 3);\n")
 	w("      const uint32_t* a = xp + k4 * NP;\n")
 	w("      for (int32_t j = 0; j < NP; ++j) {\n")
-	w("        uint8_t aa[4];\n        memcpy(aa, a + j, 4);\n")
-	w("        acc[j] += (int32_t)aa[0] * bb[0] + (int32_t)aa[1] * bb[1] + (int32_t)aa[2] * bb[2] + (int32_t)aa[3] * bb[3];\n      }\n")
+	w("        %s aa[4];\n        memcpy(aa, a + j, 4);\n", xt)
+	w("        acc[j] += (int32_t)aa[0] * b0 + (int32_t)aa[1] * b1 + (int32_t)aa[2] * b2 + (int32_t)aa[3] * b3;\n      }\n")
 	w("    }\n")
 	w("    const int32_t comp = %d * wsum[o];\n", k.p.izpu())
 	w("    for (int32_t j = 0; j < np; ++j) %s\n  }\n", k.emitScalar("o", "j", "(int32_t)((uint32_t)acc[j] - (uint32_t)comp)"))

@@ -159,13 +159,17 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 		ot := map[bool]string{true: "int8_t", false: "uint8_t"}[epi.signed]
 		w("    %s* restrict d = out + (int64_t)c * %d + oy * %d;\n", ot, p.oh*p.ow, p.ow)
 		w("    int32_t ox = 0;\n")
-		if p.isa == qconvAVX512VNNI {
-			w("    for (; ox + 16 <= %d; ox += 16) _mm_storeu_si128((__m128i*)(d + ox), KILN_SYMBOL_rq16(_mm512_loadu_si512((const void*)(acc + ox)), b, m));\n", p.ow)
-			w("    if (ox < %d) {\n", p.ow)
-			w("      const __mmask16 km = (__mmask16)((1u << (%d - ox)) - 1u);\n", p.ow)
-			w("      _mm_mask_storeu_epi8((void*)(d + ox), km, KILN_SYMBOL_rq16(_mm512_maskz_loadu_epi32(km, (const void*)(acc + ox)), b, m));\n    }\n")
-		} else {
-			if p.isa == qconvAVXVNNI || p.isa == qconvAVX2 {
+		// Vector code under the ISA's guard (qconvISA.guard), then
+		// the values left one at a time.
+		if g := p.isa.guard(); g != "" && p.isa != qconvNEONDot && p.isa != qconvNEON {
+			w("#if %s\n", g)
+			if p.isa == qconvAVX512VNNI {
+				w("    for (; ox + 16 <= %d; ox += 16) _mm_storeu_si128((__m128i*)(d + ox), KILN_SYMBOL_rq16(_mm512_loadu_si512((const void*)(acc + ox)), b, m));\n", p.ow)
+				w("    if (ox < %d) {\n", p.ow)
+				w("      const __mmask16 km = (__mmask16)((1u << (%d - ox)) - 1u);\n", p.ow)
+				w("      _mm_mask_storeu_epi8((void*)(d + ox), km, KILN_SYMBOL_rq16(_mm512_maskz_loadu_epi32(km, (const void*)(acc + ox)), b, m));\n")
+				w("      ox = %d;\n    }\n", p.ow)
+			} else {
 				// Eight lanes, narrowed to bytes: the values are within
 				// the output type's range, so the saturating packs are
 				// exact.
@@ -175,8 +179,9 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 				w("      const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));\n")
 				w("      _mm_storel_epi64((__m128i*)(void*)(d + ox), %s(h, h));\n    }\n", pack)
 			}
-			w("    for (; ox < %d; ++ox) d[ox] = (%s)KILN_SYMBOL_rq(acc[ox], b, m);\n", p.ow, ot)
+			w("#endif\n")
 		}
+		w("    for (; ox < %d; ++ox) d[ox] = (%s)KILN_SYMBOL_rq(acc[ox], b, m);\n", p.ow, ot)
 	} else {
 		w("    for (int32_t ox = 0; ox < %d; ++ox) out[(int64_t)c * %d + oy * %d + ox] = acc[ox];\n", p.ow, p.oh*p.ow, p.ow)
 	}
