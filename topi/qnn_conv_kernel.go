@@ -516,10 +516,17 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	mr, izpu := k.mr, k.p.izpu()
 	store := func(ind, acc, o string) {
 		if e := k.epi; e != nil {
-			ot := map[bool]string{true: "int8_t", false: "uint8_t"}[e.signed]
-			w("%s{ const int32_t b = bias[%s], mm = %s; int32_t tmp[16];\n", ind, o, k.multExpr(o))
-			w("%s  _mm256_storeu_si256((__m256i*)tmp, KILN_SYMBOL_rq8(%s0, b, mm)); _mm256_storeu_si256((__m256i*)(tmp + 8), KILN_SYMBOL_rq8(%s1, b, mm));\n", ind, acc, acc)
-			w("%s  for (int32_t j = 0; j < np; ++j) out[(int64_t)(%s) * P + p0 + j] = (%s)tmp[j]; }\n", ind, o, ot)
+			// The sixteen requantized values (within the output type's
+			// range, so the saturating packs are exact) narrowed to
+			// bytes in pixel order: packs_epi32 interleaves the two
+			// vectors' halves, the permute puts them back in order.
+			pack := map[bool]string{true: "_mm_packs_epi16", false: "_mm_packus_epi16"}[e.signed]
+			w("%s{ const int32_t b = bias[%s], mm = %s;\n", ind, o, k.multExpr(o))
+			w("%s  const __m256i h = _mm256_permute4x64_epi64(_mm256_packs_epi32(KILN_SYMBOL_rq8(%s0, b, mm), KILN_SYMBOL_rq8(%s1, b, mm)), 0xD8);\n", ind, acc, acc)
+			w("%s  const __m128i q = %s(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));\n", ind, pack)
+			w("%s  void* d = (void*)(out + (int64_t)(%s) * P + p0);\n", ind, o)
+			w("%s  if (np == NP) _mm_storeu_si128((__m128i*)d, q);\n", ind)
+			w("%s  else { unsigned char tmp[16]; _mm_storeu_si128((__m128i*)(void*)tmp, q); memcpy(d, tmp, (size_t)np); } }\n", ind)
 			return
 		}
 		dst := "out + (int64_t)(" + o + ") * P + p0"
