@@ -29,10 +29,7 @@ func qsoftmaxKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*tens
 	inner := int(x.Shape[ax+1:].NumElements())
 	outer := int(x.Shape[:ax].NumElements())
 	res := tensor.New(ot.DType, ot.Shape)
-	lo, hi := int64(-128), int64(127)
-	if ot.DType == ir.Uint8 {
-		lo, hi = 0, 255
-	}
+	lo, hi := op.QRange(ot.DType)
 	row, q := make([]int64, n), make([]int64, n)
 	for o := 0; o < outer; o++ {
 		for i := 0; i < inner; i++ {

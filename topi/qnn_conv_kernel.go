@@ -26,15 +26,20 @@ type qconvParams struct {
 // 128).
 func (p qconvParams) signedLayout() bool { return p.isa == qconvNEONDot || p.isa == qconvNEON }
 
+// flips reports whether the data and the layout differ in sign: the
+// layout holds each byte with its top bit flipped (the value moved by
+// 128).
+func (p qconvParams) flips() bool { return p.signed != p.signedLayout() }
+
 // izpu is the input zero point in the kernel's layout (signedLayout).
 func (p qconvParams) izpu() int64 {
 	switch {
-	case p.signed && !p.signedLayout():
+	case !p.flips():
+		return p.izp
+	case p.signed:
 		return p.izp + 128
-	case !p.signed && p.signedLayout():
-		return p.izp - 128
 	}
-	return p.izp
+	return p.izp - 128
 }
 
 // izpWord is a 32-bit word of four input bytes equal to the zero point
@@ -71,7 +76,7 @@ func newQConvPackKernel(p qconvParams) *qconvPackKernel {
 	w("  const %s* s[4];\n  int32_t have = %d - c4 * 4;\n  if (have > 4) have = 4;\n", xt, p.c)
 	w("  for (int32_t i = 0; i < 4; ++i) s[i] = x + (int64_t)(c4 * 4 + (i < have ? i : 0)) * %d;\n", plane)
 	flip := ""
-	if p.signed != p.signedLayout() {
+	if p.flips() {
 		flip = " ^ 0x80u"
 	}
 	w("  if (have == 4) {\n")
@@ -120,7 +125,7 @@ func (k *qconvPackKernel) Eval(args []tir.KernelArg) error {
 				// The byte the C stores: the value, flipped in its top
 				// bit when data and layout differ in sign.
 				b := uint8(int64(xm.Float(xo + c*plane + q)))
-				if p.signed != p.signedLayout() {
+				if p.flips() {
 					b ^= 0x80
 				}
 				v = float64(b)

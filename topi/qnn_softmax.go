@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/kiln-dev/kiln/graph/op"
-	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tir"
@@ -39,10 +38,7 @@ func computeQSoftmax(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 		return tir.Min(tir.Max(v, tir.Int64(0)), tir.Int64(op.QSoftmaxTableMax))
 	}
 	sum := nnAxisReduce("qsoftmax_sum", x, ax, te.Sum, e)
-	lo, hi := int64(-128), int64(127)
-	if ot.DType == ir.Uint8 {
-		lo, hi = 0, 255
-	}
+	lo, hi := op.QRange(ot.DType)
 	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
 		den := tir.Mul(sum.At(nnKeepIndex(i, ax)...), tir.Int64(1<<shift))
 		// The division by max(den, 1), so that no arm divides by 0; a

@@ -59,10 +59,7 @@ func requantizeRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 // RequantizeRange is a requantize call's output range: out_min and
 // out_max within out_dtype's range. An empty range is out_min..out_min.
 func RequantizeRange(attrs ir.Attrs) (lo, hi int64) {
-	lo, hi = -128, 127
-	if attrs.DType("out_dtype") == ir.Uint8 {
-		lo, hi = 0, 255
-	}
+	lo, hi = QRange(attrs.DType("out_dtype"))
 	lo = max(lo, attrs.Int("out_min"))
 	hi = max(min(hi, attrs.Int("out_max")), lo)
 	return lo, hi
@@ -164,11 +161,7 @@ func checkQOperands(ts []*ir.TensorType, attrs ir.Attrs) error {
 	}
 	for i, name := range []string{"input_zero_point", "kernel_zero_point"} {
 		v, dt := attrs.Int(name), ts[i].DType
-		lo, hi := int64(-128), int64(127)
-		if dt == ir.Uint8 {
-			lo, hi = 0, 255
-		}
-		if v < lo || v > hi {
+		if lo, hi := QRange(dt); v < lo || v > hi {
 			return fmt.Errorf("%s %d is outside %s", name, v, dt)
 		}
 	}

@@ -68,15 +68,16 @@ func qsoftmaxRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 	if dt != ir.Int8 && dt != ir.Uint8 {
 		return nil, fmt.Errorf("out_dtype %s: want int8 or uint8", dt)
 	}
-	lo, hi := qrange(dt)
+	lo, hi := QRange(dt)
 	if zp := attrs.Int("out_zero_point"); zp < lo || zp > hi {
 		return nil, fmt.Errorf("out_zero_point %d is outside %s", zp, dt)
 	}
 	return ir.NewTensorType(dt, x.Shape), nil
 }
 
-// qrange is an 8-bit type's range.
-func qrange(dt ir.DType) (int64, int64) {
+// QRange is the range of an 8-bit quantized type: 0 to 255 for uint8,
+// else -128 to 127.
+func QRange(dt ir.DType) (int64, int64) {
 	if dt == ir.Uint8 {
 		return 0, 255
 	}
