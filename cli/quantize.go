@@ -32,6 +32,7 @@ func runQuantize(args []string, stdout, stderr io.Writer) int {
 	pct := fs.Float64("percentile", 99.99, "with --method percentile: the share of values, in percent, each range holds at each end")
 	act := fs.String("activation-type", "uint8", "activation type: uint8 (what x86's integer dot products take) or int8 (what microcontroller kernels take); weights are always int8")
 	perTensor := fs.Bool("per-tensor", false, "one scale per weight tensor instead of one per output channel")
+	reduce := fs.Bool("reduce-range", false, "7-bit weights ([-64, 64]): on x86 without VNNI integer convolutions then use vpmaddubsw without saturating (faster), for one bit of weight precision")
 	evalN := fs.Int("eval", 64, "seeded random inputs the accuracy report compares the float and quantized models on (0: no report)")
 	evalSeed := fs.Uint64("eval-seed", 2, "the seed of the report's inputs")
 	tgt := fs.String("t", "c", "the target the models are compiled for to calibrate and compare")
@@ -63,7 +64,7 @@ func runQuantize(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kiln quantize: --activation-type %q: want int8 or uint8\n", *act)
 		return exitUsage
 	}
-	opts.PerTensorWeights = *perTensor
+	opts.PerTensorWeights, opts.ReduceRange = *perTensor, *reduce
 	if *samples < 1 || *evalN < 0 || !(*pct > 50 && *pct <= 100) {
 		fmt.Fprintln(stderr, "kiln quantize: --samples must be 1 or more, --eval 0 or more, --percentile in (50, 100]")
 		return exitUsage

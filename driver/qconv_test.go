@@ -63,14 +63,46 @@ func TestQConv2DDifferential(t *testing.T) {
 			ir.Attrs{"out_zero_point": int64(0), "out_max": int64(200), "out_dtype": ir.Uint8}},
 		{"requantized generic", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 5}, ir.Shape{8, 2, 3, 3}, ir.Attrs{"groups": int64(4), "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(3)}, false,
 			ir.Attrs{"out_zero_point": int64(0), "out_dtype": ir.Uint8}},
+		// 7-bit weights (kernel_pair_bound 128): AVX2 multiplies with
+		// vpmaddubsw, at the end of its range (data 255 against pairs of
+		// 64 + 64 and -64 - 64).
+		{"7-bit weight 3x3", ir.Uint8, ir.Int8, ir.Shape{1, 10, 9, 7}, ir.Shape{13, 10, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(0)}, true, nil},
+		{"7-bit weight int8 data requantized", ir.Int8, ir.Int8, ir.Shape{1, 6, 24, 25}, ir.Shape{5, 6, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(-128)}, true,
+			ir.Attrs{"out_zero_point": int64(3), "out_dtype": ir.Int8}},
 	}
 	// AVX-512 VNNI, AVX-VNNI, AVX2 (vpmaddwd) and plain C.
 	hosts := []string{"c", "c -mattr=-avx512f", "c -mattr=-avx512f,-avxvnni", "c -mcpu=x86-64"}
 	for _, tc := range cases {
 		x, w := fill(tc.x, tc.xs), fill(tc.w, tc.ws)
+		w7 := strings.HasPrefix(tc.name, "7-bit")
+		if w7 {
+			for i := 0; i < w.Len(); i++ {
+				w.SetInt(i, int64(rng.Intn(129)-64))
+			}
+			// Output channel 0, input channels 0 and 1 (a pair): 64 + 64
+			// at tap 0, -64 - 64 at tap 1.
+			khw := int(tc.ws[2] * tc.ws[3])
+			w.SetInt(0, 64)
+			w.SetInt(khw, 64)
+			w.SetInt(1, -64)
+			w.SetInt(khw+1, -64)
+			for i := 0; i < x.Len(); i += 3 {
+				x.Data[i] = 0x7f // the layout's 255 (int8 data is flipped)
+				if tc.x == ir.Uint8 {
+					x.Data[i] = 0xff
+				}
+			}
+		}
 		dw := strings.HasPrefix(tc.name, "depthwise")
 		if !dw && (tc.fast || tc.attrs["kernel_layout"] == "OIHW4i") { // the layout the importer gives constant weights
 			w, tc.attrs["kernel_layout"] = ref.PackOIHW4i(w), "OIHW4i"
+		}
+		if w7 {
+			bound, err := ref.QPairBound(w, tc.xs[1], true, 0)
+			if err != nil || bound != 128 {
+				t.Fatalf("%s: kernel_pair_bound %d, %v; want 128", tc.name, bound, err)
+			}
+			tc.attrs["kernel_pair_bound"] = bound
 		}
 		in := graph.NewVar("x", x.Type())
 		call, err := graph.NewCall(op.QConv2D, []graph.Expr{in, graph.NewConstant(w)}, tc.attrs)
@@ -136,6 +168,8 @@ func TestQConv2DDifferential(t *testing.T) {
 					t.Errorf("features %v, but the AVX2 vpmaddwd kernel used: %v", feats, !avx2)
 				} else if avx2 && tc.name == "large map" && !strings.Contains(src, "KILN_QW2(") {
 					t.Error("the AVX2 kernel of a large map does not read the widened weight")
+				} else if tc.fast && !dw && (avx2 && w7) != strings.Contains(src, "_mm256_maddubs_epi16") {
+					t.Errorf("features %v, 7-bit weight %v, but vpmaddubsw used: %v", feats, w7, strings.Contains(src, "_mm256_maddubs_epi16"))
 				}
 				if !got[0].Equal(want.Flatten()[0]) {
 					t.Errorf("compiled and reference differ:\n%v\n%v", got[0].Int32s()[:16], want.Flatten()[0].Int32s()[:16])

@@ -132,6 +132,7 @@ func TestQuantizeSmallCNN(t *testing.T) {
 		{"minmax int8", Options{Activations: ir.Int8}},
 		{"percentile", Options{Method: Percentile, Percentile: 99.9}},
 		{"per tensor", Options{PerTensorWeights: true}},
+		{"reduced range", Options{ReduceRange: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := smallCNN(13).model(t)
@@ -156,6 +157,22 @@ func TestQuantizeSmallCNN(t *testing.T) {
 			}
 			if ops["QuantizeLinear"] != 7 || ops["Conv"] != 2 || ops["Gemm"] != 1 || ops["Add"] != 1 {
 				t.Errorf("ops %v", ops)
+			}
+			// The weights' largest magnitude: 127, or 64 in reduced range.
+			var mp pb.ModelProto
+			if err := proto.Unmarshal(res.Model, &mp); err != nil {
+				t.Fatal(err)
+			}
+			wmax := 0
+			for _, in := range mp.Graph.Initializer {
+				if in.GetDataType() == int32(pb.TensorProto_INT8) && len(in.GetDims()) >= 2 { // not a zero point
+					for _, b := range in.GetRawData() {
+						wmax = max(wmax, int(math.Abs(float64(int8(b)))))
+					}
+				}
+			}
+			if want := int(tc.opts.weightMax()); wmax != want {
+				t.Errorf("int8 weights reach %d, want %d", wmax, want)
 			}
 			if r := res.Ranges["r1"]; r[0] != 0 || !(r[1] > 0) {
 				t.Errorf("the relu's range %v should start at 0", r)
@@ -195,7 +212,7 @@ func TestWeightParams(t *testing.T) {
 		1, -0.5, 0.25, 0.127,
 		0, 0, 0, 0,
 		-254, 127, 1, -1})
-	qp, q := weightParams(w, 0)
+	qp, q := weightParams(w, 0, 127)
 	want := []float32{1.0 / 127, 1, 2}
 	for c := range want {
 		if math.Abs(float64(qp.scales[c]-want[c])) > 1e-7 {
@@ -214,7 +231,15 @@ func TestWeightParams(t *testing.T) {
 			t.Fatalf("quantized %v, want %v", got, wantQ)
 		}
 	}
-	qp, _ = weightParams(w, -1)
+	// Reduced range: the grid of max|w|/64.
+	_, q = weightParams(w, 0, 64)
+	wantQ = []int8{64, -32, 16, 8, 0, 0, 0, 0, -64, 32, 0, 0}
+	for i := range wantQ {
+		if int8(q.Data[i]) != wantQ[i] {
+			t.Fatalf("reduced range: quantized %v, want %v", q.Data, wantQ)
+		}
+	}
+	qp, _ = weightParams(w, -1, 127)
 	if len(qp.scales) != 1 || qp.scales[0] != 2 {
 		t.Errorf("per tensor: scales %v, want [2]", qp.scales)
 	}

@@ -40,10 +40,10 @@ func actParams(lo, hi float64, dt ir.DType) qparams {
 	return qparams{scales: []float32{scale}, zps: []int64{int64(zp)}, dtype: dt, axis: -1}
 }
 
-// weightParams quantizes a float weight to int8, symmetric in [-127, 127],
-// with one scale per index of axis (or one, axis -1). A channel of zeros
-// gets scale 1.
-func weightParams(w *tensor.Tensor, axis int) (qparams, *tensor.Tensor) {
+// weightParams quantizes a float weight to int8, symmetric in [-qmax,
+// qmax] (127, or 64 for reduced range), with one scale per index of axis
+// (or one, axis -1). A channel of zeros gets scale 1.
+func weightParams(w *tensor.Tensor, axis int, qmax float64) (qparams, *tensor.Tensor) {
 	v := w.Float32s()
 	outer, n, inner := splitAxis(w.Shape, axis)
 	maxAbs := make([]float64, n)
@@ -57,7 +57,7 @@ func weightParams(w *tensor.Tensor, axis int) (qparams, *tensor.Tensor) {
 	}
 	qp := qparams{dtype: ir.Int8, axis: axis, scales: make([]float32, n), zps: make([]int64, n)}
 	for c, m := range maxAbs {
-		qp.scales[c] = float32(m / 127)
+		qp.scales[c] = float32(m / qmax)
 		if !(qp.scales[c] > 0) || math.IsInf(float64(qp.scales[c]), 0) {
 			qp.scales[c] = 1
 		}
@@ -68,7 +68,7 @@ func weightParams(w *tensor.Tensor, axis int) (qparams, *tensor.Tensor) {
 			base := (o*n + c) * inner
 			for k, f := range v[base : base+inner] {
 				r := math.RoundToEven(float64(f / qp.scales[c]))
-				q.Data[base+k] = byte(int8(math.Min(math.Max(r, -127), 127)))
+				q.Data[base+k] = byte(int8(math.Min(math.Max(r, -qmax), qmax)))
 			}
 		}
 	}
@@ -225,7 +225,7 @@ func rewrite(m *Model, p *plan, ranges map[string][2]float64, opts Options) (*pb
 			if wu.axis >= len(w.Shape) {
 				continue
 			}
-			qp, q := weightParams(w, wu.axis)
+			qp, q := weightParams(w, wu.axis, opts.weightMax())
 			wdone[k], wparams[k] = r.constant(name, q, qp), qp
 			c.weights++
 		}

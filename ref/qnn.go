@@ -1,6 +1,8 @@
 package ref
 
 import (
+	"fmt"
+
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
@@ -106,21 +108,15 @@ func qconvKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*tensor.
 	for i := range xc {
 		xc[i] = x.Int(i) - izp
 	}
-	kzp := attrs.Int("kernel_zero_point")
 	ws, err := op.QConvWeightShape(x.Shape, w.Shape, attrs)
 	if err != nil {
 		return nil, err
 	}
-	wc := make([]int64, ws.NumElements())
-	packed := attrs.Str("kernel_layout") == "OIHW4i"
-	ci, khw := ws[1], ws[2]*ws[3]
-	for i := range wc {
-		j := int64(i)
-		if packed { // [o, c, t] from [o, c/4, t, c%4]
-			o, c, t := j/(ci*khw), j/khw%ci, j%khw
-			j = ((o*((ci+3)/4)+c/4)*khw+t)*4 + c%4
+	wc := centredWeight(w, ws, attrs.Str("kernel_layout") == "OIHW4i", attrs.Int("kernel_zero_point"))
+	if b := attrs.Int("kernel_pair_bound"); b != 0 {
+		if got := pairBound(wc, ws); got > b {
+			return nil, fmt.Errorf("kernel_pair_bound %d: the weight's pairs of input channels reach %d", b, got)
 		}
-		wc[i] = w.Int(int(j)) - kzp
 	}
 	acc := make([]int64, ot.Shape.NumElements())
 	conv3(xc, wc, acc, g)
@@ -145,6 +141,65 @@ func requantizeKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*te
 		res.SetInt(k, op.RequantizeValue(int64(xs[k]), int64(ms[b.index(k)]), shift, zp, lo, hi))
 	}
 	return []*tensor.Tensor{res}, nil
+}
+
+// centredWeight is a qnn.conv2d weight in OIHW (shape ws) less its zero
+// point kzp, read from OIHW4i when packed.
+func centredWeight(w *tensor.Tensor, ws ir.Shape, packed bool, kzp int64) []int64 {
+	wc := make([]int64, ws.NumElements())
+	ci, khw := ws[1], ws[2]*ws[3]
+	for i := range wc {
+		j := int64(i)
+		if packed { // [o, c, t] from [o, c/4, t, c%4]
+			o, c, t := j/(ci*khw), j/khw%ci, j%khw
+			j = ((o*((ci+3)/4)+c/4)*khw+t)*4 + c%4
+		}
+		wc[i] = w.Int(int(j)) - kzp
+	}
+	return wc
+}
+
+// pairBound is the largest, over output channels, taps and pairs of input
+// channels (2j, 2j+1) of a centred OIHW weight, of the pair's sum of
+// positive weights and its sum of negative weights' magnitudes: qnn.conv2d's
+// kernel_pair_bound.
+func pairBound(wc []int64, ws ir.Shape) int64 {
+	ci, khw := ws[1], ws[2]*ws[3]
+	var bound int64
+	for o := int64(0); o < ws[0]; o++ {
+		for c := int64(0); c < ci; c += 2 {
+			for t := int64(0); t < khw; t++ {
+				var pos, neg int64
+				for d := c; d < min(c+2, ci); d++ {
+					v := wc[(o*ci+d)*khw+t]
+					if v > 0 {
+						pos += v
+					} else {
+						neg -= v
+					}
+				}
+				bound = max(bound, pos, neg)
+			}
+		}
+	}
+	return bound
+}
+
+// QPairBound is the kernel_pair_bound of a constant qnn.conv2d weight
+// w with zero point kzp, OIHW or packed OIHW4i (input channels per group
+// ci): the least bound its values meet, at least 1.
+func QPairBound(w *tensor.Tensor, ci int64, packed bool, kzp int64) (int64, error) {
+	ws := w.Shape
+	if packed {
+		if len(ws) != 5 {
+			return 0, fmt.Errorf("kernel_layout OIHW4i: weight %v is not [O, I/4, KH, KW, 4]", ws)
+		}
+		ws = ir.Shape{ws[0], ci, ws[2], ws[3]}
+	}
+	if len(ws) != 4 {
+		return 0, fmt.Errorf("weight %v is not OIHW", ws)
+	}
+	return max(pairBound(centredWeight(w, ws, packed, kzp), ws), 1), nil
 }
 
 // PackOIHW4i lays out an OIHW weight for qnn.conv2d's kernel_layout

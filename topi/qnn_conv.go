@@ -22,9 +22,11 @@ import (
 //     tile of output pixels, in parallel: it copies the tile's taps (one
 //     32-bit word holds four input channels of a pixel) and multiplies
 //     them with the weight words using the target's widest integer dot
-//     product (AVX-512 VNNI vpdpbusd, AVX-VNNI; AVX2 vpmaddwd on the
-//     bytes widened to 16 bits; Arm sdot, or NEON's widening multiply
-//     without it; else plain C), then
+//     product (AVX-512 VNNI vpdpbusd, AVX-VNNI; AVX2 vpmaddubsw when the
+//     weight's kernel_pair_bound rules out saturation (7-bit weights, as
+//     kiln quantize --reduce-range writes), else vpmaddwd on the bytes
+//     widened to 16 bits; Arm sdot, or NEON's widening multiply without
+//     it; else plain C), then
 //     subtracts input_zero_point times each channel's weight sum.
 
 func init() {
@@ -120,10 +122,12 @@ func newQConvParams(c *strategy.Call, x, w *te.Tensor) (qconvParams, error) {
 	if err != nil {
 		return qconvParams{}, fmt.Errorf("%s: %v", c.Op.Name, err)
 	}
+	isa, bound := qconvISAFor(c.Target.Processor().Features), c.Attrs.Int("kernel_pair_bound")
 	return qconvParams{
 		c: x.Shape[1], h: x.Shape[2], w: x.Shape[3], oc: ot.Shape[1], oh: ot.Shape[2], ow: ot.Shape[3],
 		kh: w.Shape[2], kw: w.Shape[3], sh: strides[0], sw: strides[1], ph: pb[0], pw: pb[1], dh: dil[0], dw: dil[1],
-		izp: c.Attrs.Int("input_zero_point"), signed: x.DType == ir.Int8, isa: qconvISAFor(c.Target.Processor().Features),
+		izp: c.Attrs.Int("input_zero_point"), signed: x.DType == ir.Int8, isa: isa,
+		maddubs: isa == qconvAVX2 && bound > 0 && bound <= 128,
 	}, nil
 }
 

@@ -18,6 +18,10 @@ type qconvParams struct {
 	izp                    int64 // as given (int8 data: in [-128, 127])
 	signed                 bool  // int8 data
 	isa                    qconvISA
+	// maddubs: the AVX2 kernel multiplies with vpmaddubsw, exact because
+	// the weight's kernel_pair_bound is at most 128 (255 * 128 fits a
+	// 16-bit pair sum), instead of widening to 16 bits for vpmaddwd.
+	maddubs bool
 }
 
 // signedLayout reports whether the kernel's input layout holds int8
@@ -190,7 +194,7 @@ func newQConvKernel(p qconvParams, epi *qconvEpi) (*qconvKernel, error) {
 		k.np, k.mr = 16, 4
 	}
 	k.tiles = (p.oh*p.ow + k.np - 1) / k.np
-	k.w16 = p.isa == qconvAVX2 && k.tiles >= qconvW16MinTiles
+	k.w16 = p.isa == qconvAVX2 && !p.maddubs && k.tiles >= qconvW16MinTiles
 	if k.k4*4 > qconvMaxK || k.k4*k.np*4 > qconvMaxTile {
 		return nil, fmt.Errorf("qnn.conv2d kernel: reduction of %d does not fit", k.k4*4)
 	}
@@ -501,13 +505,16 @@ func (k *qconvKernel) weight256(o string) string {
 
 // dot256 is the C statement acc += the four-channel dot products of the
 // pixels of x with the broadcast weight (weight256): one vpdpbusd with
-// AVX-VNNI; without it, two vpmaddwd of the 16-bit halves (splitX) with
-// the weight's, widened by the caller (w16) or here, exact where
-// vpmaddubsw's 16-bit pair sums would saturate.
+// AVX-VNNI; without it, vpmaddubsw and vpmaddwd by ones when the weight's
+// pairs are bounded (maddubs), else two vpmaddwd of the 16-bit halves
+// (splitX) with the weight's, widened by the caller (w16) or here, exact
+// where vpmaddubsw's 16-bit pair sums would saturate.
 func (k *qconvKernel) dot256(acc, x, b string) string {
 	switch {
 	case k.p.isa != qconvAVX2:
 		return fmt.Sprintf("%s = _mm256_dpbusd_avx_epi32(%s, %s, %s);", acc, acc, x, b)
+	case k.p.maddubs:
+		return fmt.Sprintf("%s = _mm256_add_epi32(%s, _mm256_madd_epi16(_mm256_maddubs_epi16(%s, %s), ones16));", acc, acc, x, b)
 	case k.w16:
 		return fmt.Sprintf("%s = _mm256_add_epi32(%s, _mm256_add_epi32(_mm256_madd_epi16(%se, %se), _mm256_madd_epi16(%so, %so)));", acc, acc, x, b, x, b)
 	}
@@ -538,6 +545,9 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 		w("%sif (np == NP) { _mm256_storeu_si256((__m256i*)(%s), %s0); _mm256_storeu_si256((__m256i*)(%s + 8), %s1); }\n", ind, dst, acc, dst, acc)
 		w("%selse { int32_t tmp[16]; _mm256_storeu_si256((__m256i*)tmp, %s0); _mm256_storeu_si256((__m256i*)(tmp + 8), %s1); for (int32_t j = 0; j < np; ++j) (%s)[j] = tmp[j]; }\n", ind, acc, acc, dst)
 	}
+	if k.p.maddubs {
+		w("  const __m256i ones16 = _mm256_set1_epi16(1);\n")
+	}
 	w("  int32_t o = 0;\n")
 	w("  for (; o + %d <= %d; o += %d) {\n", mr, k.p.oc, mr)
 	for m := int64(0); m < mr; m++ {
@@ -545,11 +555,18 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	}
 	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
 	w("      const __m256i x0 = _mm256_load_si256((const __m256i*)(xp + k4 * NP)), x1 = _mm256_load_si256((const __m256i*)(xp + k4 * NP + 8));\n")
-	if k.p.isa == qconvAVX2 {
+	if k.p.isa == qconvAVX2 && !k.p.maddubs {
 		k.splitX(w, "x0", "x1")
 	}
 	for m := int64(0); m < mr; m++ {
 		w("      { %s %s %s }\n", k.weight256(fmt.Sprintf("o + %d", m)), k.dot256(fmt.Sprintf("a%d0", m), "x0", "b"), k.dot256(fmt.Sprintf("a%d1", m), "x1", "b"))
+		if k.p.maddubs {
+			// An empty asm holding the channel's accumulators in
+			// registers: without it gcc (-march=znver3) computes all
+			// channels' products first and spills accumulators to the
+			// stack, which halved the kernel's speed.
+			w("      __asm__(\"\" : \"+x\"(a%d0), \"+x\"(a%d1));\n", m, m)
+		}
 	}
 	w("    }\n")
 	for m := int64(0); m < mr; m++ {
@@ -563,7 +580,7 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
 	w("      %s\n", k.weight256("o"))
 	w("      const __m256i x0 = _mm256_load_si256((const __m256i*)(xp + k4 * NP)), x1 = _mm256_load_si256((const __m256i*)(xp + k4 * NP + 8));\n")
-	if k.p.isa == qconvAVX2 {
+	if k.p.isa == qconvAVX2 && !k.p.maddubs {
 		k.splitX(w, "x0", "x1")
 	}
 	w("      %s %s\n    }\n", k.dot256("a0", "x0", "b"), k.dot256("a1", "x1", "b"))

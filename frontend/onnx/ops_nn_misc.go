@@ -406,8 +406,24 @@ func (b *builder) qconv2d(x, xzp, w, wzp graph.Expr) graph.Expr {
 		// Four input channels of a tap in one 32-bit word, the operand of
 		// integer dot products (vpdpbusd, sdot): packed once, here.
 		w, attrs["kernel_layout"] = graph.NewConstant(ref.PackOIHW4i(k.Value)), "OIHW4i"
+		b.pairBound(w, wt.Shape[1], attrs)
 	}
 	return b.call(op.QConv2D, attrs, x, w)
+}
+
+// pairBound records a constant qnn.conv2d weight's kernel_pair_bound in
+// attrs (what lets x86 kernels without VNNI multiply with vpmaddubsw).
+func (b *builder) pairBound(w graph.Expr, ci int64, attrs ir.Attrs) {
+	k, ok := w.(*graph.Constant)
+	if !ok || b.err != nil {
+		return
+	}
+	bound, err := ref.QPairBound(k.Value, ci, attrs["kernel_layout"] == "OIHW4i", attrs["kernel_zero_point"].(int64))
+	if err != nil {
+		b.fail("%v", err)
+		return
+	}
+	attrs["kernel_pair_bound"] = bound
 }
 
 // qconv1d is qconv2d for a 1-D convolution: qnn.conv2d of height 1
@@ -433,6 +449,9 @@ func (b *builder) qconv1d(x, xzp, w, wzp graph.Expr, xt, wt *ir.TensorType) grap
 			w4, attrs["kernel_layout"] = ref.PackOIHW4i(w4), "OIHW4i"
 		}
 		w = graph.NewConstant(w4)
+		if group == 1 {
+			b.pairBound(w, i, attrs)
+		}
 	} else {
 		w = b.reshape(w, ir.Shape{o, i, 1, k[0]})
 	}

@@ -122,6 +122,11 @@ func TestQLinearFixedPoint(t *testing.T) {
 			if tc.op == "QLinearConv" && !strings.Contains(lastModule.String(), "qnn.conv2d_requantize(") {
 				t.Errorf("no qnn.conv2d_requantize:\n%s", lastModule)
 			}
+			// The constant weight's pair bound: the largest weight
+			// magnitude here (one input channel), 100 and 2.
+			if want := map[string]string{"conv per channel saturating": "kernel_pair_bound=100", "conv 1-D ties": "kernel_pair_bound=2"}[tc.name]; want != "" && !strings.Contains(lastModule.String(), want) {
+				t.Errorf("no %s:\n%s", want, lastModule)
+			}
 		})
 	}
 }

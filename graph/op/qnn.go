@@ -126,11 +126,21 @@ func RequantizeValue(x, multiplier, shift, zp, lo, hi int64) int64 {
 // that four input channels of a tap are one 32-bit word (what integer dot
 // products take). (Weights with a zero point per channel are computed as
 // int32 convolutions of centred operands instead.)
+//
+// kernel_pair_bound, when not 0, is what the importer knows of a constant
+// weight's values: for every output channel, tap and pair of input
+// channels (2j, 2j+1), the sum of the pair's positive weights and the
+// sum of its negative weights' magnitudes (less kernel_zero_point) are at
+// most the bound. A bound of 128 or less lets x86 without VNNI multiply
+// uint8 data with vpmaddubsw, whose 16-bit pair sums then cannot
+// saturate. The reference executor checks the claim (ref.QPairBound
+// computes it).
 var QConv2D = declare(&Op{Name: "qnn.conv2d", NumArgs: 2, Pattern: OutEWiseFusable,
 	Attrs: append(convAttrs(2),
 		AttrSpec{Name: "input_zero_point", Kind: ir.AttrInt, Default: int64(0)},
 		AttrSpec{Name: "kernel_zero_point", Kind: ir.AttrInt, Default: int64(0)},
-		AttrSpec{Name: "kernel_layout", Kind: ir.AttrString, Default: "OIHW"}),
+		AttrSpec{Name: "kernel_layout", Kind: ir.AttrString, Default: "OIHW"},
+		AttrSpec{Name: "kernel_pair_bound", Kind: ir.AttrInt, Default: int64(0)}),
 	Rel: qconvRel, Doc: "2-D convolution of int8/uint8 with int32 accumulation (NCHW, OIHW)"})
 
 func qconvRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
@@ -140,6 +150,9 @@ func qconvRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 	}
 	if err := checkQOperands(ts, attrs); err != nil {
 		return nil, err
+	}
+	if b := attrs.Int("kernel_pair_bound"); b < 0 || b > 512 {
+		return nil, fmt.Errorf("kernel_pair_bound %d: want 0 (unknown) to 512", b)
 	}
 	ws, err := QConvWeightShape(ts[0].Shape, ts[1].Shape, attrs)
 	if err != nil {
