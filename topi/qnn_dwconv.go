@@ -132,7 +132,6 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 	}
 	w("  const %s* restrict s = x + (int64_t)c * %d;\n", xt, p.h*p.w)
 	w("  const int8_t* restrict wc = w + (int64_t)c * %d;\n", p.kh*p.kw)
-	w("  int32_t acc[%d];\n", p.ow)
 	if epi != nil {
 		m := "mult[0]"
 		if epi.perChannel {
@@ -140,21 +139,26 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 		}
 		w("  const int32_t b = bias[c], m = %s;\n", m)
 	}
-	w("  for (int32_t oy = 0; oy < %d; ++oy) {\n", p.oh)
-	w("    for (int32_t ox = 0; ox < %d; ++ox) acc[ox] = 0;\n", p.ow)
-	w("    for (int32_t ky = 0; ky < %d; ++ky) {\n", p.kh)
-	w("      const int32_t iy = oy * %d - %d + ky * %d;\n", p.sh, p.ph, p.dh)
-	w("      if ((uint32_t)iy >= %du) continue;\n", p.h)
-	w("      const %s* restrict row = s + (int64_t)iy * %d;\n", xt, p.w)
-	w("      for (int32_t kx = 0; kx < %d; ++kx) {\n", p.kw)
-	w("        const int32_t wv = wc[ky * %d + kx];\n", p.kw)
-	w("        const int32_t off = kx * %d - %d;\n", p.dw, p.pw)
-	// Columns whose input ix = ox*sw + off lies in [0, W).
-	w("        int32_t lo = off < 0 ? (-off + %d) / %d : 0;\n", p.sw-1, p.sw)
-	w("        int32_t hi = %d - off <= 0 ? 0 : (%d - off + %d) / %d;\n", p.w, p.w, p.sw-1, p.sw)
-	w("        if (hi > %d) hi = %d;\n", p.ow, p.ow)
-	w("        for (int32_t ox = lo; ox < hi; ++ox) acc[ox] += ((int32_t)row[ox * %d + off] - (%d)) * wv;\n", p.sw, p.izp)
-	w("      }\n    }\n")
+	if rows, ok := newDWRows(p); ok {
+		rows.emit(w)
+	} else {
+		w("  int32_t acc[%d];\n", p.ow)
+		w("  for (int32_t oy = 0; oy < %d; ++oy) {\n", p.oh)
+		w("    for (int32_t ox = 0; ox < %d; ++ox) acc[ox] = 0;\n", p.ow)
+		w("    for (int32_t ky = 0; ky < %d; ++ky) {\n", p.kh)
+		w("      const int32_t iy = oy * %d - %d + ky * %d;\n", p.sh, p.ph, p.dh)
+		w("      if ((uint32_t)iy >= %du) continue;\n", p.h)
+		w("      const %s* restrict row = s + (int64_t)iy * %d;\n", xt, p.w)
+		w("      for (int32_t kx = 0; kx < %d; ++kx) {\n", p.kw)
+		w("        const int32_t wv = wc[ky * %d + kx];\n", p.kw)
+		w("        const int32_t off = kx * %d - %d;\n", p.dw, p.pw)
+		// Columns whose input ix = ox*sw + off lies in [0, W).
+		w("        int32_t lo = off < 0 ? (-off + %d) / %d : 0;\n", p.sw-1, p.sw)
+		w("        int32_t hi = %d - off <= 0 ? 0 : (%d - off + %d) / %d;\n", p.w, p.w, p.sw-1, p.sw)
+		w("        if (hi > %d) hi = %d;\n", p.ow, p.ow)
+		w("        for (int32_t ox = lo; ox < hi; ++ox) acc[ox] += ((int32_t)row[ox * %d + off] - (%d)) * wv;\n", p.sw, p.izp)
+		w("      }\n    }\n")
+	}
 	if epi != nil {
 		ot := map[bool]string{true: "int8_t", false: "uint8_t"}[epi.signed]
 		w("    %s* restrict d = out + (int64_t)c * %d + oy * %d;\n", ot, p.oh*p.ow, p.ow)
@@ -196,9 +200,9 @@ func (k *qdwconvKernel) Symbol() string { return k.symbol }
 // Includes implements tir.Kernel.
 func (k *qdwconvKernel) Includes() []string {
 	if h := k.p.isa.header(); k.epi != nil && h != "" {
-		return []string{h}
+		return []string{h, "<string.h>"}
 	}
-	return nil
+	return []string{"<string.h>"}
 }
 
 // Source implements tir.Kernel.
