@@ -356,15 +356,16 @@ func (k *qconvKernel) vectorEpilogue() string {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	mask, half := int64(1)<<e.shift-1, int64(1)<<(e.shift-1)
 	if k.p.isa == qconvAVXVNNI || k.p.isa == qconvAVX2 {
-		// AVX2 has no 64-bit arithmetic shift: for |p| < 2^62 (products
-		// of two int32), (p + 2^62) shifted logically, less 2^(62-s), is
-		// p shifted arithmetically; the mask of the low bits is the same.
+		// Rounding half to even, p / 2^s is floor((p + 2^(s-1) - 1 +
+		// b) / 2^s) with b bit s of p (the parity of floor(p / 2^s)).
+		// AVX2 has no 64-bit arithmetic shift: for |p| <= 2^62 (products
+		// of two int32) that sum plus 2^62 lies in [0, 2^64), so it is
+		// shifted logically and 2^(62-s) taken off (with the zero point
+		// added in the same constant).
 		w("static inline __m256i KILN_SYMBOL_rq64(__m256i p) {\n")
-		w("  __m256i q = _mm256_sub_epi64(_mm256_srli_epi64(_mm256_add_epi64(p, _mm256_set1_epi64x(INT64_C(1) << 62)), %d), _mm256_set1_epi64x(INT64_C(1) << %d));\n", e.shift, 62-e.shift)
-		w("  const __m256i r = _mm256_and_si256(p, _mm256_set1_epi64x(INT64_C(%d)));\n", mask)
-		w("  const __m256i h = _mm256_set1_epi64x(INT64_C(%d)), one = _mm256_set1_epi64x(1);\n", half)
-		w("  const __m256i up = _mm256_or_si256(_mm256_cmpgt_epi64(r, h), _mm256_and_si256(_mm256_cmpeq_epi64(r, h), _mm256_cmpeq_epi64(_mm256_and_si256(q, one), one)));\n")
-		w("  q = _mm256_add_epi64(_mm256_sub_epi64(q, up), _mm256_set1_epi64x(%d));\n", e.zp)
+		w("  const __m256i b = _mm256_and_si256(_mm256_srli_epi64(p, %d), _mm256_set1_epi64x(1));\n", e.shift)
+		w("  __m256i q = _mm256_srli_epi64(_mm256_add_epi64(_mm256_add_epi64(p, _mm256_set1_epi64x(INT64_C(%d))), b), %d);\n", int64(1)<<62+half-1, e.shift)
+		w("  q = _mm256_add_epi64(q, _mm256_set1_epi64x(INT64_C(%d)));\n", e.zp-int64(1)<<(62-e.shift))
 		w("  const __m256i lo = _mm256_set1_epi64x(%d), hi = _mm256_set1_epi64x(%d);\n", e.lo, e.hi)
 		w("  q = _mm256_blendv_epi8(q, lo, _mm256_cmpgt_epi64(lo, q));\n")
 		w("  return _mm256_blendv_epi8(q, hi, _mm256_cmpgt_epi64(q, hi));\n}\n")
