@@ -88,3 +88,34 @@ func TestRequantizeDifferential(t *testing.T) {
 		})
 	}
 }
+
+// TestRequantizeShifts: qnn.requantize compiled to C gives the reference
+// executor's values for multipliers and shifts at their ends (shift 1
+// and 62, multipliers of either sign up to -2^31, products up to 2^62),
+// which the generated code's biased logical shift must floor exactly.
+func TestRequantizeShifts(t *testing.T) {
+	testenv.Cgo(t)
+	vals := []int32{math.MaxInt32, math.MinInt32, math.MinInt32 + 1, -1, 0, 1, 2, 3, -2, -3, 1 << 30, -(1 << 30), 12345, -12345, 255, -256}
+	x := tensor.New(ir.Int32, ir.Shape{int64(len(vals))})
+	copy(x.Int32s(), vals)
+	for _, tc := range []struct {
+		m     int32
+		shift int64
+	}{
+		{math.MinInt32, 62}, {math.MaxInt32, 62}, {1, 1}, {-1, 1}, {3, 2}, {1 << 30, 31}, {-(1 << 30) + 1, 40}, {math.MinInt32, 32},
+	} {
+		m := tensor.New(ir.Int32, ir.Shape{})
+		m.Int32s()[0] = tc.m
+		in := graph.NewVar("x", x.Type())
+		call, err := graph.NewCall(op.Requantize, []graph.Expr{in, graph.NewConstant(m)},
+			ir.Attrs{"shift": tc.shift, "out_zero_point": int64(-3), "out_dtype": ir.Int8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod, want := refOfCall(t, in, call, x)
+		got, _ := compileRun(t, mod, hostTarget(t), map[string]*tensor.Tensor{"x": x})
+		if w := want.Flatten()[0]; !got[0].Equal(w) {
+			t.Errorf("multiplier %d shift %d: compiled %v, reference %v", tc.m, tc.shift, got[0].Data, w.Data)
+		}
+	}
+}
