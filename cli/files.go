@@ -205,9 +205,9 @@ func ModelInputs(path string) ([]DeclaredInput, error) {
 // shapes fix the input shapes, and every one may be frozen when an
 // operator needs its value at compile time. shapes adds shapes for inputs
 // without values. pc (nil: the defaults) gives the import options among
-// the pass configuration (import.fold_qdq).
+// the pass configuration (import.fold_qdq, on by default).
 func loadWithInputs(path string, vals map[string]*tensor.Tensor, shapes map[string]ir.Shape, pc *passconfig.Config) (*onnx.Model, error) {
-	opts := onnx.Options{FoldQDQ: pc != nil && pc.Bool(passconfig.FoldQDQ)}
+	opts := onnx.Options{KeepQDQ: pc != nil && !pc.Bool(passconfig.FoldQDQ)}
 	if len(vals)+len(shapes) > 0 {
 		opts.InputShapes = map[string]ir.Shape{}
 		opts.Freeze = map[string]*tensor.Tensor{}

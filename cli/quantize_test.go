@@ -88,10 +88,10 @@ func TestQuantizeErrors(t *testing.T) {
 	}
 }
 
-// TestQuantizedFoldFlag: --pass-config import.fold_qdq=true compiles a QDQ
-// model into integer kernels (qnn.requantize in the program), and its
-// outputs stay within a few quantization steps of the float-emulated
-// QDQ model's.
+// TestQuantizedFoldFlag: a QDQ model compiles into integer kernels by
+// default (qnn.requantize in the program), --pass-config
+// import.fold_qdq=false keeps its float emulation, and the outputs stay
+// within a few quantization steps of each other.
 func TestQuantizedFoldFlag(t *testing.T) {
 	testenv.Cgo(t)
 	dir := t.TempDir()
@@ -104,8 +104,8 @@ func TestQuantizedFoldFlag(t *testing.T) {
 	for _, fold := range []bool{false, true} {
 		art := filepath.Join(dir, fmt.Sprintf("a%v", fold))
 		args := []string{"compile", q, "-t", "c", "-o", art, "--quiet"}
-		if fold {
-			args = append(args, "--pass-config", "import.fold_qdq=true")
+		if !fold {
+			args = append(args, "--pass-config", "import.fold_qdq=false")
 		}
 		if code, _, stderr := kiln(args...); code != 0 {
 			t.Fatalf("compile %v: %s", fold, stderr)

@@ -76,9 +76,10 @@ func qdqCNN(t *testing.T) []byte {
 	return data
 }
 
-// TestQDQFold: a QDQ model from kiln's quantizer imports, with
-// FoldQDQ, as integer operators ending in qnn.requantize; the result
-// stays within a few quantization steps of the float-emulated QDQ model,
+// TestQDQFold: a QDQ model from kiln's quantizer imports, by default, as
+// integer operators ending in qnn.requantize; the result
+// stays within a few quantization steps of the float-emulated QDQ model
+// (KeepQDQ),
 // and the compiled integer model gives the reference executor's values
 // bit for bit.
 func TestQDQFold(t *testing.T) {
@@ -98,11 +99,11 @@ func TestQDQFold(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plain, err := onnx.Load(res.Model, onnx.Options{})
+			plain, err := onnx.Load(res.Model, onnx.Options{KeepQDQ: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			folded, err := onnx.Load(res.Model, onnx.Options{FoldQDQ: true})
+			folded, err := onnx.Load(res.Model, onnx.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

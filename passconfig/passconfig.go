@@ -74,9 +74,10 @@ var (
 	DisableVectorize = &Key{Name: "tir.disable_vectorize", Type: Bool, Default: false,
 		Doc: "turn vectorized loops into serial ones before code generation (no vectorization pragmas)"}
 	// FoldQDQ folds a QDQ model's QuantizeLinear/DequantizeLinear groups
-	// into integer operators at import (onnx.Options.FoldQDQ).
-	FoldQDQ = &Key{Name: "import.fold_qdq", Type: Bool, Default: false,
-		Doc: "fold a QDQ model's QuantizeLinear/DequantizeLinear groups into integer operators at import (qnn.conv2d_requantize and others, fixed-point requantization); off by default until depthwise and matrix-product integer kernels exist"}
+	// into integer operators at import (onnx.Options.KeepQDQ is its
+	// opposite).
+	FoldQDQ = &Key{Name: "import.fold_qdq", Type: Bool, Default: true,
+		Doc: "fold a QDQ model's QuantizeLinear/DequantizeLinear groups into integer operators at import (qnn.conv2d_requantize and others, fixed-point requantization); false keeps the pairs and computes the operators between them in float"}
 	// DisableAssert is TVM's tir.disable_assert, for target TIR passes.
 	DisableAssert = &Key{Name: "tir.disable_assert", Type: Bool, Default: false,
 		Doc: "tells target TIR passes (UMA's RegisterTIRPassContext) to leave out the run-time checks they would add; kiln's own argument checks stay (they guard artifacts from strangers)"}

@@ -96,12 +96,12 @@ func TestFoldQDQActivations(t *testing.T) {
 			}
 			var vals [2][]float32
 			for k, fold := range []bool{false, true} {
-				m, err := Load(data, Options{FoldQDQ: fold})
+				m, err := Load(data, Options{KeepQDQ: !fold})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if got := strings.Contains(m.Module.String(), "requantize("); got != fold {
-					t.Errorf("FoldQDQ %v: qnn.requantize used %v", fold, got)
+					t.Errorf("fold %v: qnn.requantize used %v", fold, got)
 				}
 				v, err := ref.Run(m.Module, []*tensor.Tensor{x})
 				if err != nil {
@@ -213,12 +213,12 @@ func TestFoldQDQSoftmax(t *testing.T) {
 	}
 	var vals [2][]float32
 	for k, fold := range []bool{false, true} {
-		m, err := Load(data, Options{FoldQDQ: fold})
+		m, err := Load(data, Options{KeepQDQ: !fold})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := strings.Contains(m.Module.String(), "qnn.softmax("); got != fold {
-			t.Errorf("FoldQDQ %v: qnn.softmax used %v\n%s", fold, got, m.Module)
+			t.Errorf("fold %v: qnn.softmax used %v\n%s", fold, got, m.Module)
 		}
 		v, err := ref.Run(m.Module, []*tensor.Tensor{x})
 		if err != nil {
