@@ -268,9 +268,14 @@ func (k *qconvKernel) source() string {
 		w("        for (int32_t r = 0; r < hi - lo; ++r) { uint32_t v; memcpy(&v, src + r * 4, 4); dst[r] = v; } }\n")
 		w("      for (int32_t r = hi; r < run; ++r) d[j + r] = %du;\n", izpw)
 	} else {
-		w("      for (int32_t r = 0; r < run; ++r) {\n")
-		w("        const int32_t ix = ix0 + r * %d;\n", p.sw)
-		w("        uint32_t v = %du;\n        if ((uint32_t)ix < %du) memcpy(&v, row + (int64_t)ix * 4, 4);\n        d[j + r] = v;\n      }\n", izpw, p.w)
+		// Strided: the in-bounds runs r in [lo, hi) (ix0 + r*SW in
+		// [0, W)) copied without a test per word.
+		w("      int32_t lo = ix0 < 0 ? (-ix0 + %d) / %d : 0;\n      if (lo > run) lo = run;\n", p.sw-1, p.sw)
+		w("      int32_t hi = %d - ix0 <= 0 ? 0 : (%d - ix0 + %d) / %d;\n      if (hi > run) hi = run;\n      if (hi < lo) hi = lo;\n", p.w, p.w, p.sw-1, p.sw)
+		w("      for (int32_t r = 0; r < lo; ++r) d[j + r] = %du;\n", izpw)
+		w("      { const uint8_t* restrict src = row + (int64_t)ix0 * 4; uint32_t* restrict dst = d + j;\n")
+		w("        for (int32_t r = lo; r < hi; ++r) { uint32_t v; memcpy(&v, src + (int64_t)r * %d, 4); dst[r] = v; } }\n", p.sw*4)
+		w("      for (int32_t r = hi; r < run; ++r) d[j + r] = %du;\n", izpw)
 	}
 	w("      j += run;\n    }\n")
 	w("    for (; j < NP; ++j) d[j] = 0;\n")
