@@ -361,6 +361,23 @@ func (k *qconvKernel) vectorEpilogue() string {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	mask, half := int64(1)<<e.shift-1, int64(1)<<(e.shift-1)
 	if k.p.isa == qconvAVXVNNI || k.p.isa == qconvAVX2 {
+		if e.shift >= 32 {
+			// From shift 32 on, |p| / 2^s <= 2^62 / 2^32: every quotient
+			// fits int32, so the zero point and the clamp work on the
+			// eight 32-bit lanes at once. The odd lanes' quotients are
+			// shifted by s - 32, straight into the upper halves the
+			// blend takes; the bias of 2^62 leaves with the zero point,
+			// modulo 2^32.
+			w("static inline __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
+			w("  v = _mm256_add_epi32(v, _mm256_set1_epi32(b));\n")
+			w("  const __m256i mv = _mm256_set1_epi32(m), one = _mm256_set1_epi64x(1), c = _mm256_set1_epi64x(INT64_C(%d));\n", int64(1)<<62+half-1)
+			w("  const __m256i pe = _mm256_mul_epi32(v, mv), po = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), mv);\n")
+			w("  const __m256i qe = _mm256_srli_epi64(_mm256_add_epi64(_mm256_add_epi64(pe, c), _mm256_and_si256(_mm256_srli_epi64(pe, %d), one)), %d);\n", e.shift, e.shift)
+			w("  const __m256i qo = _mm256_srli_epi64(_mm256_add_epi64(_mm256_add_epi64(po, c), _mm256_and_si256(_mm256_srli_epi64(po, %d), one)), %d);\n", e.shift, e.shift-32)
+			w("  const __m256i q = _mm256_add_epi32(_mm256_blend_epi32(qe, qo, 0xAA), _mm256_set1_epi32((int32_t)%dU));\n", uint32(e.zp-int64(1)<<(62-e.shift)))
+			w("  return _mm256_min_epi32(_mm256_max_epi32(q, _mm256_set1_epi32(%d)), _mm256_set1_epi32(%d));\n}\n", e.lo, e.hi)
+			return b.String()
+		}
 		// Rounding half to even, p / 2^s is floor((p + 2^(s-1) - 1 +
 		// b) / 2^s) with b bit s of p (the parity of floor(p / 2^s)).
 		// AVX2 has no 64-bit arithmetic shift: for |p| <= 2^62 (products

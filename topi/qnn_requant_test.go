@@ -41,6 +41,10 @@ func TestRequantizeAVX2(t *testing.T) {
 		{40, 1500000000, 3, -128, 127, 17},  // a typical scale
 		{62, math.MaxInt32, 0, 0, 255, -5},  // the largest shift
 		{1, math.MinInt32, 100, -20, 90, 1}, // a negative multiplier, a narrow clamp
+		// From shift 32 the quotients fit int32 and are clamped there.
+		{32, math.MinInt32, -3, -128, 127, 0}, // 2^62 / 2^32, the largest quotient
+		{33, -1500000000, 200, 0, 255, -7},    // negative multiplier, ties of both signs
+		{31, math.MinInt32, 0, -128, 127, 0},  // the last shift of the 64-bit clamp
 	} {
 		t.Run(fmt.Sprintf("shift%d", c.shift), func(t *testing.T) {
 			k := &qconvKernel{p: qconvParams{isa: qconvAVX2}, epi: &qconvEpi{shift: c.shift, zp: c.zp, lo: c.lo, hi: c.hi}}
