@@ -59,6 +59,8 @@ func TestQConv2DDifferential(t *testing.T) {
 			ir.Attrs{"out_zero_point": int64(-100), "out_min": int64(-100), "out_max": int64(60), "out_dtype": ir.Int8, "per_tensor": true}},
 		{"depthwise 3x3 stride 2", ir.Uint8, ir.Int8, ir.Shape{1, 6, 11, 9}, ir.Shape{6, 1, 3, 3}, ir.Attrs{"groups": int64(6), "strides": []int64{2, 2}, "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(100)}, true, nil},
 		{"depthwise int8 data 5x5 dilated", ir.Int8, ir.Int8, ir.Shape{2, 4, 9, 9}, ir.Shape{4, 1, 5, 5}, ir.Attrs{"groups": int64(4), "dilation": []int64{2, 1}, "padding": []int64{4, 2, 3, 1}, "input_zero_point": int64(-20)}, true, nil},
+		{"depthwise requantized int8 wide rows", ir.Int8, ir.Int8, ir.Shape{2, 3, 5, 21}, ir.Shape{3, 1, 3, 3}, ir.Attrs{"groups": int64(3), "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(-9)}, true,
+			ir.Attrs{"out_zero_point": int64(-2), "out_dtype": ir.Int8}}, // 21 columns: two blocks of eight and a requantized tail of five
 		{"depthwise 9x9 plain form", ir.Uint8, ir.Int8, ir.Shape{1, 3, 12, 11}, ir.Shape{3, 1, 9, 9}, ir.Attrs{"groups": int64(3), "padding": []int64{4, 4, 4, 4}, "input_zero_point": int64(9)}, true,
 			ir.Attrs{"out_zero_point": int64(5), "out_dtype": ir.Uint8}}, // 81 taps: not the row form (qdwRowsMaxTaps)
 		{"depthwise requantized relu6", ir.Uint8, ir.Int8, ir.Shape{1, 5, 7, 7}, ir.Shape{5, 1, 3, 3}, ir.Attrs{"groups": int64(5), "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(3)}, true,

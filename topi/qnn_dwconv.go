@@ -139,7 +139,8 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 		}
 		w("  const int32_t b = bias[c], m = %s;\n", m)
 	}
-	if rows, ok := newDWRows(p); ok {
+	rows, useRows := newDWRows(p)
+	if useRows {
 		rows.emit(w)
 	} else {
 		w("  int32_t acc[%d];\n", p.ow)
@@ -182,6 +183,16 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 				w("      const __m256i q = KILN_SYMBOL_rq8(_mm256_loadu_si256((const __m256i*)(acc + ox)), b, m);\n")
 				w("      const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));\n")
 				w("      _mm_storel_epi64((__m128i*)(void*)(d + ox), %s(h, h));\n    }\n", pack)
+				if useRows && p.ow%8 != 0 {
+					// The row form's sums run to a whole block: the last
+					// columns requantize as one too, stored through a
+					// buffer, instead of one at a time.
+					w("    {\n")
+					w("      const __m256i q = KILN_SYMBOL_rq8(_mm256_loadu_si256((const __m256i*)(acc + ox)), b, m);\n")
+					w("      const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));\n")
+					w("      unsigned char tmp[16];\n      _mm_storeu_si128((__m128i*)(void*)tmp, %s(h, h));\n", pack)
+					w("      memcpy(d + ox, tmp, %d);\n      ox = %d;\n    }\n", p.ow%8, p.ow)
+				}
 			}
 			w("#endif\n")
 		}
@@ -199,7 +210,7 @@ func (k *qdwconvKernel) Symbol() string { return k.symbol }
 
 // Includes implements tir.Kernel.
 func (k *qdwconvKernel) Includes() []string {
-	if h := k.p.isa.header(); k.epi != nil && h != "" {
+	if h := k.p.isa.header(); h != "" {
 		return []string{h, "<string.h>"}
 	}
 	return []string{"<string.h>"}
