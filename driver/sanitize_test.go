@@ -2,6 +2,7 @@ package driver
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/quantize"
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/tensor"
@@ -153,6 +155,48 @@ func TestCompiledModelsUnderSanitizers(t *testing.T) {
 	if ran == 0 {
 		t.Run("mlp", func(t *testing.T) { sanitizeModel(t, cc, filepath.Join("..", "examples", "models", "mlp")) })
 	}
+}
+
+// TestInt8ModelUnderSanitizers quantizes mobilenet_v2 with 7-bit weights
+// (kiln quantize's --reduce-range), compiles the QDQ model's integer
+// operators for the host and runs them as TestCompiledModelsUnderSanitizers
+// runs the float models: the integer convolution tiles (vpmaddubsw on
+// AVX2), the depthwise rows with their vector tails, the requantizations
+// and the residual adds read and write only their own tensors, with no
+// undefined behaviour, and give the reference executor's values.
+func TestInt8ModelUnderSanitizers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("quantizes and sanitizes mobilenet_v2 (about a minute)")
+	}
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	src := testenv.SharedPath(t, "models", "mobilenet_v2")
+	data, err := os.ReadFile(filepath.Join(src, "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm, err := quantize.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := quantize.Generate(fm, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := quantize.Quantize(context.Background(), fm, quantize.RefEngine{}, cal, quantize.Options{ReduceRange: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "model.onnx"), res.Model, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(src, "test_data_set_0"), filepath.Join(dir, "test_data_set_0")); err != nil {
+		t.Fatal(err)
+	}
+	sanitizeModel(t, cc, dir)
 }
 
 func sanitizeModel(t *testing.T, cc, dir string) {
