@@ -55,3 +55,38 @@ func TestQConvGuards(t *testing.T) {
 		})
 	}
 }
+
+// TestQDWConvBuildsAnywhere: a depthwise kernel generated for one CPU (its
+// row form in float32, with x86's fused multiply-add under its own guard)
+// compiles warning-free for other CPUs of the same architecture and for
+// none in particular, as an exported project may be built: each piece of
+// vector code brings the header its guard needs.
+func TestQDWConvBuildsAnywhere(t *testing.T) {
+	cc := testenv.Tool(t, "gcc")
+	epi := &qconvEpi{shift: 36, zp: 3, lo: 0, hi: 255}
+	for _, gen := range []qconvISA{qconvAVX512VNNI, qconvAVXVNNI, qconvAVX2, qconvScalar} {
+		p := qconvParams{c: 4, h: 9, w: 13, oc: 4, oh: 9, ow: 13, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, isa: gen}
+		for _, k := range []*qdwconvKernel{newQDWConvKernel(p, epi), newQDWConvKernel(p, nil)} {
+			src := "#include <stdint.h>\n#include <string.h>\n"
+			for _, inc := range k.Includes() {
+				if inc[0] == '#' {
+					src += inc + "\n"
+				} else {
+					src += "#include " + inc + "\n"
+				}
+			}
+			src += k.Source() + "void kiln_use(void* f);\nvoid kiln_touch(void) { kiln_use((void*)" + k.Symbol() + "); }\n"
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "k.c"), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, flags := range [][]string{{"-march=x86-64"}, {"-march=haswell"}, {"-march=sapphirerapids"}} {
+				cmd := exec.Command(cc, append([]string{"-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-c", "k.c", "-o", "k.o"}, flags...)...)
+				cmd.Dir = dir
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("kernel for ISA %d, built with %v: %v\n%s", gen, flags, err, out)
+				}
+			}
+		}
+	}
+}

@@ -100,8 +100,11 @@ func qdwconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor,
 // qdwconvKernel computes one channel of one image of a depthwise
 // qnn.conv2d (or qnn.conv2d_requantize, with epi).
 type qdwconvKernel struct {
-	p           qconvParams
-	epi         *qconvEpi
+	p   qconvParams
+	epi *qconvEpi
+	// fma: the kernel uses the row form's float32 sums, whose x86
+	// fused multiply-add needs <immintrin.h> under its own guard.
+	fma         bool
 	symbol, src string
 }
 
@@ -140,6 +143,7 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 		w("  const int32_t b = bias[c], m = %s;\n", m)
 	}
 	rows, useRows := newDWRows(p)
+	k.fma = useRows && rows.float
 	if useRows {
 		rows.emit(w)
 	} else {
@@ -210,10 +214,14 @@ func (k *qdwconvKernel) Symbol() string { return k.symbol }
 
 // Includes implements tir.Kernel.
 func (k *qdwconvKernel) Includes() []string {
+	inc := []string{"<string.h>"}
 	if h := k.p.isa.header(); h != "" {
-		return []string{h, "<string.h>"}
+		inc = append(inc, h)
 	}
-	return []string{"<string.h>"}
+	if k.fma {
+		inc = append(inc, "#if defined(__FMA__) && defined(__AVX2__)\n#include <immintrin.h>\n#endif")
+	}
+	return inc
 }
 
 // Source implements tir.Kernel.

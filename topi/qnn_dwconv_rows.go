@@ -50,7 +50,9 @@ type qdwRows struct {
 func newDWRows(p qconvParams) (qdwRows, bool) {
 	r := qdwRows{p: p, owv: (p.ow + 7) / 8 * 8, float: p.isa != qconvScalar}
 	r.l = r.owv + (p.kw-1)*p.dw/p.sw + 1
-	if p.kh*p.kw > qdwRowsMaxTaps || r.slots()*p.sw*r.l*r.elem() > qdwRowsMaxBuffer {
+	// (The padding bound keeps every input row index above INT32_MIN,
+	// the mark of an empty slot.)
+	if p.kh*p.kw > qdwRowsMaxTaps || r.slots()*p.sw*r.l*r.elem() > qdwRowsMaxBuffer || p.ph >= 1<<30 {
 		return qdwRows{}, false
 	}
 	return r, true
