@@ -18,7 +18,8 @@ func init() {
 // requantExpr is op.RequantizeValue of int32 expressions x and m written
 // as an expression, in int64 with the shift a constant power of two, so
 // that the C compiler divides by shifting. The result is the clamped
-// int64 value.
+// int64 value. qnn.requantize's relation gives int32 operands and a shift
+// of 1 to 62.
 //
 // Rounding half to even, p / 2^s is floor((p + 2^(s-1) - 1 + b) / 2^s)
 // with b bit s of p (the parity of floor(p / 2^s)). For a product of two
@@ -28,24 +29,21 @@ func init() {
 // shift, in fewer operations than a remainder, compares and a select.
 func requantExpr(x, m tir.PrimExpr, shift, zp, lo, hi int64) tir.PrimExpr {
 	i64 := func(v int64) tir.PrimExpr { return tir.Int64(v) }
-	p := tir.Mul(tir.NewCast(tir.Int64T, x), tir.NewCast(tir.Int64T, m))
-	var q tir.PrimExpr
-	if x.Type().DType == ir.Int32 && m.Type().DType == ir.Int32 && shift >= 1 && shift <= 62 {
-		u64 := tir.Scalar(ir.Uint64)
-		u := func(v int64) tir.PrimExpr { return tir.IntConst(ir.Uint64, v) }
-		pu := tir.NewCast(u64, p)
-		b := tir.FloorMod(tir.FloorDiv(pu, u(1<<shift)), u(2))
-		sum := tir.Add(tir.Add(pu, u(1<<62+1<<(shift-1)-1)), b)
-		q = tir.Add(tir.NewCast(tir.Int64T, tir.FloorDiv(sum, u(1<<shift))), i64(zp-1<<(62-shift)))
-	} else {
-		q = tir.FloorDiv(p, i64(1<<shift))
-		r := tir.FloorMod(p, i64(1<<shift))
-		half := i64(1 << (shift - 1))
-		up := tir.Or(tir.GT(r, half), tir.And(tir.EQ(r, half), tir.EQ(tir.FloorMod(q, i64(2)), i64(1))))
-		q = tir.Add(tir.Add(q, tir.NewSelect(up, i64(1), i64(0))), i64(zp))
-	}
+	u64 := func(v int64) tir.PrimExpr { return tir.IntConst(ir.Uint64, v) }
+	// The casts to int32 are no-ops on the relation's operands; they hold
+	// the product within 2^62, which the biased shift needs.
+	p := tir.Mul(tir.NewCast(tir.Int64T, tir.NewCast(tir.Int32T, x)), tir.NewCast(tir.Int64T, tir.NewCast(tir.Int32T, m)))
+	pu := tir.NewCast(tir.Scalar(ir.Uint64), p)
+	b := tir.FloorMod(tir.FloorDiv(pu, u64(1<<shift)), u64(2))
+	sum := tir.Add(tir.Add(pu, u64(roundBias(shift))), b)
+	q := tir.Add(tir.NewCast(tir.Int64T, tir.FloorDiv(sum, u64(1<<shift))), i64(zp-1<<(62-shift)))
 	return tir.Min(tir.Max(q, i64(lo)), i64(hi))
 }
+
+// roundBias is the constant added to a product before its biased logical
+// shift by s (see requantExpr): 2^62, which makes it non-negative, plus
+// 2^(s-1) - 1, which with the parity bit rounds half to even.
+func roundBias(s int64) int64 { return 1<<62 + 1<<(s-1) - 1 }
 
 // requantizeCompute is qnn.requantize, elementwise.
 func requantizeCompute(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {

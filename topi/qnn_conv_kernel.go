@@ -361,41 +361,37 @@ func (k *qconvKernel) vectorEpilogue() string {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	mask, half := int64(1)<<e.shift-1, int64(1)<<(e.shift-1)
 	if k.p.isa == qconvAVXVNNI || k.p.isa == qconvAVX2 {
+		// Rounding half to even, p / 2^s is floor((p + 2^(s-1) - 1 +
+		// b) / 2^s) with b bit s of p (the parity of floor(p / 2^s)).
+		// AVX2 has no 64-bit arithmetic shift: for |p| <= 2^62 (products
+		// of two int32) that sum plus 2^62 (roundBias, as requantExpr)
+		// lies in [0, 2^64), so _rsum returns it for a logical shift,
+		// and 2^(62-s) leaves with the zero point in one constant.
+		w("static inline __m256i KILN_SYMBOL_rsum(__m256i p) {\n")
+		w("  const __m256i b = _mm256_and_si256(_mm256_srli_epi64(p, %d), _mm256_set1_epi64x(1));\n", e.shift)
+		w("  return _mm256_add_epi64(_mm256_add_epi64(p, _mm256_set1_epi64x(INT64_C(%d))), b);\n}\n", roundBias(e.shift))
+		zpb := e.zp - int64(1)<<(62-e.shift)
+		w("static inline __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
+		w("  v = _mm256_add_epi32(v, _mm256_set1_epi32(b));\n")
+		w("  const __m256i mv = _mm256_set1_epi32(m);\n")
+		w("  const __m256i pe = _mm256_mul_epi32(v, mv), po = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), mv);\n")
 		if e.shift >= 32 {
 			// From shift 32 on, |p| / 2^s <= 2^62 / 2^32: every quotient
 			// fits int32, so the zero point and the clamp work on the
 			// eight 32-bit lanes at once. The odd lanes' quotients are
 			// shifted by s - 32, straight into the upper halves the
-			// blend takes; the bias of 2^62 leaves with the zero point,
-			// modulo 2^32.
-			w("static inline __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
-			w("  v = _mm256_add_epi32(v, _mm256_set1_epi32(b));\n")
-			w("  const __m256i mv = _mm256_set1_epi32(m), one = _mm256_set1_epi64x(1), c = _mm256_set1_epi64x(INT64_C(%d));\n", int64(1)<<62+half-1)
-			w("  const __m256i pe = _mm256_mul_epi32(v, mv), po = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), mv);\n")
-			w("  const __m256i qe = _mm256_srli_epi64(_mm256_add_epi64(_mm256_add_epi64(pe, c), _mm256_and_si256(_mm256_srli_epi64(pe, %d), one)), %d);\n", e.shift, e.shift)
-			w("  const __m256i qo = _mm256_srli_epi64(_mm256_add_epi64(_mm256_add_epi64(po, c), _mm256_and_si256(_mm256_srli_epi64(po, %d), one)), %d);\n", e.shift, e.shift-32)
-			w("  const __m256i q = _mm256_add_epi32(_mm256_blend_epi32(qe, qo, 0xAA), _mm256_set1_epi32((int32_t)%dU));\n", uint32(e.zp-int64(1)<<(62-e.shift)))
+			// blend takes; the bias leaves modulo 2^32.
+			w("  const __m256i qe = _mm256_srli_epi64(KILN_SYMBOL_rsum(pe), %d), qo = _mm256_srli_epi64(KILN_SYMBOL_rsum(po), %d);\n", e.shift, e.shift-32)
+			w("  const __m256i q = _mm256_add_epi32(_mm256_blend_epi32(qe, qo, 0xAA), _mm256_set1_epi32((int32_t)%dU));\n", uint32(zpb))
 			w("  return _mm256_min_epi32(_mm256_max_epi32(q, _mm256_set1_epi32(%d)), _mm256_set1_epi32(%d));\n}\n", e.lo, e.hi)
 			return b.String()
 		}
-		// Rounding half to even, p / 2^s is floor((p + 2^(s-1) - 1 +
-		// b) / 2^s) with b bit s of p (the parity of floor(p / 2^s)).
-		// AVX2 has no 64-bit arithmetic shift: for |p| <= 2^62 (products
-		// of two int32) that sum plus 2^62 lies in [0, 2^64), so it is
-		// shifted logically and 2^(62-s) taken off (with the zero point
-		// added in the same constant).
-		w("static inline __m256i KILN_SYMBOL_rq64(__m256i p) {\n")
-		w("  const __m256i b = _mm256_and_si256(_mm256_srli_epi64(p, %d), _mm256_set1_epi64x(1));\n", e.shift)
-		w("  __m256i q = _mm256_srli_epi64(_mm256_add_epi64(_mm256_add_epi64(p, _mm256_set1_epi64x(INT64_C(%d))), b), %d);\n", int64(1)<<62+half-1, e.shift)
-		w("  q = _mm256_add_epi64(q, _mm256_set1_epi64x(INT64_C(%d)));\n", e.zp-int64(1)<<(62-e.shift))
-		w("  const __m256i lo = _mm256_set1_epi64x(%d), hi = _mm256_set1_epi64x(%d);\n", e.lo, e.hi)
-		w("  q = _mm256_blendv_epi8(q, lo, _mm256_cmpgt_epi64(lo, q));\n")
-		w("  return _mm256_blendv_epi8(q, hi, _mm256_cmpgt_epi64(q, hi));\n}\n")
-		w("static inline __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
-		w("  v = _mm256_add_epi32(v, _mm256_set1_epi32(b));\n")
-		w("  const __m256i mv = _mm256_set1_epi32(m);\n")
-		w("  const __m256i qe = KILN_SYMBOL_rq64(_mm256_mul_epi32(v, mv));\n")
-		w("  const __m256i qo = KILN_SYMBOL_rq64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), mv));\n")
+		// Below shift 32 a quotient can pass int32: the zero point and
+		// the clamp work on the 64-bit lanes.
+		w("  const __m256i z = _mm256_set1_epi64x(INT64_C(%d)), lo = _mm256_set1_epi64x(%d), hi = _mm256_set1_epi64x(%d);\n", zpb, e.lo, e.hi)
+		w("  __m256i qe = _mm256_add_epi64(_mm256_srli_epi64(KILN_SYMBOL_rsum(pe), %d), z), qo = _mm256_add_epi64(_mm256_srli_epi64(KILN_SYMBOL_rsum(po), %d), z);\n", e.shift, e.shift)
+		w("  qe = _mm256_blendv_epi8(_mm256_blendv_epi8(qe, lo, _mm256_cmpgt_epi64(lo, qe)), hi, _mm256_cmpgt_epi64(qe, hi));\n")
+		w("  qo = _mm256_blendv_epi8(_mm256_blendv_epi8(qo, lo, _mm256_cmpgt_epi64(lo, qo)), hi, _mm256_cmpgt_epi64(qo, hi));\n")
 		w("  return _mm256_blend_epi32(qe, _mm256_slli_epi64(qo, 32), 0xAA);\n}\n")
 		return b.String()
 	}

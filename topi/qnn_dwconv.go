@@ -183,18 +183,23 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 				// the output type's range, so the saturating packs are
 				// exact.
 				pack := map[bool]string{true: "_mm_packs_epi16", false: "_mm_packus_epi16"}[epi.signed]
+				// bytes8 declares v, acc[ox..ox+7] requantized and
+				// narrowed to eight bytes in its low half.
+				bytes8 := func() {
+					w("      const __m256i q = KILN_SYMBOL_rq8(_mm256_loadu_si256((const __m256i*)(acc + ox)), b, m);\n")
+					w("      const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));\n")
+					w("      const __m128i v = %s(h, h);\n", pack)
+				}
 				w("    for (; ox + 8 <= %d; ox += 8) {\n", p.ow)
-				w("      const __m256i q = KILN_SYMBOL_rq8(_mm256_loadu_si256((const __m256i*)(acc + ox)), b, m);\n")
-				w("      const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));\n")
-				w("      _mm_storel_epi64((__m128i*)(void*)(d + ox), %s(h, h));\n    }\n", pack)
+				bytes8()
+				w("      _mm_storel_epi64((__m128i*)(void*)(d + ox), v);\n    }\n")
 				if useRows && p.ow%8 != 0 {
 					// The row form's sums run to a whole block: the last
 					// columns requantize as one too, stored through a
 					// buffer, instead of one at a time.
 					w("    {\n")
-					w("      const __m256i q = KILN_SYMBOL_rq8(_mm256_loadu_si256((const __m256i*)(acc + ox)), b, m);\n")
-					w("      const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));\n")
-					w("      unsigned char tmp[16];\n      _mm_storeu_si128((__m128i*)(void*)tmp, %s(h, h));\n", pack)
+					bytes8()
+					w("      unsigned char tmp[16];\n      _mm_storeu_si128((__m128i*)(void*)tmp, v);\n")
 					w("      memcpy(d + ox, tmp, %d);\n      ox = %d;\n    }\n", p.ow%8, p.ow)
 				}
 			}
@@ -219,7 +224,7 @@ func (k *qdwconvKernel) Includes() []string {
 		inc = append(inc, h)
 	}
 	if k.fma {
-		inc = append(inc, "#if defined(__FMA__) && defined(__AVX2__)\n#include <immintrin.h>\n#endif")
+		inc = append(inc, "#if "+fmaGuard+"\n#include <immintrin.h>\n#endif")
 	}
 	return inc
 }

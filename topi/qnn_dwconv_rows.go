@@ -34,6 +34,10 @@ const qdwRowsMaxBuffer = 32 << 10
 // the float form's sums exact).
 const qdwRowsMaxTaps = 64
 
+// fmaGuard is the preprocessor condition of the row form's x86 fused
+// multiply-add (and of the header it needs, qdwconvKernel.Includes).
+const fmaGuard = "defined(__FMA__) && defined(__AVX2__)"
+
 // qdwRows is the geometry of the row form.
 type qdwRows struct {
 	p qconvParams
@@ -133,7 +137,7 @@ func (r qdwRows) emit(w func(string, ...any)) {
 		// A fused multiply-add where the target has one (x86 FMA; the
 		// result is the same, exactly), else a multiply and an add.
 		w("          v8sf h;\n          memcpy(&h, %s, sizeof h);\n", src)
-		w("#if defined(__FMA__) && defined(__AVX2__)\n")
+		w("#if %s\n", fmaGuard)
 		w("          a = (v8sf)_mm256_fmadd_ps((__m256)h, (__m256)wv[ky * %d + kx], (__m256)a);\n", p.kw)
 		w("#else\n")
 		w("          a += h * wv[ky * %d + kx];\n", p.kw)
