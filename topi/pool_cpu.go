@@ -25,6 +25,14 @@ func init() {
 	}); err != nil {
 		panic(err)
 	}
+	// The rows form (pool_rows.go) first: of two implementations at one
+	// level the one registered first is selected.
+	if err := strategy.Default.Add(op.MaxPool2D, strategy.ForKey("cpu"), strategy.Implementation{
+		Name: op.MaxPool2D.Name + ".rows.cpu", PLevel: strategy.PLevelTuned,
+		Compute: computeMaxPoolRows, Schedule: ScheduleInjective, Valid: maxPoolRowsValid,
+	}); err != nil {
+		panic(err)
+	}
 	if err := strategy.Default.Add(op.MaxPool2D, strategy.ForKey("cpu"), strategy.Implementation{
 		Name: op.MaxPool2D.Name + ".cpu", PLevel: strategy.PLevelTuned,
 		Compute: computeMaxPoolCPU, Schedule: scheduleMaxPoolCPU, Valid: maxPoolCPUValid,

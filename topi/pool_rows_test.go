@@ -1,0 +1,213 @@
+package topi
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/tir"
+	"github.com/kiln-dev/kiln/topi/topitest"
+)
+
+// int8Mem and uint8Mem are Go memory for Eval.
+type int8Mem []int8
+
+func (m int8Mem) Len() int64                  { return int64(len(m)) }
+func (m int8Mem) Float(i int64) float64       { return float64(m[i]) }
+func (m int8Mem) SetFloat(i int64, v float64) { m[i] = int8(v) }
+
+type uint8Mem []uint8
+
+func (m uint8Mem) Len() int64                  { return int64(len(m)) }
+func (m uint8Mem) Float(i int64) float64       { return float64(m[i]) }
+func (m uint8Mem) SetFloat(i int64, v float64) { m[i] = uint8(v) }
+
+// rowsGeometries are max pools of every shape the rows form takes apart:
+// squeezenet's (3x3 stride 2, ceil mode: a right padding column),
+// resnet's (3x3 stride 2, padding 1), googlenet's 3x3 stride 1 padding
+// 1, a dilated pool with padding on one side only, a 1x5 window over a
+// row 21 wide (a scan of fewer than 16 values), and a 2x2 pool over 40
+// columns.
+var rowsGeometries = []maxPoolRows{
+	{h: 13, w: 13, oh: 6, ow: 6, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1},
+	{h: 16, w: 16, oh: 8, ow: 8, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1, ph: 1, pw: 1},
+	{h: 9, w: 11, oh: 9, ow: 11, kh: 3, kw: 3, sh: 1, sw: 1, dh: 1, dw: 1, ph: 1, pw: 1},
+	{h: 7, w: 6, oh: 6, ow: 6, kh: 2, kw: 2, sh: 1, sw: 1, dh: 2, dw: 1, ph: 1, pw: 0},
+	{h: 3, w: 21, oh: 3, ow: 17, kh: 1, kw: 5, sh: 1, sw: 1, dh: 1, dw: 1},
+	{h: 6, w: 40, oh: 3, ow: 20, kh: 2, kw: 2, sh: 2, sw: 2, dh: 1, dw: 1},
+}
+
+// TestMaxPoolRowsMatchesEval compiles the rows kernel for each geometry
+// and requires its C to give Eval's bits (math.Max from -Inf over the
+// window's taps inside the plane): on plain values (the plain max
+// throughout), and with -0 beside +0, NaN, +Inf beside NaN and -Inf
+// placed in the first row, in a middle row (the channel switches to the
+// exact max there; the rows before keep the plain one) and in the last
+// row, and for int8 and uint8 planes.
+func TestMaxPoolRowsMatchesEval(t *testing.T) {
+	cc := testenv.CC(t)
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	negZero := math.Float32frombits(0x80000000)
+	specials := map[string]func(x []float32, w, row int){
+		"plain": func([]float32, int, int) {},
+		"signed_zero": func(x []float32, w, row int) {
+			for j := range w {
+				x[row*w+j] = negZero
+			}
+			x[row*w+1], x[row*w+4] = 0, 0
+		},
+		"nan":     func(x []float32, w, row int) { x[row*w+2] = nan },
+		"inf_nan": func(x []float32, w, row int) { x[row*w+1], x[row*w+2] = inf, nan },
+		"neg_inf": func(x []float32, w, row int) { x[row*w], x[row*w+1] = float32(math.Inf(-1)), float32(math.Inf(-1)) },
+	}
+	for gi, g := range rowsGeometries {
+		g.dt = ir.Float32
+		if !g.fit() {
+			t.Fatalf("geometry %d does not fit: %+v", gi, g)
+		}
+		k := newMaxPoolRowsKernel(&g)
+		rng := rand.New(rand.NewSource(int64(gi)))
+		// Every case's plane in one program run.
+		var in []byte
+		var names []string
+		var want []float32
+		for _, name := range []string{"plain", "signed_zero", "nan", "inf_nan", "neg_inf"} {
+			for _, row := range []int{0, int(g.h) / 2, int(g.h) - 1} {
+				x := make(floatMem, g.h*g.w)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				specials[name](x, int(g.w), row)
+				y := make(floatMem, g.oh*g.ow)
+				if err := k.Eval([]tir.KernelArg{{Mem: x}, {Mem: y}}); err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range x {
+					in = binary.LittleEndian.AppendUint32(in, math.Float32bits(v))
+				}
+				names = append(names, fmt.Sprintf("%s in row %d", name, row))
+				want = append(want, y...)
+				if name == "plain" {
+					break // one placement is enough without a special value
+				}
+			}
+		}
+		for _, flags := range [][]string{nil, {"-march=native"}} {
+			t.Run(fmt.Sprintf("%d%v", gi, flags), func(t *testing.T) {
+				raw := runRowsKernel(t, cc, k, in, len(names), flags)
+				per := len(want) / len(names)
+				for j := range want {
+					g, w := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:])), want[j]
+					if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+						t.Errorf("%s: y[%d] = %g (%#x), Eval %g (%#x)", names[j/per], j%per, g, math.Float32bits(g), w, math.Float32bits(w))
+					}
+				}
+			})
+		}
+		for _, dt := range []ir.DType{ir.Int8, ir.Uint8} {
+			g.dt = dt
+			if !g.fit() {
+				t.Fatalf("geometry %d does not fit for %s", gi, dt)
+			}
+			k := newMaxPoolRowsKernel(&g)
+			in := make([]byte, g.h*g.w)
+			rng.Read(in)
+			var xm, want tir.KernelMemory
+			if dt == ir.Int8 {
+				x := make(int8Mem, len(in))
+				for i, b := range in {
+					x[i] = int8(b)
+				}
+				xm, want = x, make(int8Mem, g.oh*g.ow)
+			} else {
+				xm, want = uint8Mem(in), make(uint8Mem, g.oh*g.ow)
+			}
+			if err := k.Eval([]tir.KernelArg{{Mem: xm}, {Mem: want}}); err != nil {
+				t.Fatal(err)
+			}
+			t.Run(fmt.Sprintf("%d_%s", gi, dt), func(t *testing.T) {
+				raw := runRowsKernel(t, cc, k, in, 1, []string{"-march=native"})
+				for j := range raw {
+					var w byte
+					if dt == ir.Int8 {
+						w = byte(want.(int8Mem)[j])
+					} else {
+						w = want.(uint8Mem)[j]
+					}
+					if raw[j] != w {
+						t.Fatalf("y[%d] = %d, Eval %d", j, raw[j], w)
+					}
+				}
+			})
+		}
+	}
+}
+
+// runRowsKernel compiles k into a program with the code generator's
+// flags that runs it on each of the planes in in, and returns the output
+// planes.
+func runRowsKernel(t *testing.T, cc string, k *maxPoolRowsKernel, in []byte, planes int, flags []string) []byte {
+	t.Helper()
+	typ, _ := k.r.cType()
+	r := k.r
+	size := int64(r.dt.Size())
+	var src strings.Builder
+	src.WriteString("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n")
+	for _, inc := range k.Includes() {
+		src.WriteString("#include " + inc + "\n")
+	}
+	src.WriteString(k.Source())
+	fmt.Fprintf(&src, `
+int main(void) {
+  static %s x[%d][%d], y[%d][%d];
+  FILE* f = fopen("in.bin", "rb");
+  if (!f || fread(x, sizeof x, 1, f) != 1) return 2;
+  fclose(f);
+  for (int i = 0; i < %d; ++i) %s(x[i], y[i]);
+  f = fopen("out.bin", "wb");
+  if (!f || fwrite(y, sizeof y, 1, f) != 1) return 3;
+  return fclose(f) != 0;
+}
+`, typ, planes, r.h*r.w, planes, r.oh*r.ow, planes, k.Symbol())
+	raw := runKernelProgram(t, cc, src.String(), in, append([]string{"-O3", "-fno-trapping-math"}, flags...))
+	if int64(len(raw)) != int64(planes)*r.oh*r.ow*size {
+		t.Fatalf("%d output bytes, want %d", len(raw), int64(planes)*r.oh*r.ow*size)
+	}
+	return raw
+}
+
+// TestMaxPoolRowsSelected checks that float32 and 8-bit max pools take the
+// rows form, and that a row too wide for its stack buffer takes the tile
+// form instead.
+func TestMaxPoolRowsSelected(t *testing.T) {
+	for _, c := range []struct {
+		dt   ir.DType
+		w    int64
+		want string
+	}{
+		{ir.Float32, 112, "nn.max_pool2d.rows.cpu"},
+		{ir.Uint8, 112, "nn.max_pool2d.rows.cpu"},
+		{ir.Float32, poolRowsMaxBuffer, "nn.max_pool2d.cpu"},
+	} {
+		attrs, err := op.MaxPool2D.MakeAttrs(ir.Attrs{"pool_size": nnInts(2, 2), "strides": nnInts(2, 2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := &strategy.Call{Op: op.MaxPool2D, Attrs: attrs, ArgTypes: []ir.Type{ir.NewTensorType(c.dt, ir.Shape{1, 2, 4, c.w})},
+			OutType: ir.NewTensorType(c.dt, ir.Shape{1, 2, 2, c.w / 2}), Target: topitest.HostTarget()}
+		impl, err := strategy.Default.Select(call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if impl.Name != c.want {
+			t.Errorf("%s, width %d: selected %s, want %s", c.dt, c.w, impl.Name, c.want)
+		}
+	}
+}
