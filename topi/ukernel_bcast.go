@@ -117,29 +117,31 @@ func (k *bcastKernel) columns() []int64 {
 }
 
 // source writes the C definition (named sym): the columns in groups of
-// NC, listed in a table (the last group filled up with repeats of its
-// last column, computed and written twice with the same bits), and one
-// register-tiled loop nest that reads each group's column offsets.
+// NC, listed in a table, in one register-tiled loop nest that reads each
+// group's column offsets; the last columns, fewer than NC, in a block of
+// their own with as many accumulators as columns (a 7x7 map's 49 columns
+// in groups of 6 left one column in a ninth group, 9 % more
+// multiply-adds than the outputs need).
 func (k *bcastKernel) source(sym string) string {
 	isa := k.isa
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	cols := k.columns()
-	var table []int64
-	for q := 0; q < len(cols); q += k.nc {
-		for i := 0; i < k.nc; i++ {
-			table = append(table, cols[min(q+i, len(cols)-1)])
-		}
+	full := len(cols) / k.nc
+	tail := cols[full*k.nc:]
+	groups := full
+	if len(tail) > 0 {
+		groups++
 	}
-	groups := len(table) / k.nc
 	p("/* broadcast conv micro-kernel: %d rows x %d columns (%d rows of %d), %d input channels x %d taps, %s */\n",
 		k.mv*isa.lanes, len(cols), k.rows, k.ow, k.ic, k.kk, isa.name)
 	p("%sstatic void %s(float* restrict v, const float* restrict x, const float* restrict w) {\n", noInline, sym)
 	p("  static const int32_t koff[%d] = {%s};\n", k.kk, joinInts(k.koff))
 	p("#if %s\n", isa.guard)
-	p("  static const int32_t gcol[%d] = {%s};\n", len(table), joinInts(table))
+	if full > 0 {
+		p("  static const int32_t gcol[%d] = {%s};\n", full*k.nc, joinInts(cols[:full*k.nc]))
+	}
 	chunked := k.kc < k.ic
-	acc := func(i, n int) string { return fmt.Sprintf("a%d_%d", i, n) }
 	if chunked {
 		// Input channels in passes of KC over all column groups, the
 		// partial sums kept lanes-wise in s between passes (the same
@@ -148,15 +150,52 @@ func (k *bcastKernel) source(sym string) string {
 		p("  for (int32_t c0 = 0; c0 < %d; c0 += %d) {\n", k.ic, k.kc)
 		p("  const int32_t c1 = c0 + %d < %d ? c0 + %d : %d;\n", k.kc, k.ic, k.kc, k.ic)
 	}
-	p("  for (int32_t g = 0; g < %d; ++g) {\n", groups)
-	p("    const int32_t* co = gcol + g * %d;\n", k.nc)
-	for n := 0; n < k.nc; n++ {
-		p("    const int32_t o%d = co[%d];\n", n, n)
-	}
-	for i := 0; i < k.mv; i++ {
+	if full > 0 {
+		p("  for (int32_t g = 0; g < %d; ++g) {\n", full)
+		p("    const int32_t* co = gcol + g * %d;\n", k.nc)
 		for n := 0; n < k.nc; n++ {
+			p("    const int32_t o%d = co[%d];\n", n, n)
+		}
+		k.group(p, k.nc, "g", chunked, -1)
+		p("  }\n")
+	}
+	if len(tail) > 0 {
+		// do { } while (0): a pass's continue ends the block.
+		p("  do {\n")
+		for n, c := range tail {
+			p("    const int32_t o%d = %d;\n", n, c)
+		}
+		contiguous := 0
+		if tail[len(tail)-1]-tail[0] == int64(len(tail)-1) {
+			contiguous = 1
+		}
+		k.group(p, len(tail), fmt.Sprint(full), chunked, contiguous)
+		p("  } while (0);\n")
+	}
+	if chunked {
+		p("  }\n")
+	}
+	p("#else\n")
+	p("  static const int32_t col[%d] = {%s};\n", len(cols), joinInts(cols))
+	writePortable(p, isa, int64(k.mv*isa.lanes), int64(len(cols)), "col[j]",
+		fmt.Sprintf("(m / %d) * %d + (c * %d + t) * %d + m %% %d", k.b, k.bs, k.kk, k.b, k.b),
+		fmt.Sprintf("c * %d + koff[t] + col[j]", k.ics), k.ic, k.kk, k.ldv)
+	p("#endif\n}\n")
+	return b.String()
+}
+
+// group writes one column group's reduction and stores: nc columns at
+// offsets o0..o(nc-1), group number g (an expression) for the pass's
+// partial sums. contiguous says whether the columns are consecutive: 1
+// yes, 0 no, -1 known only at run time.
+func (k *bcastKernel) group(p func(string, ...any), nc int, g string, chunked bool, contiguous int) {
+	isa := k.isa
+	acc := func(i, n int) string { return fmt.Sprintf("a%d_%d", i, n) }
+	slot := func(i, n int) string { return fmt.Sprintf("s[%s * %d + %d]", g, k.mv*k.nc, i*k.nc+n) }
+	for i := 0; i < k.mv; i++ {
+		for n := 0; n < nc; n++ {
 			if chunked {
-				p("    %s %s = c0 == 0 ? %s : s[g * %d + %d];\n", isa.typ, acc(i, n), isa.zero, k.mv*k.nc, i*k.nc+n)
+				p("    %s %s = c0 == 0 ? %s : %s;\n", isa.typ, acc(i, n), isa.zero, slot(i, n))
 			} else {
 				p("    %s %s = %s;\n", isa.typ, acc(i, n), isa.zero)
 			}
@@ -179,7 +218,7 @@ func (k *bcastKernel) source(sym string) string {
 	for i := 0; i < k.mv; i++ {
 		p("        const %s w%d = %s;\n", isa.typ, i, fmt.Sprintf(isa.load, fmt.Sprintf("wp + %d", k.wOff(i))))
 	}
-	for n := 0; n < k.nc; n++ {
+	for n := 0; n < nc; n++ {
 		p("        { const %s b = %s;\n", isa.typ, fmt.Sprintf(isa.set1, fmt.Sprintf("xp[o%d]", n)))
 		for i := 0; i < k.mv; i++ {
 			p("          %s = %s;\n", acc(i, n), fmt.Sprintf(isa.fma, fmt.Sprintf("w%d", i), "b", acc(i, n)))
@@ -190,31 +229,87 @@ func (k *bcastKernel) source(sym string) string {
 	if chunked {
 		p("    if (c1 < %d) {\n", k.ic)
 		for i := 0; i < k.mv; i++ {
-			for n := 0; n < k.nc; n++ {
-				p("      s[g * %d + %d] = %s;\n", k.mv*k.nc, i*k.nc+n, acc(i, n))
+			for n := 0; n < nc; n++ {
+				p("      %s = %s;\n", slot(i, n), acc(i, n))
 			}
 		}
 		p("      continue;\n    }\n")
 	}
 	// Lanes to rows: each accumulator is one column of MV x lanes rows.
-	p("    float lane[%d];\n", isa.lanes)
+	scatter := func(from int) {
+		p("    { float lane[%d];\n", isa.lanes)
+		for i := 0; i < k.mv; i++ {
+			for n := from; n < nc; n++ {
+				p("      %s;\n", fmt.Sprintf(isa.store, "lane", acc(i, n)))
+				p("      for (int32_t l = 0; l < %d; ++l) v[(ptrdiff_t)(%d + l) * %d + o%d] = lane[l];\n", isa.lanes, i*isa.lanes, k.ldv, n)
+			}
+		}
+		p("    }\n")
+	}
+	if !k.transposes() || nc < 2 || contiguous == 0 {
+		scatter(0)
+		return
+	}
+	if contiguous < 0 {
+		p("    if (o%d - o0 == %d) {\n", nc-1, nc-1)
+	}
+	k.transposedStore(p, nc, acc)
+	if contiguous < 0 {
+		p("    } else {\n")
+		scatter(0)
+		p("    }\n")
+	}
+}
+
+// transposes reports whether the kernel stores a group of consecutive
+// columns by transposing its accumulators in registers (AVX: 8 lanes of
+// 256 bits). Elsewhere each accumulator goes to V one lane at a time.
+func (k *bcastKernel) transposes() bool { return k.isa.typ == "__m256" }
+
+// transposedStore writes the accumulators of nc consecutive columns
+// starting at o0 to V's rows: four columns at a time as a 4 x 8
+// transpose (unpack and shuffle, then each 128-bit half is one row's
+// four columns), then two as a 2 x 8 transpose (one row's pair per
+// 64-bit store), then a last single column lane by lane. Storing lane by
+// lane cost two operations per element (a 1x1 convolution over 160
+// input channels on a 7x7 map spent 4 % of its time there).
+func (k *bcastKernel) transposedStore(p func(string, ...any), nc int, acc func(i, n int) string) {
+	row := func(i, l int) string { return fmt.Sprintf("vp + %d", int64(i*8+l)*k.ldv) }
 	for i := 0; i < k.mv; i++ {
-		for n := 0; n < k.nc; n++ {
-			p("    %s;\n", fmt.Sprintf(isa.store, "lane", acc(i, n)))
-			p("    for (int32_t l = 0; l < %d; ++l) v[(ptrdiff_t)(%d + l) * %d + o%d] = lane[l];\n", isa.lanes, i*isa.lanes, k.ldv, n)
+		n := 0
+		for ; n+4 <= nc; n += 4 {
+			a, b, c, d := acc(i, n), acc(i, n+1), acc(i, n+2), acc(i, n+3)
+			p("    { float* vp = v + o%d;\n", n)
+			p("      const __m256 t0 = _mm256_unpacklo_ps(%s, %s), t1 = _mm256_unpackhi_ps(%s, %s);\n", a, b, a, b)
+			p("      const __m256 t2 = _mm256_unpacklo_ps(%s, %s), t3 = _mm256_unpackhi_ps(%s, %s);\n", c, d, c, d)
+			p("      const __m256 r0 = _mm256_shuffle_ps(t0, t2, 0x44), r1 = _mm256_shuffle_ps(t0, t2, 0xEE);\n")
+			p("      const __m256 r2 = _mm256_shuffle_ps(t1, t3, 0x44), r3 = _mm256_shuffle_ps(t1, t3, 0xEE);\n")
+			for l, r := range []string{"r0", "r1", "r2", "r3"} {
+				p("      _mm_storeu_ps(%s, _mm256_castps256_ps128(%s));\n", row(i, l), r)
+				p("      _mm_storeu_ps(%s, _mm256_extractf128_ps(%s, 1));\n", row(i, l+4), r)
+			}
+			p("    }\n")
+		}
+		if n+2 <= nc {
+			a, b := acc(i, n), acc(i, n+1)
+			p("    { float* vp = v + o%d;\n", n)
+			p("      const __m256 t0 = _mm256_unpacklo_ps(%s, %s), t1 = _mm256_unpackhi_ps(%s, %s);\n", a, b, a, b)
+			p("      const __m128 l0 = _mm256_castps256_ps128(t0), h0 = _mm256_extractf128_ps(t0, 1);\n")
+			p("      const __m128 l1 = _mm256_castps256_ps128(t1), h1 = _mm256_extractf128_ps(t1, 1);\n")
+			for l, r := range []string{"l0", "l1", "h0", "h1"} {
+				// l0 holds lanes 0 and 1, l1 lanes 2 and 3, h0 4 and 5, h1 6 and 7.
+				p("      _mm_storel_pi((__m64*)(%s), %s);\n", row(i, 2*l), r)
+				p("      _mm_storeh_pi((__m64*)(%s), %s);\n", row(i, 2*l+1), r)
+			}
+			p("    }\n")
+			n += 2
+		}
+		if n < nc {
+			p("    { float lane[8];\n")
+			p("      _mm256_storeu_ps(lane, %s);\n", acc(i, n))
+			p("      for (int32_t l = 0; l < 8; ++l) v[(ptrdiff_t)(%d + l) * %d + o%d] = lane[l];\n    }\n", i*8, k.ldv, n)
 		}
 	}
-	p("  }\n")
-	if chunked {
-		p("  }\n")
-	}
-	p("#else\n")
-	p("  static const int32_t col[%d] = {%s};\n", len(cols), joinInts(cols))
-	writePortable(p, isa, int64(k.mv*isa.lanes), int64(len(cols)), "col[j]",
-		fmt.Sprintf("(m / %d) * %d + (c * %d + t) * %d + m %% %d", k.b, k.bs, k.kk, k.b, k.b),
-		fmt.Sprintf("c * %d + koff[t] + col[j]", k.ics), k.ic, k.kk, k.ldv)
-	p("#endif\n}\n")
-	return b.String()
 }
 
 // Eval implements tir.Kernel: the same sums in the same order, rounded

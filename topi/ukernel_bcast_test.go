@@ -12,8 +12,9 @@ import (
 // bcastSpecs exercise full register tiles, groups that span rows, rows
 // narrower than a tile, a short last group, channel vectors in two
 // weight blocks, a 1x1 kernel, input channels in passes (equal, and a
-// shorter last one), and one channel vector more than the instruction
-// set's tile (with fewer columns).
+// shorter last one), last blocks of every width below the tile's (stored
+// transposed where their columns are consecutive), and one channel vector
+// more than the instruction set's tile (with fewer columns).
 func bcastSpecs(isa vecISA) []bcastSpec {
 	b := int64(16)
 	return []bcastSpec{
@@ -23,6 +24,13 @@ func bcastSpecs(isa vecISA) []bcastSpec {
 		{mv: 32 / isa.lanes, nc: 3, ic: 2, koff: []int64{0, 1}, ics: 30, b: b, bs: 2*2*b + 5, ldv: 26, rows: 2, ow: 11, wq: 15},
 		{mv: isa.bmv, nc: isa.bnc, ic: 7, koff: []int64{0, 1, 2, 9, 10, 11, 18, 19, 20}, ics: 81, b: b, bs: 7 * 9 * b, ldv: 61, rows: 7, ow: 7, wq: 9, kc: 3},
 		{mv: isa.bmv, nc: isa.bnc, ic: 12, koff: []int64{0}, ics: 49, b: b, bs: 12 * b, ldv: 49, rows: 7, ow: 7, wq: 7, kc: 4},
+		// Consecutive columns with a last block of 4 (in passes) and of
+		// 5 columns (with 6 per group: one stored transposed by four, by
+		// two and alone), and groups of consecutive columns whose last
+		// block spans rows.
+		{mv: isa.bmv, nc: 6, ic: 6, koff: []int64{0}, ics: 28, b: b, bs: 6 * b, ldv: 28, rows: 4, ow: 7, wq: 7, kc: 2},
+		{mv: isa.bmv, nc: 6, ic: 3, koff: []int64{0}, ics: 23, b: b, bs: 3 * b, ldv: 23, rows: 1, ow: 23, wq: 23},
+		{mv: isa.bmv, nc: 4, ic: 2, koff: []int64{0, 1}, ics: 40, b: b, bs: 2 * 2 * b, ldv: 38, rows: 3, ow: 11, wq: 13},
 		{mv: isa.bmv + 1, nc: isa.bcastColumns(isa.bmv + 1), ic: 4, koff: []int64{0, 1, 2, 9, 10, 11, 18, 19, 20}, ics: 81, b: int64(isa.lanes), bs: 4*9*int64(isa.lanes) + 3, ldv: 61, rows: 7, ow: 7, wq: 9},
 	}
 }
