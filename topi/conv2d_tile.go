@@ -18,7 +18,7 @@ import (
 // reads into a local buffer, in L1, then computes the tile from there.
 
 // phaseRows is the loop nest that writes rows [r0, r0+nr) of every phase
-// plane of X' for one channel (see phased): per phase plane and row, a
+// plane of X' for one channel (see phased): per row and phase plane, a
 // run of pad values, a copy of an input row (stride sw) and pad values
 // again, with the runs' bounds known at compile time; rows outside the
 // input are all pad. load reads the input channel at (row, col); store
@@ -56,9 +56,14 @@ func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
 	if g.sw == 1 || common1 <= common0 {
 		common0, common1 = p.wq, p.wq // no shared range: a loop per phase
 	}
+	// One loop over the local rows, each writing its row of every phase
+	// plane: the input rows are then read in order (a loop per row phase
+	// read every other row, then went back for the rest, which a
+	// stride-2 depthwise convolution's input, streamed from L3, paid for
+	// in stalls).
+	r := tir.NewVar("r", tir.Int32T)
 	var phases []tir.Stmt
 	for ph := int64(0); ph < g.sh; ph++ {
-		r := tir.NewVar("r", tir.Int32T)
 		row := tir.Sub(tir.Add(tir.Mul(tir.Add(r0, r), tir.Idx(g.sh)), tir.Idx(ph)), tir.Idx(g.ph))
 		col := func(c tir.PrimExpr, pw int64) tir.PrimExpr {
 			return tir.Add(tir.Mul(c, tir.Idx(g.sw)), tir.Idx(pw-g.pw))
@@ -110,9 +115,9 @@ func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
 			add(&runs, fill(ph*g.sw+pw, hi[pw], p.wq))
 		}
 		rowIn := tir.And(tir.GE(row, tir.Idx(0)), tir.LT(row, tir.Idx(h)))
-		phases = append(phases, tir.Loop(r, nr, tir.Serial, tir.NewIf(rowIn, tir.Seq(runs...), tir.Seq(zeros...))))
+		phases = append(phases, tir.NewIf(rowIn, tir.Seq(runs...), tir.Seq(zeros...)))
 	}
-	return tir.Seq(phases...)
+	return tir.Loop(r, nr, tir.Serial, tir.Seq(phases...))
 }
 
 // inPlace reports whether X' is the input itself (no padding, stride 1).
