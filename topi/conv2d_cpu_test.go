@@ -57,6 +57,10 @@ func TestConv2DPackedCPU(t *testing.T) {
 		{"prime_width", ir.Attrs{"padding": p1}, nnInts(1, 5, 3, 13), 8, nnInts(16, 5, 3, 3), nnTF32},
 		{"asym_pad_dilation", ir.Attrs{"padding": nnInts(2, 0, 1, 3), "dilation": nnInts(2, 1)}, nnInts(1, 3, 9, 20), 8, nnInts(8, 3, 3, 2), nnTF32},
 		{"batch2_ocT", ir.Attrs{"padding": p1}, nnInts(2, 3, 4, 4), 8, nnInts(64, 3, 3, 3), nnTF32},
+		// Stride phases the taps read only in part (usedPhases): 2 of 3
+		// per axis, and one of 2 with a dilation of 2.
+		{"phases_2x2_s3", ir.Attrs{"padding": p1, "strides": nnInts(3, 3)}, nnInts(1, 4, 11, 13), 8, nnInts(8, 4, 2, 2), nnTF32},
+		{"phases_dilated_s2", ir.Attrs{"padding": nnInts(2, 2, 2, 2), "strides": nnInts(2, 2), "dilation": nnInts(2, 2)}, nnInts(1, 3, 10, 9), 8, nnInts(8, 3, 3, 3), nnTF32},
 		{"float64_generic", ir.Attrs{"padding": p1}, nnInts(1, 2, 5, 5), 8, nnInts(16, 2, 3, 3), nnTF64},
 	}
 	for k, c := range cases {
@@ -112,6 +116,7 @@ func TestDepthwiseCPU(t *testing.T) {
 		{"dw_3x3_s2_odd", ir.Attrs{"groups": int64(5), "padding": p1, "strides": nnInts(2, 2)}, nnInts(2, 5, 9, 11), nnInts(5, 1, 3, 3), "nn.conv2d.depthwise.cpu"},
 		{"dw_nopad_dil", ir.Attrs{"groups": int64(3), "dilation": nnInts(1, 2)}, nnInts(1, 3, 6, 19), nnInts(3, 1, 2, 3), "nn.conv2d.depthwise.cpu"},
 		{"dw_asym_pad", ir.Attrs{"groups": int64(4), "padding": nnInts(0, 2, 1, 0)}, nnInts(1, 4, 5, 5), nnInts(4, 1, 3, 3), "nn.conv2d.depthwise.cpu"},
+		{"dw_1x3_s2x3", ir.Attrs{"groups": int64(3), "padding": p1, "strides": nnInts(2, 3)}, nnInts(1, 3, 7, 14), nnInts(3, 1, 1, 3), "nn.conv2d.depthwise.cpu"},
 		{"grouped_not_depthwise", ir.Attrs{"groups": int64(2), "padding": p1}, nnInts(1, 4, 5, 5), nnInts(4, 2, 3, 3), "nn.conv2d.grouped.cpu"},
 		{"channel_multiplier", ir.Attrs{"groups": int64(2)}, nnInts(1, 2, 5, 5), nnInts(4, 1, 3, 3), "nn.conv2d.grouped.cpu"},
 	}
@@ -273,5 +278,17 @@ func TestConvCPUFusedEpilogue(t *testing.T) {
 				t.Fatalf("%v\n%s", err, f)
 			}
 		})
+	}
+}
+
+// TestUsedPhases checks which stride phases X' lays out: the prefix the
+// taps read, or all of them when the taps skip one.
+func TestUsedPhases(t *testing.T) {
+	for _, c := range []struct{ s, k, d, want int64 }{
+		{1, 3, 1, 1}, {2, 1, 1, 1}, {2, 3, 1, 2}, {3, 2, 1, 2}, {2, 3, 2, 1}, {3, 2, 2, 3}, {4, 3, 2, 4}, {2, 7, 1, 2},
+	} {
+		if got := usedPhases(c.s, c.k, c.d); got != c.want {
+			t.Errorf("usedPhases(stride %d, %d taps, dilation %d) = %d, want %d", c.s, c.k, c.d, got, c.want)
+		}
 	}
 }

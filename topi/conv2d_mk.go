@@ -40,6 +40,7 @@ import (
 type convPlan struct {
 	g              convGeom
 	hp, wp, hq, wq int64 // padded input, phase plane
+	nph, npw       int64 // the row and column phases the taps read (usedPhases)
 	jtot           int64 // virtual columns
 	koff           []int64
 	rows           int64 // output rows per tile (divides oh)
@@ -65,10 +66,33 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 	p.hp = g.ph + h + max(needH-g.ph-h, 0)
 	p.wp = g.pw + wd + max(needW-g.pw-wd, 0)
 	p.hq, p.wq = ceilDiv(p.hp, g.sh), ceilDiv(p.wp, g.sw)
+	p.nph, p.npw = usedPhases(g.sh, g.kh, g.dh), usedPhases(g.sw, g.kw, g.dw)
 	p.jtot = (g.oh-1)*p.wq + g.ow
 	p.koff = p.tapOffsets(p.hq)
 	p.chooseRows()
 	return p, nil
+}
+
+// usedPhases is how many of a stride s's phases the taps of a kernel of k
+// taps with dilation d read, when those are phases 0, 1, ...: all of them
+// are then laid out in X' and no others. A 1x1 stride-2 convolution reads
+// only phase (0, 0): X' with all four planes copied the whole input for a
+// quarter of it (resnet18's downsampling convolutions). Otherwise s.
+func usedPhases(s, k, d int64) int64 {
+	used := make([]bool, s)
+	for i := int64(0); i < k && i < s; i++ {
+		used[(i*d)%s] = true
+	}
+	n := int64(0)
+	for n < s && used[n] {
+		n++
+	}
+	for _, u := range used[n:] {
+		if u {
+			return s
+		}
+	}
+	return n
 }
 
 // tapOffsets lists KOFF(kh, kw), tap by tap, in X' whose phase planes
@@ -79,7 +103,7 @@ func (p *convPlan) tapOffsets(hq int64) []int64 {
 	for kh := int64(0); kh < g.kh; kh++ {
 		for kw := int64(0); kw < g.kw; kw++ {
 			rh, rw := kh*g.dh, kw*g.dw
-			phase := (rh%g.sh)*g.sw + rw%g.sw
+			phase := (rh%g.sh)*p.npw + rw%g.sw
 			koff = append(koff, phase*hq*p.wq+(rh/g.sh)*p.wq+rw/g.sw)
 		}
 	}
@@ -194,9 +218,9 @@ func (v vecISA) tilesChannels(mv int, oc, block int64) bool {
 	return (mr <= block && block%mr == 0) || (mr%block == 0 && oc%mr == 0)
 }
 
-// plane is the size of one channel's plane of X': its sh x sw phase
+// plane is the size of one channel's plane of X': its nph x npw phase
 // planes of Hq x Wq.
-func (p *convPlan) plane() int64 { return p.g.sh * p.g.sw * p.hq * p.wq }
+func (p *convPlan) plane() int64 { return p.nph * p.npw * p.hq * p.wq }
 
 // bcastSmallMap is the most outputs per channel (7x7 = 49 and smaller)
 // for which vecISA.bcastSmallSteps applies.
@@ -247,7 +271,7 @@ func (p *convPlan) xIndex(xp *te.Tensor, n, c, flat tir.PrimExpr) []tir.PrimExpr
 func (p *convPlan) tapOffset(rh, rw tir.PrimExpr) tir.PrimExpr {
 	g := p.g
 	dh, dw := tir.Mul(rh, tir.Idx(g.dh)), tir.Mul(rw, tir.Idx(g.dw))
-	phase := tir.Add(tir.Mul(tir.FloorMod(dh, tir.Idx(g.sh)), tir.Idx(g.sw)), tir.FloorMod(dw, tir.Idx(g.sw)))
+	phase := tir.Add(tir.Mul(tir.FloorMod(dh, tir.Idx(g.sh)), tir.Idx(p.npw)), tir.FloorMod(dw, tir.Idx(g.sw)))
 	return tir.Add(tir.Add(tir.Mul(phase, tir.Idx(p.hq*p.wq)), tir.Mul(tir.FloorDiv(dh, tir.Idx(g.sh)), tir.Idx(p.wq))), tir.FloorDiv(dw, tir.Idx(g.sw)))
 }
 

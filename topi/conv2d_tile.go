@@ -30,9 +30,9 @@ func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
 	g := p.g
 	// Columns [lo[pw], hi[pw]) of column phase pw read the input; the
 	// others are padding.
-	lo := make([]int64, g.sw)
-	hi := make([]int64, g.sw)
-	for pw := int64(0); pw < g.sw; pw++ {
+	lo := make([]int64, p.npw)
+	hi := make([]int64, p.npw)
+	for pw := int64(0); pw < p.npw; pw++ {
 		lo[pw], hi[pw] = p.wq, p.wq
 		for c := int64(0); c < p.wq; c++ {
 			src := c*g.sw + pw - g.pw
@@ -53,7 +53,7 @@ func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
 	for pw := range lo {
 		common0, common1 = max(common0, lo[pw]), min(common1, hi[pw])
 	}
-	if g.sw == 1 || common1 <= common0 {
+	if p.npw == 1 || common1 <= common0 {
 		common0, common1 = p.wq, p.wq // no shared range: a loop per phase
 	}
 	// One loop over the local rows, each writing its row of every phase
@@ -63,7 +63,7 @@ func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
 	// in stalls).
 	r := tir.NewVar("r", tir.Int32T)
 	var phases []tir.Stmt
-	for ph := int64(0); ph < g.sh; ph++ {
+	for ph := int64(0); ph < p.nph; ph++ {
 		row := tir.Sub(tir.Add(tir.Mul(tir.Add(r0, r), tir.Idx(g.sh)), tir.Idx(ph)), tir.Idx(g.ph))
 		col := func(c tir.PrimExpr, pw int64) tir.PrimExpr {
 			return tir.Add(tir.Mul(c, tir.Idx(g.sw)), tir.Idx(pw-g.pw))
@@ -89,7 +89,7 @@ func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
 			cc := tir.Add(c, tir.Idx(from))
 			body := make([]tir.Stmt, len(pws))
 			for i, pw := range pws {
-				body[i] = store(ph*g.sw+pw, r, cc, load(row, col(cc, pw)))
+				body[i] = store(ph*p.npw+pw, r, cc, load(row, col(cc, pw)))
 			}
 			return tir.Loop(c, to-from, kind, tir.Seq(body...))
 		}
@@ -99,20 +99,20 @@ func (p *convPlan) phaseRows(h, w int64, pad, r0 tir.PrimExpr, nr int64,
 				*list = append(*list, s)
 			}
 		}
-		for pw := int64(0); pw < g.sw; pw++ {
-			plane := ph*g.sw + pw
+		for pw := int64(0); pw < p.npw; pw++ {
+			plane := ph*p.npw + pw
 			add(&runs, fill(plane, 0, lo[pw]))
 			add(&runs, copyCols(lo[pw], min(hi[pw], common0), pw))
 			add(&zeros, fill(plane, 0, p.wq))
 		}
-		all := make([]int64, g.sw)
+		all := make([]int64, p.npw)
 		for pw := range all {
 			all[pw] = int64(pw)
 		}
 		add(&runs, copyCols(common0, common1, all...))
-		for pw := int64(0); pw < g.sw; pw++ {
+		for pw := int64(0); pw < p.npw; pw++ {
 			add(&runs, copyCols(max(lo[pw], common1), hi[pw], pw))
-			add(&runs, fill(ph*g.sw+pw, hi[pw], p.wq))
+			add(&runs, fill(ph*p.npw+pw, hi[pw], p.wq))
 		}
 		rowIn := tir.And(tir.GE(row, tir.Idx(0)), tir.LT(row, tir.Idx(h)))
 		phases = append(phases, tir.NewIf(rowIn, tir.Seq(runs...), tir.Seq(zeros...)))
@@ -161,7 +161,7 @@ func (p *convPlan) localTile(x *te.Tensor, pad tir.PrimExpr, cols int64, body ti
 	g := p.g
 	rows := (cols-g.ow)/p.wq + 1
 	hl := rows + (g.kh-1)*g.dh/g.sh
-	lplane := g.sh * g.sw * hl * p.wq
+	lplane := p.nph * p.npw * hl * p.wq
 	if lplane*int64(x.DType.Size()) > localTileBytes {
 		return nil
 	}
