@@ -89,7 +89,7 @@ func (p *convPlan) applyKnobs(k strategy.Knobs, oc, ic, block int64) error {
 // validRows reports whether r rows per tile divide the output height and
 // keep the V tile within vTileBytes.
 func (p *convPlan) validRows(r int64) bool {
-	return r >= 1 && r <= p.g.oh && p.g.oh%r == 0 && ((r-1)*p.wq+p.g.ow)*int64(p.mr)*4 <= vTileBytes
+	return r >= 1 && r <= p.g.oh && p.g.oh%r == 0 && p.tileCols(r)*int64(p.mr)*4 <= vTileBytes
 }
 
 // rowChoices are the rows per tile a tuner tries: the default and the

@@ -40,6 +40,11 @@ type bcastSpec struct {
 	rows, ow int64
 	wq       int64
 	kc       int64 // input channels per pass over the column groups (0: bcastChunk's choice)
+	// xrs and xcs are the input's row and column strides of output
+	// position (r, c), and vrs V's row stride: the input element of
+	// column (r, c) is r*xrs + c*xcs, its V element r*vrs + c. Zero: the
+	// virtual columns of a phase-split input, r*wq + c for both.
+	xrs, xcs, vrs int64
 }
 
 // bcastChunkBytes bounds the weights one pass over the column groups
@@ -69,8 +74,11 @@ type bcastKernel struct {
 
 func newBcastKernel(isa vecISA, sp bcastSpec) (*bcastKernel, error) {
 	lanes := int64(isa.lanes)
-	if isa.lanes < 2 || sp.mv <= 0 || sp.nc <= 0 || sp.ic <= 0 || len(sp.koff) == 0 || sp.rows <= 0 || sp.ow <= 0 || sp.wq < sp.ow ||
-		sp.b <= 0 || sp.b%lanes != 0 || sp.ics < 0 || sp.ldv < (sp.rows-1)*sp.wq+sp.ow {
+	if sp.xrs == 0 && sp.xcs == 0 && sp.vrs == 0 {
+		sp.xrs, sp.xcs, sp.vrs = sp.wq, 1, sp.wq
+	}
+	if isa.lanes < 2 || sp.mv <= 0 || sp.nc <= 0 || sp.ic <= 0 || len(sp.koff) == 0 || sp.rows <= 0 || sp.ow <= 0 || sp.vrs < sp.ow ||
+		sp.xrs < 0 || sp.xcs <= 0 || sp.b <= 0 || sp.b%lanes != 0 || sp.ics < 0 || sp.ldv < (sp.rows-1)*sp.vrs+sp.ow {
 		return nil, fmt.Errorf("broadcast conv micro-kernel: bad sizes %+v (%s)", sp, isa.name)
 	}
 	mr := int64(sp.mv) * lanes
@@ -85,10 +93,9 @@ func newBcastKernel(isa vecISA, sp bcastSpec) (*bcastKernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	last := (sp.rows-1)*sp.wq + sp.ow
-	k.xSpan = (sp.ic-1)*sp.ics + maxOff + last
+	k.xSpan = (sp.ic-1)*sp.ics + maxOff + (sp.rows-1)*sp.xrs + (sp.ow-1)*sp.xcs + 1
 	k.wSpan = k.wOff(sp.mv-1) + (sp.ic*k.kk-1)*sp.b + lanes
-	k.vSpan = (mr-1)*sp.ldv + last
+	k.vSpan = (mr-1)*sp.ldv + (sp.rows-1)*sp.vrs + sp.ow
 	if err := k.finish("broadcast conv micro-kernel", "kiln_conv_bk_", k.source); err != nil {
 		return nil, err
 	}
@@ -105,16 +112,25 @@ func (k *bcastKernel) wOff(i int) int64 {
 // wIndex is the weight element of row m at reduction step s (ic*KK + t).
 func (k *bcastKernel) wIndex(m, s int64) int64 { return (m/k.b)*k.bs + s*k.b + m%k.b }
 
-// columns lists the valid virtual columns of the tile.
-func (k *bcastKernel) columns() []int64 {
+// columns lists the V offsets of the tile's valid columns, row by row.
+func (k *bcastKernel) columns() []int64 { return k.offsets(k.vrs, 1) }
+
+// xcolumns lists the input offsets of the same columns.
+func (k *bcastKernel) xcolumns() []int64 { return k.offsets(k.xrs, k.xcs) }
+
+func (k *bcastKernel) offsets(rs, cs int64) []int64 {
 	cols := make([]int64, 0, k.rows*k.ow)
 	for r := int64(0); r < k.rows; r++ {
 		for c := int64(0); c < k.ow; c++ {
-			cols = append(cols, r*k.wq+c)
+			cols = append(cols, r*rs+c*cs)
 		}
 	}
 	return cols
 }
+
+// sameOffsets reports whether the input and V offsets of the columns are
+// the same (a phase-split input): the kernel then keeps one table.
+func (k *bcastKernel) sameOffsets() bool { return k.xrs == k.vrs && k.xcs == 1 }
 
 // source writes the C definition (named sym): the columns in groups of
 // NC, listed in a table, in one register-tiled loop nest that reads each
@@ -126,9 +142,10 @@ func (k *bcastKernel) source(sym string) string {
 	isa := k.isa
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	cols := k.columns()
+	cols, xcols := k.columns(), k.xcolumns()
+	same := k.sameOffsets()
 	full := len(cols) / k.nc
-	tail := cols[full*k.nc:]
+	tail, xtail := cols[full*k.nc:], xcols[full*k.nc:]
 	groups := full
 	if len(tail) > 0 {
 		groups++
@@ -139,7 +156,12 @@ func (k *bcastKernel) source(sym string) string {
 	p("  static const int32_t koff[%d] = {%s};\n", k.kk, joinInts(k.koff))
 	p("#if %s\n", isa.guard)
 	if full > 0 {
-		p("  static const int32_t gcol[%d] = {%s};\n", full*k.nc, joinInts(cols[:full*k.nc]))
+		// gcol: the groups' input offsets; vcol: their V offsets, where
+		// those differ.
+		p("  static const int32_t gcol[%d] = {%s};\n", full*k.nc, joinInts(xcols[:full*k.nc]))
+		if !same {
+			p("  static const int32_t vcol[%d] = {%s};\n", full*k.nc, joinInts(cols[:full*k.nc]))
+		}
 	}
 	chunked := k.kc < k.ic
 	if chunked {
@@ -156,20 +178,24 @@ func (k *bcastKernel) source(sym string) string {
 		for n := 0; n < k.nc; n++ {
 			p("    const int32_t o%d = co[%d];\n", n, n)
 		}
-		k.group(p, k.nc, "g", chunked, -1)
+		q := func(n int) string { return fmt.Sprintf("o%d", n) }
+		if !same {
+			q = func(n int) string { return fmt.Sprintf("vcol[g * %d + %d]", k.nc, n) }
+		}
+		k.group(p, k.nc, "g", chunked, -1, q)
 		p("  }\n")
 	}
 	if len(tail) > 0 {
 		// do { } while (0): a pass's continue ends the block.
 		p("  do {\n")
-		for n, c := range tail {
-			p("    const int32_t o%d = %d;\n", n, c)
+		for n := range tail {
+			p("    const int32_t o%d = %d;\n", n, xtail[n])
 		}
 		contiguous := 0
 		if tail[len(tail)-1]-tail[0] == int64(len(tail)-1) {
 			contiguous = 1
 		}
-		k.group(p, len(tail), fmt.Sprint(full), chunked, contiguous)
+		k.group(p, len(tail), fmt.Sprint(full), chunked, contiguous, func(n int) string { return fmt.Sprint(tail[n]) })
 		p("  } while (0);\n")
 	}
 	if chunked {
@@ -177,18 +203,24 @@ func (k *bcastKernel) source(sym string) string {
 	}
 	p("#else\n")
 	p("  static const int32_t col[%d] = {%s};\n", len(cols), joinInts(cols))
+	xcol := "col[j]"
+	if !same {
+		p("  static const int32_t xcol[%d] = {%s};\n", len(xcols), joinInts(xcols))
+		xcol = "xcol[j]"
+	}
 	writePortable(p, isa, int64(k.mv*isa.lanes), int64(len(cols)), "col[j]",
 		fmt.Sprintf("(m / %d) * %d + (c * %d + t) * %d + m %% %d", k.b, k.bs, k.kk, k.b, k.b),
-		fmt.Sprintf("c * %d + koff[t] + col[j]", k.ics), k.ic, k.kk, k.ldv)
+		fmt.Sprintf("c * %d + koff[t] + %s", k.ics, xcol), k.ic, k.kk, k.ldv)
 	p("#endif\n}\n")
 	return b.String()
 }
 
 // group writes one column group's reduction and stores: nc columns at
-// offsets o0..o(nc-1), group number g (an expression) for the pass's
-// partial sums. contiguous says whether the columns are consecutive: 1
-// yes, 0 no, -1 known only at run time.
-func (k *bcastKernel) group(p func(string, ...any), nc int, g string, chunked bool, contiguous int) {
+// input offsets o0..o(nc-1) and V offsets q(0)..q(nc-1) (C expressions),
+// group number g (an expression) for the pass's partial sums. contiguous
+// says whether the columns are consecutive in V: 1 yes, 0 no, -1 known
+// only at run time. (A transposed store reads only some of the offsets.)
+func (k *bcastKernel) group(p func(string, ...any), nc int, g string, chunked bool, contiguous int, q func(n int) string) {
 	isa := k.isa
 	acc := func(i, n int) string { return fmt.Sprintf("a%d_%d", i, n) }
 	slot := func(i, n int) string { return fmt.Sprintf("s[%s * %d + %d]", g, k.mv*k.nc, i*k.nc+n) }
@@ -235,13 +267,18 @@ func (k *bcastKernel) group(p func(string, ...any), nc int, g string, chunked bo
 		}
 		p("      continue;\n    }\n")
 	}
+	// The V offsets, read only now: live across the reduction they took
+	// general registers its addresses need.
+	for n := 0; n < nc; n++ {
+		p("    const int32_t q%d = %s;\n    (void)q%d;\n", n, q(n), n)
+	}
 	// Lanes to rows: each accumulator is one column of MV x lanes rows.
 	scatter := func(from int) {
 		p("    { float lane[%d];\n", isa.lanes)
 		for i := 0; i < k.mv; i++ {
 			for n := from; n < nc; n++ {
 				p("      %s;\n", fmt.Sprintf(isa.store, "lane", acc(i, n)))
-				p("      for (int32_t l = 0; l < %d; ++l) v[(ptrdiff_t)(%d + l) * %d + o%d] = lane[l];\n", isa.lanes, i*isa.lanes, k.ldv, n)
+				p("      for (int32_t l = 0; l < %d; ++l) v[(ptrdiff_t)(%d + l) * %d + q%d] = lane[l];\n", isa.lanes, i*isa.lanes, k.ldv, n)
 			}
 		}
 		p("    }\n")
@@ -251,7 +288,7 @@ func (k *bcastKernel) group(p func(string, ...any), nc int, g string, chunked bo
 		return
 	}
 	if contiguous < 0 {
-		p("    if (o%d - o0 == %d) {\n", nc-1, nc-1)
+		p("    if (q%d - q0 == %d) {\n", nc-1, nc-1)
 	}
 	k.transposedStore(p, nc, acc)
 	if contiguous < 0 {
@@ -267,7 +304,7 @@ func (k *bcastKernel) group(p func(string, ...any), nc int, g string, chunked bo
 func (k *bcastKernel) transposes() bool { return k.isa.typ == "__m256" }
 
 // transposedStore writes the accumulators of nc consecutive columns
-// starting at o0 to V's rows: four columns at a time as a 4 x 8
+// starting at V offset q0 to V's rows: four columns at a time as a 4 x 8
 // transpose (unpack and shuffle, then each 128-bit half is one row's
 // four columns), then two as a 2 x 8 transpose (one row's pair per
 // 64-bit store), then a last single column lane by lane. Storing lane by
@@ -279,7 +316,7 @@ func (k *bcastKernel) transposedStore(p func(string, ...any), nc int, acc func(i
 		n := 0
 		for ; n+4 <= nc; n += 4 {
 			a, b, c, d := acc(i, n), acc(i, n+1), acc(i, n+2), acc(i, n+3)
-			p("    { float* vp = v + o%d;\n", n)
+			p("    { float* vp = v + q%d;\n", n)
 			p("      const __m256 t0 = _mm256_unpacklo_ps(%s, %s), t1 = _mm256_unpackhi_ps(%s, %s);\n", a, b, a, b)
 			p("      const __m256 t2 = _mm256_unpacklo_ps(%s, %s), t3 = _mm256_unpackhi_ps(%s, %s);\n", c, d, c, d)
 			p("      const __m256 r0 = _mm256_shuffle_ps(t0, t2, 0x44), r1 = _mm256_shuffle_ps(t0, t2, 0xEE);\n")
@@ -292,7 +329,7 @@ func (k *bcastKernel) transposedStore(p func(string, ...any), nc int, acc func(i
 		}
 		if n+2 <= nc {
 			a, b := acc(i, n), acc(i, n+1)
-			p("    { float* vp = v + o%d;\n", n)
+			p("    { float* vp = v + q%d;\n", n)
 			p("      const __m256 t0 = _mm256_unpacklo_ps(%s, %s), t1 = _mm256_unpackhi_ps(%s, %s);\n", a, b, a, b)
 			p("      const __m128 l0 = _mm256_castps256_ps128(t0), h0 = _mm256_extractf128_ps(t0, 1);\n")
 			p("      const __m128 l1 = _mm256_castps256_ps128(t1), h1 = _mm256_extractf128_ps(t1, 1);\n")
@@ -307,7 +344,7 @@ func (k *bcastKernel) transposedStore(p func(string, ...any), nc int, acc func(i
 		if n < nc {
 			p("    { float lane[8];\n")
 			p("      _mm256_storeu_ps(lane, %s);\n", acc(i, n))
-			p("      for (int32_t l = 0; l < 8; ++l) v[(ptrdiff_t)(%d + l) * %d + o%d] = lane[l];\n    }\n", i*8, k.ldv, n)
+			p("      for (int32_t l = 0; l < 8; ++l) v[(ptrdiff_t)(%d + l) * %d + q%d] = lane[l];\n    }\n", i*8, k.ldv, n)
 		}
 	}
 }
@@ -320,13 +357,13 @@ func (k *bcastKernel) Eval(args []tir.KernelArg) error {
 		return err
 	}
 	vm, xm, wm := mem[0], mem[1], mem[2]
-	cols := k.columns()
+	cols, xcols := k.columns(), k.xcolumns()
 	for m := int64(0); m < int64(k.mv*k.isa.lanes); m++ {
-		for _, j := range cols {
+		for i, j := range cols {
 			acc := 0.0
 			for c := int64(0); c < k.ic; c++ {
 				for t := int64(0); t < k.kk; t++ {
-					xv := xm.Float(off[1] + c*k.ics + k.koff[t] + j)
+					xv := xm.Float(off[1] + c*k.ics + k.koff[t] + xcols[i])
 					wv := wm.Float(off[2] + k.wIndex(m, c*k.kk+t))
 					acc = k.isa.madd(wv, xv, acc)
 				}

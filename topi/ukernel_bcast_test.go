@@ -13,8 +13,10 @@ import (
 // narrower than a tile, a short last group, channel vectors in two
 // weight blocks, a 1x1 kernel, input channels in passes (equal, and a
 // shorter last one), last blocks of every width below the tile's (stored
-// transposed where their columns are consecutive), and one channel vector
-// more than the instruction set's tile (with fewer columns).
+// transposed where their columns are consecutive), input columns at
+// other offsets than V's (a strided input read in place, compact V), and
+// one channel vector more than the instruction set's tile (with fewer
+// columns).
 func bcastSpecs(isa vecISA) []bcastSpec {
 	b := int64(16)
 	return []bcastSpec{
@@ -31,6 +33,11 @@ func bcastSpecs(isa vecISA) []bcastSpec {
 		{mv: isa.bmv, nc: 6, ic: 6, koff: []int64{0}, ics: 28, b: b, bs: 6 * b, ldv: 28, rows: 4, ow: 7, wq: 7, kc: 2},
 		{mv: isa.bmv, nc: 6, ic: 3, koff: []int64{0}, ics: 23, b: b, bs: 3 * b, ldv: 23, rows: 1, ow: 23, wq: 23},
 		{mv: isa.bmv, nc: 4, ic: 2, koff: []int64{0, 1}, ics: 40, b: b, bs: 2 * 2 * b, ldv: 38, rows: 3, ow: 11, wq: 13},
+		// Input read where it lies (stride 2: input rows 2 x 12 apart,
+		// columns 2 apart) into compact V rows: a 3x3 kernel, and a 1x1
+		// in passes.
+		{mv: isa.bmv, nc: isa.bnc, ic: 3, koff: []int64{0, 1, 2, 12, 13, 14, 24, 25, 26}, ics: 12 * 9, b: b, bs: 3 * 9 * b, ldv: 20, rows: 4, ow: 5, xrs: 24, xcs: 2, vrs: 5},
+		{mv: isa.bmv, nc: isa.bnc, ic: 5, koff: []int64{0}, ics: 14 * 14, b: b, bs: 5 * b, ldv: 49, rows: 7, ow: 7, xrs: 28, xcs: 2, vrs: 7, kc: 2},
 		{mv: isa.bmv + 1, nc: isa.bcastColumns(isa.bmv + 1), ic: 4, koff: []int64{0, 1, 2, 9, 10, 11, 18, 19, 20}, ics: 81, b: int64(isa.lanes), bs: 4*9*int64(isa.lanes) + 3, ldv: 61, rows: 7, ow: 7, wq: 9},
 	}
 }
