@@ -77,11 +77,7 @@ func (k *maxPoolKernel) source(sym string) string {
 		p("    v[j] = m;\n  }\n}\n")
 		return b.String()
 	}
-	p("static inline float %s_max(float a, float b) {\n", sym)
-	p("  float m = a > b ? a : b;\n")
-	p("  m = ((a == 0) & (b == 0)) ? a + b : m;\n")
-	p("  m = ((a != a) | (b != b)) ? NAN : m;\n")
-	p("  return ((a == INFINITY) | (b == INFINITY)) ? INFINITY : m;\n}\n")
+	writeExactMax(p, sym)
 	p("static void %s(float* restrict v, const float* restrict t) {\n", sym)
 	p("  uint32_t odd = 0;\n")
 	p("  for (int32_t i = 0; i < %d; ++i) {\n", k.plane)
@@ -114,6 +110,16 @@ func (k *maxPoolKernel) source(sym string) string {
 	}
 	p("}\n")
 	return b.String()
+}
+
+// writeExactMax writes SYM_max(a, b), math.Max's rules in C: +Inf wins
+// over everything, then NaN, and +0 over -0.
+func writeExactMax(p func(string, ...any), sym string) {
+	p("static inline float %s_max(float a, float b) {\n", sym)
+	p("  float m = a > b ? a : b;\n")
+	p("  m = ((a == 0) & (b == 0)) ? a + b : m;\n")
+	p("  m = ((a != a) | (b != b)) ? NAN : m;\n")
+	p("  return ((a == INFINITY) | (b == INFINITY)) ? INFINITY : m;\n}\n")
 }
 
 // Eval implements tir.Kernel: math.Max over the taps, in tap order.

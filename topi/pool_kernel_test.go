@@ -67,13 +67,7 @@ func TestMaxPoolKernelMatchesEval(t *testing.T) {
 // float flags and returns what it computes on tile x.
 func runMaxPoolKernel(t *testing.T, cc string, k *maxPoolKernel, x []float32, flags []string) []float32 {
 	t.Helper()
-	var src strings.Builder
-	src.WriteString("#include <stdint.h>\n#include <stdio.h>\n")
-	for _, inc := range k.Includes() {
-		src.WriteString("#include " + inc + "\n")
-	}
-	src.WriteString(k.Source())
-	fmt.Fprintf(&src, `
+	src := kernelProgram(k, fmt.Sprintf(`
 int main(void) {
   static float t[%d], v[%d];
   FILE* f = fopen("in.bin", "rb");
@@ -84,15 +78,27 @@ int main(void) {
   if (!f || fwrite(v, sizeof v, 1, f) != 1) return 3;
   return fclose(f) != 0;
 }
-`, k.plane, k.cols, k.Symbol())
+`, k.plane, k.cols, k.Symbol()))
 	var in []byte
 	for _, v := range x {
 		in = binary.LittleEndian.AppendUint32(in, math.Float32bits(v))
 	}
-	raw := runKernelProgram(t, cc, src.String(), in, append([]string{"-O3", "-fno-trapping-math"}, flags...))
+	raw := runKernelProgram(t, cc, src, in, append([]string{"-O3", "-fno-trapping-math"}, flags...))
 	out := make([]float32, k.cols)
 	for j := range out {
 		out[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:]))
 	}
 	return out
+}
+
+// kernelProgram is a C program of k's includes, its definition and main.
+func kernelProgram(k tir.Kernel, main string) string {
+	var src strings.Builder
+	src.WriteString("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n")
+	for _, inc := range k.Includes() {
+		src.WriteString("#include " + inc + "\n")
+	}
+	src.WriteString(k.Source())
+	src.WriteString(main)
+	return src.String()
 }

@@ -177,11 +177,7 @@ func (k *maxPoolRowsKernel) source(sym string) string {
 	p("/* Max pooling by rows, one %s channel: %dx%d -> %dx%d, %dx%d taps, stride %dx%d, dilation %dx%d, padding %dx%d. */\n",
 		typ, r.h, r.w, r.oh, r.ow, r.kh, r.kw, r.sh, r.sw, r.dh, r.dw, r.ph, r.pw)
 	if isFloat {
-		p("static inline float %s_max(float a, float b) {\n", sym)
-		p("  float m = a > b ? a : b;\n")
-		p("  m = ((a == 0) & (b == 0)) ? a + b : m;\n")
-		p("  m = ((a != a) | (b != b)) ? NAN : m;\n")
-		p("  return ((a == INFINITY) | (b == INFINITY)) ? INFINITY : m;\n}\n")
+		writeExactMax(p, sym)
 		// The scan: NaN (x != x) or -0 (the bits 0x80000000) among n values.
 		p("static inline uint32_t %s_odd(const float* restrict x, int32_t n) {\n", sym)
 		p("  uint32_t odd = 0;\n")

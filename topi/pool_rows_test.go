@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"strings"
 	"testing"
 
 	"github.com/kiln-dev/kiln/graph/op"
@@ -158,13 +157,7 @@ func runRowsKernel(t *testing.T, cc string, k *maxPoolRowsKernel, in []byte, pla
 	typ, _ := k.r.cType()
 	r := k.r
 	size := int64(r.dt.Size())
-	var src strings.Builder
-	src.WriteString("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n")
-	for _, inc := range k.Includes() {
-		src.WriteString("#include " + inc + "\n")
-	}
-	src.WriteString(k.Source())
-	fmt.Fprintf(&src, `
+	src := kernelProgram(k, fmt.Sprintf(`
 int main(void) {
   static %s x[%d][%d], y[%d][%d];
   FILE* f = fopen("in.bin", "rb");
@@ -175,8 +168,8 @@ int main(void) {
   if (!f || fwrite(y, sizeof y, 1, f) != 1) return 3;
   return fclose(f) != 0;
 }
-`, typ, planes, r.h*r.w, planes, r.oh*r.ow, planes, k.Symbol())
-	raw := runKernelProgram(t, cc, src.String(), in, append([]string{"-O3", "-fno-trapping-math"}, flags...))
+`, typ, planes, r.h*r.w, planes, r.oh*r.ow, planes, k.Symbol()))
+	raw := runKernelProgram(t, cc, src, in, append([]string{"-O3", "-fno-trapping-math"}, flags...))
 	if int64(len(raw)) != int64(planes)*r.oh*r.ow*size {
 		t.Fatalf("%d output bytes, want %d", len(raw), int64(planes)*r.oh*r.ow*size)
 	}
