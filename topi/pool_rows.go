@@ -38,8 +38,10 @@ import (
 // exact max.
 
 // poolRowsMaxBuffer bounds the row buffer, which lives on the stack of
-// the thread running the kernel.
-const poolRowsMaxBuffer = 32 << 10
+// the thread running the kernel: the bound of the convolutions' stack
+// tiles (vTileBytes, localTileBytes), within the stack budget of AOT
+// builds.
+const poolRowsMaxBuffer = 16 << 10
 
 // maxPoolRows is the geometry of one channel plane's max pooling.
 type maxPoolRows struct {
