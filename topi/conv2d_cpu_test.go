@@ -292,3 +292,44 @@ func TestUsedPhases(t *testing.T) {
 		}
 	}
 }
+
+// TestConvRowsOuter checks the loop order with the row tiles outside the
+// channel tiles (chooseLoopOrder) on a Zen 3 target (512 KiB L2): a 1x1
+// convolution of 16 channels on 96x96 (a 576 KiB input, the columns
+// kernel) takes it and computes what the reference does; a long reduction
+// (the broadcast kernel) and a small input do not take it.
+func TestConvRowsOuter(t *testing.T) {
+	tg, err := targets.New(targets.C, ir.Attrs{"mcpu": "znver3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := func(x, w ir.Shape) *convPlan {
+		t.Helper()
+		attrs, err := op.Conv2DPacked.MakeAttrs(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := ir.Shape{x[0], w[0] * w[4], x[2] - w[2] + 1, x[3] - w[3] + 1}
+		c := &strategy.Call{Op: op.Conv2DPacked, Attrs: attrs, ArgTypes: []ir.Type{ir.NewTensorType(ir.Float32, x), ir.NewTensorType(ir.Float32, w)},
+			OutType: ir.NewTensorType(ir.Float32, out), Target: tg}
+		p, err := planPacked(c, x, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if p := plan(ir.Shape{1, 16, 96, 96}, ir.Shape{2, 16, 1, 1, 8}); !p.rowsOuter || p.bmv != 0 {
+		t.Errorf("16-channel 1x1 on 96x96: rowsOuter %v, broadcast %v; want the columns kernel, rows outside", p.rowsOuter, p.bmv > 0)
+	}
+	if p := plan(ir.Shape{1, 64, 60, 60}, ir.Shape{4, 64, 3, 3, 16}); p.rowsOuter {
+		t.Errorf("64-channel 3x3 on 60x60 (the broadcast kernel): rows outside")
+	}
+	if p := plan(ir.Shape{1, 16, 20, 20}, ir.Shape{2, 16, 1, 1, 8}); p.rowsOuter {
+		t.Errorf("16-channel 1x1 on 20x20 (25 KiB): rows outside")
+	}
+	rng := rand.New(rand.NewSource(7100))
+	args := []*tensor.Tensor{topitest.Rand(rng, nnTF32, nnInts(1, 16, 96, 96)), packedW(t, rng, nnTF32, 8, 16, 16, 1, 1)}
+	if err := topitest.Check(topitest.Case{Op: op.Conv2DPacked, Args: args, Target: tg}); err != nil {
+		t.Fatal(err)
+	}
+}
