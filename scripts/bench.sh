@@ -27,6 +27,10 @@ export OMP_PROC_BIND=${OMP_PROC_BIND:-true}
 
 MODELS=${MODELS:-"resnet18 mobilenet_v2 squeezenet1_1 tiny_bert"}
 RUNS=${RUNS:-30}
+# ROUNDS > 1 repeats each kiln/ORT pair and prints the range of the
+# medians and of their ratios (a shared VM's neighbours move a single
+# round by 20 % and more).
+ROUNDS=${ROUNDS:-1}
 THREADS=${THREADS:-"1 2"}
 TARGETS=${TARGETS:-c}
 SHARED=../shared
@@ -36,8 +40,13 @@ need_ort_harness
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(date -u +%Y-%m-%d); OMP_WAIT_POLICY=$OMP_WAIT_POLICY OMP_PROC_BIND=$OMP_PROC_BIND; targets: $TARGETS"
 echo
-echo "| model | threads | kiln median ms | kiln min ms | ORT median ms | ORT min ms | kiln / ORT | compile s (cold) | compile s (cached) |"
-echo "|---|---|---|---|---|---|---|---|---|"
+if [ "$ROUNDS" -gt 1 ]; then
+	echo "| model | threads | kiln medians ms | ORT medians ms | kiln / ORT | compile s (cold) | compile s (cached) |"
+	echo "|---|---|---|---|---|---|---|"
+else
+	echo "| model | threads | kiln median ms | kiln min ms | ORT median ms | ORT min ms | kiln / ORT | compile s (cold) | compile s (cached) |"
+	echo "|---|---|---|---|---|---|---|---|---|"
+fi
 for m in $MODELS; do
 	dir=$SHARED/models/$m
 	mkdir -p out/bench
@@ -54,6 +63,23 @@ for m in $MODELS; do
 	cold=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	cached=$(awk -v a="$t2" -v b="$t3" 'BEGIN { printf "%.2f", b - a }')
 	for th in $THREADS; do
+		if [ "$ROUNDS" -gt 1 ]; then
+			# Rounds of one kiln and one ORT median each: the range of
+			# each and of the round's ratio.
+			rows=""
+			for _ in $(seq "$ROUNDS"); do
+				km=$(out/kiln bench "out/bench/$m" --json --threads "$th" --runs "$RUNS" | sed -n 's/.*"median_ms":\([0-9.]*\).*/\1/p')
+				om=$(cd out/peer && node ort_bench.js "$OLDPWD/$dir" "$th" "$RUNS" | tail -n 1 | sed -n 's/.*median_ms=\([0-9.]*\).*/\1/p')
+				rows="$rows$km $om"$'\n'
+			done
+			awk -v m="$m" -v th="$th" -v cold="$cold" -v cached="$cached" 'NF == 2 {
+				r = $1 / $2
+				if (NR == 1 || $1 < k0) k0 = $1; if (NR == 1 || $1 > k1) k1 = $1
+				if (NR == 1 || $2 < o0) o0 = $2; if (NR == 1 || $2 > o1) o1 = $2
+				if (NR == 1 || r < r0) r0 = r; if (NR == 1 || r > r1) r1 = r
+			} END { printf "| %s | %s | %.2f–%.2f | %.2f–%.2f | %.2f–%.2f | %s | %s |\n", m, th, k0, k1, o0, o1, r0, r1, cold, cached }' <<<"$rows"
+			continue
+		fi
 		k=$(out/kiln bench "out/bench/$m" --json --threads "$th" --runs "$RUNS")
 		km=$(sed -n 's/.*"median_ms":\([0-9.]*\).*/\1/p' <<<"$k")
 		kn=$(sed -n 's/.*"min_ms":\([0-9.]*\).*/\1/p' <<<"$k")
