@@ -170,20 +170,18 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 // only phase (0, 0): X' with all four planes copied the whole input for a
 // quarter of it (resnet18's downsampling convolutions). Otherwise s.
 func usedPhases(s, k, d int64) int64 {
-	used := make([]bool, s)
-	for i := int64(0); i < k && i < s; i++ {
-		used[(i*d)%s] = true
+	// The taps' phases (i*d) mod s repeat after s taps; no allocation
+	// follows the stride, which comes from the model.
+	seen := map[int64]bool{}
+	for i := int64(0); i < min(k, s); i++ {
+		seen[(i%s)*(d%s)%s] = true
 	}
-	n := int64(0)
-	for n < s && used[n] {
-		n++
-	}
-	for _, u := range used[n:] {
-		if u {
+	for ph := range seen {
+		if ph >= int64(len(seen)) {
 			return s
 		}
 	}
-	return n
+	return int64(len(seen))
 }
 
 // tapOffsets lists KOFF(kh, kw), tap by tap, in X' whose phase planes
