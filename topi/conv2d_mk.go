@@ -73,13 +73,17 @@ type convPlan struct {
 // without).
 func (p *convPlan) direct() bool { return p.bmv > 0 && p.nph == p.g.sh && p.npw == p.g.sw }
 
-// tileCols is the V columns of a tile of r output rows.
-func (p *convPlan) tileCols(r int64) int64 {
+// vRow is the distance of V's rows: the output width in the direct
+// layout (compact V), the phase plane's width otherwise (virtual columns).
+func (p *convPlan) vRow() int64 {
 	if p.direct() {
-		return r * p.g.ow
+		return p.g.ow
 	}
-	return (r-1)*p.wq + p.g.ow
+	return p.wq
 }
+
+// tileCols is the V columns of a tile of r output rows.
+func (p *convPlan) tileCols(r int64) int64 { return (r-1)*p.vRow() + p.g.ow }
 
 // rowLen is the row length of the input the computes index: the padded
 // width in the direct layout, the phase plane's otherwise.
@@ -105,11 +109,7 @@ func (p *convPlan) chooseLoopOrder(ic, oc, kk int64) {
 	if p.l2 <= 0 || p.bmv > 0 || int64(p.mr) >= oc || p.g.oh/p.rows < 2 {
 		return
 	}
-	plane := p.plane()
-	if p.direct() {
-		plane = p.hp * p.wp
-	}
-	p.rowsOuter = ic*plane*4 > p.l2/2 && oc*ic*kk*4 <= p.l2/2
+	p.rowsOuter = ic*p.plane()*4 > p.l2/2 && oc*ic*kk*4 <= p.l2/2
 }
 
 // planPacked plans a packed convolution of an input of xShape with a
@@ -128,14 +128,8 @@ func planPacked(c *strategy.Call, xShape, wShape ir.Shape) (*convPlan, error) {
 	}
 	p.chooseLoopOrder(xShape[1], oc, int64(len(p.koff)))
 	if p.direct() {
-		g := p.g
-		p.jtot = g.oh * g.ow
-		p.koff = p.koff[:0]
-		for kh := int64(0); kh < g.kh; kh++ {
-			for kw := int64(0); kw < g.kw; kw++ {
-				p.koff = append(p.koff, kh*g.dh*p.wp+kw*g.dw)
-			}
-		}
+		p.jtot = p.tileCols(p.g.oh)
+		p.koff = p.unsplit().tapOffsets(p.hp) // kh*dh*Wp + kw*dw
 	}
 	return p, nil
 }
@@ -308,8 +302,13 @@ func (v vecISA) tilesChannels(mv int, oc, block int64) bool {
 }
 
 // plane is the size of one channel's plane of X': its nph x npw phase
-// planes of Hq x Wq.
-func (p *convPlan) plane() int64 { return p.nph * p.npw * p.hq * p.wq }
+// planes of Hq x Wq (in the direct layout, its one plane of Hp x Wp).
+func (p *convPlan) plane() int64 {
+	if p.direct() {
+		return p.hp * p.wp
+	}
+	return p.nph * p.npw * p.hq * p.wq
+}
 
 // bcastSmallMap is the most outputs per channel (7x7 = 49 and smaller)
 // for which vecISA.bcastSmallSteps applies.
@@ -346,16 +345,19 @@ func (p *convPlan) phased(x *te.Tensor, pad tir.PrimExpr) *te.Tensor {
 	})[0]
 }
 
-// padded returns X” of the direct layout (see above): the input padded
-// with pad to Hp x Wp, each plane flat, or x itself without padding. It
-// is phased's copy for a stride of 1 (one phase, Hp x Wp).
-func (p *convPlan) padded(x *te.Tensor, pad tir.PrimExpr) *te.Tensor {
-	if p.hp == x.Shape[2] && p.wp == x.Shape[3] && p.g.ph == 0 && p.g.pw == 0 {
-		return x
-	}
+// unsplit is the plan's layout without stride phases, one phase plane of
+// Hp x Wp: the input of the direct layout (see above).
+func (p *convPlan) unsplit() *convPlan {
 	q := *p
-	q.g.sh, q.g.sw, q.nph, q.npw, q.hq, q.wq, q.bmv = 1, 1, 1, 1, p.hp, p.wp, 0
-	return q.phased(x, pad)
+	q.g.sh, q.g.sw, q.nph, q.npw, q.hq, q.wq = 1, 1, 1, 1, p.hp, p.wp
+	return &q
+}
+
+// padded returns the input of the direct layout: padded with pad to
+// Hp x Wp, each plane flat, or x itself without padding (phased on the
+// unsplit layout).
+func (p *convPlan) padded(x *te.Tensor, pad tir.PrimExpr) *te.Tensor {
+	return p.unsplit().phased(x, pad)
 }
 
 // xIndex indexes X' (or the input itself, 4-D) at flat position flat of
@@ -393,7 +395,6 @@ func computeConvPackedCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, erro
 	b := tir.Idx(w.Shape[4])
 	var xp *te.Tensor
 	var xFlat func(j tir.PrimExpr) tir.PrimExpr
-	rowOf := tir.Idx(p.wq)
 	if p.direct() {
 		xp = p.padded(x, nnZero(x.DType))
 		ow := tir.Idx(g.ow)
@@ -401,7 +402,6 @@ func computeConvPackedCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, erro
 			pos := tir.Add(tir.Mul(tir.FloorDiv(j, ow), tir.Idx(g.sh*p.wp)), tir.Mul(tir.FloorMod(j, ow), tir.Idx(g.sw)))
 			return tir.Add(pos, tir.Add(tir.Mul(rh.Var, tir.Idx(g.dh*p.wp)), tir.Mul(rw.Var, tir.Idx(g.dw))))
 		}
-		rowOf = ow
 	} else {
 		xp = p.phased(x, nnZero(x.DType))
 		xFlat = func(j tir.PrimExpr) tir.PrimExpr { return tir.Add(j, p.tapOffset(rh.Var, rw.Var)) }
@@ -412,7 +412,7 @@ func computeConvPackedCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, erro
 		return tir.Mul(xv, wv)
 	}, te.WithTag(tagPackedBlock), te.WithAxisNames("n", "oc", "j"))
 	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
-		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], rowOf), i[3]))
+		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], tir.Idx(p.vRow())), i[3]))
 	}, te.WithTag(tagPackedOut), te.WithAxisNames("n", "oc", "oh", "ow"))
 	return []*te.Tensor{out}, nil
 }
@@ -430,17 +430,17 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 		var k tir.Kernel
 		var err error
 		xStart := ctx.Axis[2]
-		if p.direct() {
+		if p.bmv > 0 {
 			g := p.g
-			ics = p.hp * p.wp
-			k, err = newBcastKernel(p.isa, bcastSpec{mv: p.bmv, nc: p.bnc, ic: ic, koff: p.koff, ics: ics,
-				b: w.Shape[4], bs: ic * int64(len(p.koff)) * w.Shape[4], ldv: ldv, kc: p.kc, rows: cols / g.ow, ow: g.ow, wq: g.ow,
-				xrs: g.sh * p.wp, xcs: g.sw, vrs: g.ow})
-			// The tile starts at output row j0 / OW, input row that * SH.
-			xStart = tir.Mul(tir.FloorDiv(ctx.Axis[2], tir.Idx(g.ow)), tir.Idx(g.sh*p.wp))
-		} else if p.bmv > 0 {
-			k, err = newBcastKernel(p.isa, bcastSpec{mv: p.bmv, nc: p.bnc, ic: ic, koff: p.koff, ics: ics,
-				b: w.Shape[4], bs: ic * int64(len(p.koff)) * w.Shape[4], ldv: ldv, kc: p.kc, rows: (cols-p.g.ow)/p.wq + 1, ow: p.g.ow, wq: p.wq})
+			sp := bcastSpec{mv: p.bmv, nc: p.bnc, ic: ic, koff: p.koff, ics: ics,
+				b: w.Shape[4], bs: ic * int64(len(p.koff)) * w.Shape[4], ldv: ldv, kc: p.kc, rows: (cols-g.ow)/p.vRow() + 1, ow: g.ow, wq: p.vRow()}
+			if p.direct() {
+				// The input where it lies; the tile starts at output row
+				// j0 / OW, input row that * SH.
+				sp.xrs, sp.xcs = g.sh*p.wp, g.sw
+				xStart = tir.Mul(tir.FloorDiv(ctx.Axis[2], tir.Idx(g.ow)), tir.Idx(g.sh*p.wp))
+			}
+			k, err = newBcastKernel(p.isa, sp)
 		} else {
 			k, err = newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: p.koff, ics: ics, ws: w.Shape[4], wm: 1, ldv: ldv, j: cols})
 		}
@@ -529,19 +529,19 @@ func (p *convPlan) scheduleTiles(s *te.Schedule, outs []*te.Tensor, anchor, vT *
 		ocO, ocI = o.Split(ax[1], mr)
 	}
 	ohO, ohI := o.Split(ax[2], p.rows)
-	at := ohO
+	// V is computed at the inner of the two tile loops; the outer one,
+	// fused with the batch, runs in parallel.
+	outer, at := ocO, ohO
 	switch {
 	case p.rowsOuter && mr > 1:
 		o.Reorder(ax[0], ohO, ocO, ocI, ohI, ax[3])
-		o.Parallel(o.Fuse(ax[0], ohO))
-		at = ocO
+		outer, at = ohO, ocO
 	case mr > 1:
 		o.Reorder(ax[0], ocO, ohO, ocI, ohI, ax[3])
-		o.Parallel(o.Fuse(ax[0], ocO))
 	default:
 		o.Reorder(ax[0], ocO, ohO, ohI, ax[3])
-		o.Parallel(o.Fuse(ax[0], ocO))
 	}
+	o.Parallel(o.Fuse(ax[0], outer))
 	o.Vectorize(ax[3])
 	vs.ComputeAt(o, at)
 	vs.SetScope(tir.ScopeLocal)

@@ -1,8 +1,6 @@
 package topi
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"strings"
@@ -44,10 +42,7 @@ func newMaxPoolKernel(koff []int64, plane, cols int64, dt ir.DType) (*maxPoolKer
 		return nil, fmt.Errorf("max pool kernel: type %s", dt)
 	}
 	k := &maxPoolKernel{koff: koff, plane: plane, cols: cols, dt: dt}
-	src := k.source("KILN_SYMBOL")
-	h := sha256.Sum256([]byte(src))
-	k.symbol = "kiln_maxpool_" + hex.EncodeToString(h[:6])
-	k.src = strings.ReplaceAll(src, "KILN_SYMBOL", k.symbol)
+	k.symbol, k.src = kernelSymbol("kiln_maxpool_", k.source("KILN_SYMBOL"))
 	return k, nil
 }
 

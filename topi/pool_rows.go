@@ -1,8 +1,6 @@
 package topi
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"strings"
@@ -33,9 +31,8 @@ import (
 // make the plain max a > b ? a : b differ from it (+Inf only matters
 // beside a NaN); before an output row is computed, the input rows it
 // adds are scanned for those two (two vector compares per eight values;
-// with a dilation, every row up to its last),
-// and from the first row that holds one the rest of the channel takes the
-// exact max.
+// with a dilation, every row up to its last), and from the first row
+// that holds one the rest of the channel takes the exact max.
 
 // poolRowsMaxBuffer bounds the row buffer, which lives on the stack of
 // the thread running the kernel: the bound of the convolutions' stack
@@ -143,10 +140,7 @@ type maxPoolRowsKernel struct {
 
 func newMaxPoolRowsKernel(r *maxPoolRows) *maxPoolRowsKernel {
 	k := &maxPoolRowsKernel{r: r}
-	src := k.source("KILN_SYMBOL")
-	h := sha256.Sum256([]byte(src))
-	k.symbol = "kiln_maxpool_rows_" + hex.EncodeToString(h[:6])
-	k.src = strings.ReplaceAll(src, "KILN_SYMBOL", k.symbol)
+	k.symbol, k.src = kernelSymbol("kiln_maxpool_rows_", k.source("KILN_SYMBOL"))
 	return k
 }
 

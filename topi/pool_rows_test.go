@@ -15,19 +15,6 @@ import (
 	"github.com/kiln-dev/kiln/topi/topitest"
 )
 
-// int8Mem and uint8Mem are Go memory for Eval.
-type int8Mem []int8
-
-func (m int8Mem) Len() int64                  { return int64(len(m)) }
-func (m int8Mem) Float(i int64) float64       { return float64(m[i]) }
-func (m int8Mem) SetFloat(i int64, v float64) { m[i] = int8(v) }
-
-type uint8Mem []uint8
-
-func (m uint8Mem) Len() int64                  { return int64(len(m)) }
-func (m uint8Mem) Float(i int64) float64       { return float64(m[i]) }
-func (m uint8Mem) SetFloat(i int64, v float64) { m[i] = uint8(v) }
-
 // rowsGeometries are max pools of every shape the rows form takes apart:
 // squeezenet's (3x3 stride 2, ceil mode: a right padding column),
 // resnet's (3x3 stride 2, padding 1), googlenet's 3x3 stride 1 padding

@@ -1,8 +1,6 @@
 package topi
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -49,13 +47,6 @@ func (p qconvParams) izpu() int64 {
 // izpWord is a 32-bit word of four input bytes equal to the zero point
 // in the kernel's layout: what a padded tap reads.
 func (p qconvParams) izpWord() uint32 { return uint32(uint8(int8(p.izpu()))) * 0x01010101 }
-
-// kernelSymbol names a kernel by the hash of its source.
-func kernelSymbol(prefix, src string) (string, string) {
-	h := sha256.Sum256([]byte(src))
-	sym := prefix + hex.EncodeToString(h[:6])
-	return sym, strings.ReplaceAll(src, "KILN_SYMBOL", sym)
-}
 
 // qconvPackKernel lays out one image's group of four input channels
 // interleaved: x4[y, x, i] = x[4*c4 + i, y, x] (plus 128 for int8 data),

@@ -189,11 +189,18 @@ func (k *kernelBase) finish(what, prefix string, source func(sym string) string)
 	if k.xSpan > math.MaxInt32 || k.wSpan > math.MaxInt32 || k.vSpan > math.MaxInt32 {
 		return fmt.Errorf("%s: operands exceed 2^31 elements", what)
 	}
-	src := source("KILN_SYMBOL")
-	h := sha256.Sum256([]byte(src))
-	k.symbol = prefix + k.isa.name + "_" + hex.EncodeToString(h[:6])
-	k.src = strings.ReplaceAll(src, "KILN_SYMBOL", k.symbol)
+	k.symbol, k.src = kernelSymbol(prefix+k.isa.name+"_", source("KILN_SYMBOL"))
 	return nil
+}
+
+// kernelSymbol names a kernel whose C source src was written with the
+// placeholder KILN_SYMBOL: prefix and the hash of the source, and the
+// source with the name in place. Kernels of the same text share a name
+// (and one definition in the generated C).
+func kernelSymbol(prefix, src string) (symbol, named string) {
+	h := sha256.Sum256([]byte(src))
+	symbol = prefix + hex.EncodeToString(h[:6])
+	return symbol, strings.ReplaceAll(src, "KILN_SYMBOL", symbol)
 }
 
 // Symbol implements tir.Kernel.

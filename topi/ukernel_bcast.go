@@ -38,13 +38,12 @@ type bcastSpec struct {
 	b, bs    int64 // the weight's block (channels) and block stride (elements)
 	ldv      int64
 	rows, ow int64
-	wq       int64
+	wq       int64 // V's row stride: column (r, c) is V element r*wq + c
 	kc       int64 // input channels per pass over the column groups (0: bcastChunk's choice)
-	// xrs and xcs are the input's row and column strides of output
-	// position (r, c), and vrs V's row stride: the input element of
-	// column (r, c) is r*xrs + c*xcs, its V element r*vrs + c. Zero: the
-	// virtual columns of a phase-split input, r*wq + c for both.
-	xrs, xcs, vrs int64
+	// xrs and xcs are the input's row and column strides: column (r, c)
+	// reads input element r*xrs + c*xcs. Zero: wq and 1, the virtual
+	// columns of a phase-split input, where the two offsets agree.
+	xrs, xcs int64
 }
 
 // bcastChunkBytes bounds the weights one pass over the column groups
@@ -88,11 +87,14 @@ type bcastKernel struct {
 
 func newBcastKernel(isa vecISA, sp bcastSpec) (*bcastKernel, error) {
 	lanes := int64(isa.lanes)
-	if sp.xrs == 0 && sp.xcs == 0 && sp.vrs == 0 {
-		sp.xrs, sp.xcs, sp.vrs = sp.wq, 1, sp.wq
+	if sp.xrs == 0 {
+		sp.xrs = sp.wq
 	}
-	if isa.lanes < 2 || sp.mv <= 0 || sp.nc <= 0 || sp.ic <= 0 || len(sp.koff) == 0 || sp.rows <= 0 || sp.ow <= 0 || sp.vrs < sp.ow ||
-		sp.xrs < 0 || sp.xcs <= 0 || sp.b <= 0 || sp.b%lanes != 0 || sp.ics < 0 || sp.ldv < (sp.rows-1)*sp.vrs+sp.ow {
+	if sp.xcs == 0 {
+		sp.xcs = 1
+	}
+	if isa.lanes < 2 || sp.mv <= 0 || sp.nc <= 0 || sp.ic <= 0 || len(sp.koff) == 0 || sp.rows <= 0 || sp.ow <= 0 || sp.wq < sp.ow ||
+		sp.xrs < 0 || sp.xcs <= 0 || sp.b <= 0 || sp.b%lanes != 0 || sp.ics < 0 || sp.ldv < (sp.rows-1)*sp.wq+sp.ow {
 		return nil, fmt.Errorf("broadcast conv micro-kernel: bad sizes %+v (%s)", sp, isa.name)
 	}
 	mr := int64(sp.mv) * lanes
@@ -109,7 +111,7 @@ func newBcastKernel(isa vecISA, sp bcastSpec) (*bcastKernel, error) {
 	}
 	k.xSpan = (sp.ic-1)*sp.ics + maxOff + (sp.rows-1)*sp.xrs + (sp.ow-1)*sp.xcs + 1
 	k.wSpan = k.wOff(sp.mv-1) + (sp.ic*k.kk-1)*sp.b + lanes
-	k.vSpan = (mr-1)*sp.ldv + (sp.rows-1)*sp.vrs + sp.ow
+	k.vSpan = (mr-1)*sp.ldv + (sp.rows-1)*sp.wq + sp.ow
 	if err := k.finish("broadcast conv micro-kernel", "kiln_conv_bk_", k.source); err != nil {
 		return nil, err
 	}
@@ -127,7 +129,7 @@ func (k *bcastKernel) wOff(i int) int64 {
 func (k *bcastKernel) wIndex(m, s int64) int64 { return (m/k.b)*k.bs + s*k.b + m%k.b }
 
 // columns lists the V offsets of the tile's valid columns, row by row.
-func (k *bcastKernel) columns() []int64 { return k.offsets(k.vrs, 1) }
+func (k *bcastKernel) columns() []int64 { return k.offsets(k.wq, 1) }
 
 // xcolumns lists the input offsets of the same columns.
 func (k *bcastKernel) xcolumns() []int64 { return k.offsets(k.xrs, k.xcs) }
@@ -144,7 +146,7 @@ func (k *bcastKernel) offsets(rs, cs int64) []int64 {
 
 // sameOffsets reports whether the input and V offsets of the columns are
 // the same (a phase-split input): the kernel then keeps one table.
-func (k *bcastKernel) sameOffsets() bool { return k.xrs == k.vrs && k.xcs == 1 }
+func (k *bcastKernel) sameOffsets() bool { return k.xrs == k.wq && k.xcs == 1 }
 
 // source writes the C definition (named sym): the columns in groups of
 // NC, listed in a table, in one register-tiled loop nest that reads each
@@ -286,19 +288,17 @@ func (k *bcastKernel) group(p func(string, ...any), nc int, g string, chunked bo
 	for n := 0; n < nc; n++ {
 		p("    const int32_t q%d = %s;\n    (void)q%d;\n", n, q(n), n)
 	}
-	// Lanes to rows: each accumulator is one column of MV x lanes rows.
-	scatter := func(from int) {
+	scatter := func() {
 		p("    { float lane[%d];\n", isa.lanes)
 		for i := 0; i < k.mv; i++ {
-			for n := from; n < nc; n++ {
-				p("      %s;\n", fmt.Sprintf(isa.store, "lane", acc(i, n)))
-				p("      for (int32_t l = 0; l < %d; ++l) v[(ptrdiff_t)(%d + l) * %d + q%d] = lane[l];\n", isa.lanes, i*isa.lanes, k.ldv, n)
+			for n := 0; n < nc; n++ {
+				k.laneStore(p, acc, i, n)
 			}
 		}
 		p("    }\n")
 	}
 	if !k.transposes() || nc < 2 || contiguous == 0 {
-		scatter(0)
+		scatter()
 		return
 	}
 	if contiguous < 0 {
@@ -307,7 +307,7 @@ func (k *bcastKernel) group(p func(string, ...any), nc int, g string, chunked bo
 	k.transposedStore(p, nc, acc)
 	if contiguous < 0 {
 		p("    } else {\n")
-		scatter(0)
+		scatter()
 		p("    }\n")
 	}
 }
@@ -357,10 +357,18 @@ func (k *bcastKernel) transposedStore(p func(string, ...any), nc int, acc func(i
 		}
 		if n < nc {
 			p("    { float lane[8];\n")
-			p("      _mm256_storeu_ps(lane, %s);\n", acc(i, n))
-			p("      for (int32_t l = 0; l < 8; ++l) v[(ptrdiff_t)(%d + l) * %d + q%d] = lane[l];\n    }\n", i*8, k.ldv, n)
+			k.laneStore(p, acc, i, n)
+			p("    }\n")
 		}
 	}
+}
+
+// laneStore writes accumulator (i, n), column n of channel vector i, to
+// V one lane per row, through the array lane in scope.
+func (k *bcastKernel) laneStore(p func(string, ...any), acc func(i, n int) string, i, n int) {
+	lanes := k.isa.lanes
+	p("      %s;\n", fmt.Sprintf(k.isa.store, "lane", acc(i, n)))
+	p("      for (int32_t l = 0; l < %d; ++l) v[(ptrdiff_t)(%d + l) * %d + q%d] = lane[l];\n", lanes, i*lanes, k.ldv, n)
 }
 
 // Eval implements tir.Kernel: the same sums in the same order, rounded

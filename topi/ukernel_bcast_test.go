@@ -36,8 +36,8 @@ func bcastSpecs(isa vecISA) []bcastSpec {
 		// Input read where it lies (stride 2: input rows 2 x 12 apart,
 		// columns 2 apart) into compact V rows: a 3x3 kernel, and a 1x1
 		// in passes.
-		{mv: isa.bmv, nc: isa.bnc, ic: 3, koff: []int64{0, 1, 2, 12, 13, 14, 24, 25, 26}, ics: 12 * 9, b: b, bs: 3 * 9 * b, ldv: 20, rows: 4, ow: 5, xrs: 24, xcs: 2, vrs: 5},
-		{mv: isa.bmv, nc: isa.bnc, ic: 5, koff: []int64{0}, ics: 14 * 14, b: b, bs: 5 * b, ldv: 49, rows: 7, ow: 7, xrs: 28, xcs: 2, vrs: 7, kc: 2},
+		{mv: isa.bmv, nc: isa.bnc, ic: 3, koff: []int64{0, 1, 2, 12, 13, 14, 24, 25, 26}, ics: 12 * 9, b: b, bs: 3 * 9 * b, ldv: 20, rows: 4, ow: 5, wq: 5, xrs: 24, xcs: 2},
+		{mv: isa.bmv, nc: isa.bnc, ic: 5, koff: []int64{0}, ics: 14 * 14, b: b, bs: 5 * b, ldv: 49, rows: 7, ow: 7, wq: 7, xrs: 28, xcs: 2, kc: 2},
 		{mv: isa.bmv + 1, nc: isa.bcastColumns(isa.bmv + 1), ic: 4, koff: []int64{0, 1, 2, 9, 10, 11, 18, 19, 20}, ics: 81, b: int64(isa.lanes), bs: 4*9*int64(isa.lanes) + 3, ldv: 61, rows: 7, ow: 7, wq: 9},
 	}
 }

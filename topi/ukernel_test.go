@@ -16,12 +16,19 @@ import (
 	"github.com/kiln-dev/kiln/tir"
 )
 
-// floatMem is Go memory for Eval.
-type floatMem []float32
+// sliceMem is Go memory of one element type for Eval.
+type sliceMem[T float32 | int8 | uint8] []T
 
-func (m floatMem) Len() int64                  { return int64(len(m)) }
-func (m floatMem) Float(i int64) float64       { return float64(m[i]) }
-func (m floatMem) SetFloat(i int64, v float64) { m[i] = float32(v) }
+func (m sliceMem[T]) Len() int64                  { return int64(len(m)) }
+func (m sliceMem[T]) Float(i int64) float64       { return float64(m[i]) }
+func (m sliceMem[T]) SetFloat(i int64, v float64) { m[i] = T(v) }
+
+// floatMem, int8Mem and uint8Mem are float32, int8 and uint8 memory.
+type (
+	floatMem = sliceMem[float32]
+	int8Mem  = sliceMem[int8]
+	uint8Mem = sliceMem[uint8]
+)
 
 // TestConvKernelCMatchesEval compiles the micro-kernel's C for every x86
 // instruction set this machine runs (and once without the target's
