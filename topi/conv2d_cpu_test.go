@@ -61,6 +61,11 @@ func TestConv2DPackedCPU(t *testing.T) {
 		// per axis, and one of 2 with a dilation of 2.
 		{"phases_2x2_s3", ir.Attrs{"padding": p1, "strides": nnInts(3, 3)}, nnInts(1, 4, 11, 13), 8, nnInts(8, 4, 2, 2), nnTF32},
 		{"phases_dilated_s2", ir.Attrs{"padding": nnInts(2, 2, 2, 2), "strides": nnInts(2, 2), "dilation": nnInts(2, 2)}, nnInts(1, 3, 10, 9), 8, nnInts(8, 3, 3, 3), nnTF32},
+		// Output channels the broadcast kernel's tile does not divide
+		// (16 on AVX2): a last tile of one channel vector, by default
+		// (280 = 17*16 + 8) and in the tuning space (40).
+		{"channel_tail_3x3", ir.Attrs{"padding": p1}, nnInts(1, 16, 6, 7), 8, nnInts(40, 16, 3, 3), nnTF32},
+		{"channel_tail_1x1_batch2", nil, nnInts(2, 72, 4, 5), 8, nnInts(280, 72, 1, 1), nnTF32},
 		{"float64_generic", ir.Attrs{"padding": p1}, nnInts(1, 2, 5, 5), 8, nnInts(16, 2, 3, 3), nnTF64},
 	}
 	for k, c := range cases {

@@ -45,7 +45,7 @@ func (p *convPlan) applyKnobs(k strategy.Knobs, oc, ic, block int64) error {
 	}
 	switch kern := k.Get(knobKernel, boolInt(p.bmv > 0)); kern {
 	case 0:
-		p.bmv, p.bnc, p.kc = 0, 0, 0
+		p.bmv, p.bnc, p.kc, p.tail = 0, 0, 0, 0
 		p.mr = p.isa.columnsMR(block)
 		for _, n := range []string{knobMV, knobNC, knobKC} {
 			if _, ok := k[n]; ok {
@@ -59,16 +59,17 @@ func (p *convPlan) applyKnobs(k strategy.Knobs, oc, ic, block int64) error {
 		}
 		defMV, defNC := p.bmv, p.bnc
 		if defMV == 0 {
-			defMV, defNC = p.isa.bcastTile(oc, block)
+			defMV, defNC, _ = p.isa.bcastTile(oc, block)
 		}
 		mv, nc := k.Get(knobMV, int64(defMV)), k.Get(knobNC, int64(defNC))
 		if mv < 1 || nc < 1 || mv > 64 || nc > 64 || int(nc) > p.isa.bcastColumns(int(mv)) {
 			return fmt.Errorf("register tile %dx%d does not fit %d %s registers", mv, nc, p.isa.regs, p.isa.name)
 		}
-		if !p.isa.tilesChannels(int(mv), oc, block) {
+		tail, ok := p.isa.channelTiles(int(mv), oc, block)
+		if !ok {
 			return fmt.Errorf("%d channel vectors do not tile %d output channels in blocks of %d", mv, oc, block)
 		}
-		p.bmv, p.bnc, p.mr = int(mv), int(nc), int(mv*lanes)
+		p.bmv, p.bnc, p.tail, p.mr = int(mv), int(nc), tail, int(mv*lanes)
 		p.kc = k.Get(knobKC, p.kc)
 		if p.kc < 0 || p.kc > ic {
 			return fmt.Errorf("kc=%d outside 0..%d input channels", p.kc, ic)
@@ -122,7 +123,8 @@ func (p *convPlan) rowChoices() []int64 {
 
 // spaceConvPackedCPU lists the knob settings kiln tune measures for a
 // packed convolution: the columns kernel and every broadcast register
-// tile (bcastTiles) that tiles the output channels, each with one pass over the input channels or the
+// tile (bcastTiles) that covers the output channels (channelTiles, with a
+// smaller last tile or without), each with one pass over the input channels or the
 // default passes, each at the default rows per tile and its neighbours.
 func spaceConvPackedCPU(c *strategy.Call) []strategy.Knobs {
 	x, w := c.ArgTensor(0), c.ArgTensor(1)
@@ -157,7 +159,7 @@ func spaceConvPackedCPU(c *strategy.Call) []strategy.Knobs {
 	kk := int64(len(p.koff))
 	for _, t := range p.isa.bcastTiles() {
 		mv, nc := t[0], t[1]
-		if !p.isa.tilesChannels(mv, oc, block) {
+		if _, ok := p.isa.channelTiles(mv, oc, block); !ok {
 			continue
 		}
 		add(strategy.Knobs{knobKernel: 1, knobMV: int64(mv), knobNC: int64(nc), knobKC: ic})

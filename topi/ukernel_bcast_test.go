@@ -149,30 +149,35 @@ func TestBcastKernelRefusesBadSizes(t *testing.T) {
 
 // TestBcastTile: the instruction set's tile when its channels tile the
 // output channels, one more channel vector with fewer columns (within
-// the registers) when only that tiles them, fewer channel vectors last.
+// the registers) when only that tiles them, then the instruction set's
+// tile with a smaller last tile of few channels, one channel vector last.
 func TestBcastTile(t *testing.T) {
 	for _, c := range []struct {
-		mcpu          string
-		oc, block     int64
-		wantMV, wantN int
+		mcpu                    string
+		oc, block               int64
+		wantMV, wantN, wantTail int
 	}{
-		{"haswell", 64, 16, 2, 6},
-		{"haswell", 24, 8, 3, 4},
-		{"haswell", 40, 8, 1, 6},
-		{"haswell", 8, 8, 1, 6},
-		{"skylake-avx512", 64, 16, 2, 6},
-		{"skylake-avx512", 48, 16, 3, 9},
-		{"skylake-avx512", 16, 16, 1, 6},
-		{"skylake-avx512", 24, 8, 0, 0},
+		{"haswell", 64, 16, 2, 6, 0},
+		{"haswell", 24, 8, 3, 4, 0},
+		{"haswell", 40, 8, 1, 6, 0},
+		{"haswell", 200, 8, 1, 6, 0},
+		{"haswell", 1000, 8, 2, 6, 1},
+		{"haswell", 8, 8, 1, 6, 0},
+		{"skylake-avx512", 64, 16, 2, 6, 0},
+		{"skylake-avx512", 48, 16, 3, 9, 0},
+		{"skylake-avx512", 80, 16, 1, 6, 0},
+		{"skylake-avx512", 1040, 16, 2, 6, 1},
+		{"skylake-avx512", 16, 16, 1, 6, 0},
+		{"skylake-avx512", 24, 8, 0, 0, 0},
 	} {
 		p, err := targets.ResolveCPU(c.mcpu, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		v := isaFor(p)
-		mv, nc := v.bcastTile(c.oc, c.block)
-		if mv != c.wantMV || nc != c.wantN {
-			t.Errorf("%s: %d channels in blocks of %d: tile %dx%d, want %dx%d", c.mcpu, c.oc, c.block, mv, nc, c.wantMV, c.wantN)
+		mv, nc, tail := v.bcastTile(c.oc, c.block)
+		if mv != c.wantMV || nc != c.wantN || tail != c.wantTail {
+			t.Errorf("%s: %d channels in blocks of %d: tile %dx%d (last tile %d), want %dx%d (%d)", c.mcpu, c.oc, c.block, mv, nc, tail, c.wantMV, c.wantN, c.wantTail)
 		}
 		if regs := mv*nc + mv + 1; mv > 0 && regs > p.VectorRegs {
 			t.Errorf("%s: tile %dx%d needs %d of %d registers", c.mcpu, mv, nc, regs, p.VectorRegs)
