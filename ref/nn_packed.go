@@ -17,10 +17,11 @@ func init() {
 	register(op.Conv2DPacked, conv2DPackedKernel)
 }
 
-// PackConv2DWeight repacks an OIHW weight into the [O/b, I, H, W, b]
-// layout of nn.contrib_conv2d_packed. b must divide the output channels.
+// PackConv2DWeight repacks an OIHW weight into the [ceil(O/b), I, H, W, b]
+// layout of nn.contrib_conv2d_packed; the channels of a last block past O
+// are zeros.
 func PackConv2DWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, error) {
-	if len(w.Shape) != 4 || b <= 0 || w.Shape[0]%b != 0 {
+	if len(w.Shape) != 4 || b <= 0 {
 		return nil, fmt.Errorf("cannot pack weight %s with block %d", w.Shape, b)
 	}
 	out := tensor.New(w.DType, op.PackConv2DWeightShape(w.Shape, b))
@@ -76,8 +77,19 @@ func conv2DPackedKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*
 	if err != nil {
 		return nil, err
 	}
+	oc, err := op.PackedChannels(attrs, args[1].Shape)
+	if err != nil {
+		return nil, err
+	}
+	if oc < w.Shape[0] {
+		// The padded channels' rows are not part of the convolution.
+		shape := w.Shape.Clone()
+		shape[0] = oc
+		w = &tensor.Tensor{DType: w.DType, Shape: shape, Data: w.Data[:int(oc*w.Shape[1]*w.Shape[2]*w.Shape[3])*w.DType.Size()]}
+	}
 	a := attrs.Clone()
 	a["groups"] = int64(1)
+	delete(a, "channels")
 	return convKernel([]*tensor.Tensor{args[0], w}, a, out)
 }
 

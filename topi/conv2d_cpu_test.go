@@ -66,6 +66,12 @@ func TestConv2DPackedCPU(t *testing.T) {
 		// (280 = 17*16 + 8) and in the tuning space (40).
 		{"channel_tail_3x3", ir.Attrs{"padding": p1}, nnInts(1, 16, 6, 7), 8, nnInts(40, 16, 3, 3), nnTF32},
 		{"channel_tail_1x1_batch2", nil, nnInts(2, 72, 4, 5), 8, nnInts(280, 72, 1, 1), nnTF32},
+		// Output channels padded to the weight's blocks (the
+		// channels attribute): a last tile of the broadcast kernel and
+		// the guarded output stage, and the columns kernel.
+		{"padded_channels_1x1", ir.Attrs{"channels": int64(255)}, nnInts(1, 72, 5, 6), 16, nnInts(255, 72, 1, 1), nnTF32},
+		{"padded_channels_3x3", ir.Attrs{"padding": p1, "channels": int64(13)}, nnInts(1, 4, 6, 6), 8, nnInts(13, 4, 3, 3), nnTF32},
+		{"padded_channels_f64", ir.Attrs{"channels": int64(13)}, nnInts(1, 3, 4, 4), 8, nnInts(13, 3, 1, 1), nnTF64},
 		{"float64_generic", ir.Attrs{"padding": p1}, nnInts(1, 2, 5, 5), 8, nnInts(16, 2, 3, 3), nnTF64},
 	}
 	for k, c := range cases {
@@ -76,13 +82,26 @@ func TestConv2DPackedCPU(t *testing.T) {
 			if err := topitest.Check(topitest.Case{Op: op.Conv2DPacked, Attrs: c.attrs, Args: args}); err != nil {
 				t.Fatal(err)
 			}
-			// The packed op computes exactly nn.conv2d on the unpacked weight.
+			// The packed op computes exactly nn.conv2d on the unpacked
+			// weight (without the channels that pad its last block).
 			w, err := ref.UnpackConv2DWeight(args[1])
 			if err != nil {
 				t.Fatal(err)
 			}
-			a1, _ := op.Conv2DPacked.MakeAttrs(c.attrs)
-			a2, _ := op.Conv2D.MakeAttrs(c.attrs)
+			if w.Shape[0] != c.w[0] {
+				inner := int(c.w[1]*c.w[2]*c.w[3]) * c.dt.Size()
+				w = &tensor.Tensor{DType: c.dt, Shape: c.w, Data: w.Data[:int(c.w[0])*inner]}
+			}
+			a1, err := op.Conv2DPacked.MakeAttrs(c.attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			convAttrs := c.attrs.Clone()
+			delete(convAttrs, "channels")
+			a2, err := op.Conv2D.MakeAttrs(convAttrs)
+			if err != nil {
+				t.Fatal(err)
+			}
 			got, _, err := ref.EvalOp(op.Conv2DPacked, a1, args)
 			if err != nil {
 				t.Fatal(err)
@@ -98,6 +117,9 @@ func TestConv2DPackedCPU(t *testing.T) {
 			wantImpl := "nn.contrib_conv2d_packed.cpu"
 			if c.dt != nnTF32 {
 				wantImpl = "nn.contrib_conv2d_packed.generic"
+			}
+			if want := c.w[0]; got[0].Shape[1] != want {
+				t.Errorf("%d output channels, want %d", got[0].Shape[1], want)
 			}
 			if impl.Name != wantImpl {
 				t.Errorf("selected %s, want %s", impl.Name, wantImpl)

@@ -3,6 +3,7 @@ package topi
 import (
 	"fmt"
 
+	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/te"
@@ -64,6 +65,10 @@ type convPlan struct {
 	// calls a kernel of tail channel vectors, and the output stage
 	// guards the channels past the last.
 	tail int
+	// outC is a packed convolution's output channels, which may be
+	// fewer than its weight's (op.PackedChannels). No channel tile is
+	// larger: the output stage would cut its V tile to them.
+	outC int64
 	// rowsOuter: the row-tile loop runs outside the channel-tile loop
 	// (packed convolutions whose input does not stay in L2; see
 	// chooseLoopOrder).
@@ -123,7 +128,7 @@ func (p *convPlan) chooseLoopOrder(ic, oc, kk int64) {
 // call's tuning knobs) and with it the layout. Compute and schedule both
 // call it, so that they agree.
 func planPacked(c *strategy.Call, xShape, wShape ir.Shape) (*convPlan, error) {
-	p, err := newConvPlan(c, xShape, wShape[2], wShape[3], wShape[4])
+	p, err := newPackedPlan(c, xShape, wShape)
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +145,23 @@ func planPacked(c *strategy.Call, xShape, wShape ir.Shape) (*convPlan, error) {
 	return p, nil
 }
 
+// newPackedPlan is the plan of a packed convolution with the columns
+// kernel, before the choice of micro-kernel.
+func newPackedPlan(c *strategy.Call, xShape, wShape ir.Shape) (*convPlan, error) {
+	p, err := newConvPlan(c, xShape, wShape[2], wShape[3], wShape[4])
+	if err != nil {
+		return nil, err
+	}
+	if p.outC, err = op.PackedChannels(c.Attrs, wShape); err != nil {
+		return nil, fmt.Errorf("%s: %v", c.Op.Name, err)
+	}
+	if mr := p.isa.columnsMR(wShape[4], p.outC); mr != p.mr {
+		p.mr = mr
+		p.chooseRows()
+	}
+	return p, nil
+}
+
 // newConvPlan plans a convolution of an input of xShape with a kh x kw
 // kernel; the micro-kernel's rows divide block (the packed weight's
 // block; 1 for a depthwise convolution, one channel per call).
@@ -150,7 +172,7 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 	}
 	proc := c.Target.Processor()
 	p := &convPlan{g: g, isa: isaFor(proc), l2: proc.L2}
-	p.mr = p.isa.columnsMR(block)
+	p.mr = p.isa.columnsMR(block, block)
 	h, wd := xShape[2], xShape[3]
 	needH := (g.oh-1)*g.sh + (g.kh-1)*g.dh + 1
 	needW := (g.ow-1)*g.sw + (g.kw-1)*g.dw + 1
@@ -199,11 +221,14 @@ func (p *convPlan) tapOffsets(hq int64) []int64 {
 	return koff
 }
 
-// columnsMR is the columns kernel's rows for weight blocks of block: the
-// instruction set's MR, halved until it divides the block.
-func (v vecISA) columnsMR(block int64) int {
+// columnsMR is the columns kernel's rows for weight blocks of block and
+// at most limit output channels: the instruction set's MR, halved until
+// it divides the block and is within the limit (a tile of more channels
+// than the output has would be cut to them, and no micro-kernel call
+// could compute it).
+func (v vecISA) columnsMR(block, limit int64) int {
 	mr := v.mr
-	for block%int64(mr) != 0 {
+	for mr > 1 && (block%int64(mr) != 0 || int64(mr) > limit) {
 		mr /= 2
 	}
 	return mr
@@ -263,7 +288,7 @@ func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
 	if ic*int64(len(p.koff)) < steps {
 		return
 	}
-	if mv, nc, tail := p.isa.bcastTile(oc, block); mv > 1 {
+	if mv, nc, tail := p.isa.bcastTile(oc, block); mv > 1 && int64(mv*p.isa.lanes) <= p.outC {
 		p.bmv, p.bnc, p.tail, p.mr = mv, nc, tail, mv*p.isa.lanes
 		if p.isa.bcastOnePass {
 			p.kc = ic
@@ -459,11 +484,11 @@ func computeConvPackedCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, erro
 		xp = p.phased(x, nnZero(x.DType))
 		xFlat = func(j tir.PrimExpr) tir.PrimExpr { return tir.Add(j, p.tapOffset(rh.Var, rw.Var)) }
 	}
-	// V has whole channel tiles; the rows past the output channels (a
-	// last tile of p.tail channel vectors computes none of them) repeat
-	// the last channel's weights, so that V's definition reads within
-	// the weight.
-	oc := ot.Shape[1]
+	// V has whole channel tiles of the weight's channels (which may pad
+	// the output's: op.PackedChannels); its rows past them (a last tile
+	// of p.tail channel vectors computes none of them) repeat the last
+	// channel's weights, so that V's definition reads within the weight.
+	oc := w.Shape[0] * w.Shape[4]
 	v := te.ComputeReduce(nnName(c)+"_block", ir.Shape{x.Shape[0], p.vChannels(oc), p.jtot}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rc, rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
 		xv := xp.At(p.xIndex(xp, i[0], rc.Var, xFlat(i[2]))...)
 		ch := i[1]

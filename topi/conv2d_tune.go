@@ -46,7 +46,7 @@ func (p *convPlan) applyKnobs(k strategy.Knobs, oc, ic, block int64) error {
 	switch kern := k.Get(knobKernel, boolInt(p.bmv > 0)); kern {
 	case 0:
 		p.bmv, p.bnc, p.kc, p.tail = 0, 0, 0, 0
-		p.mr = p.isa.columnsMR(block)
+		p.mr = p.isa.columnsMR(block, p.outC)
 		for _, n := range []string{knobMV, knobNC, knobKC} {
 			if _, ok := k[n]; ok {
 				return fmt.Errorf("%s applies to the broadcast kernel only", n)
@@ -66,7 +66,7 @@ func (p *convPlan) applyKnobs(k strategy.Knobs, oc, ic, block int64) error {
 			return fmt.Errorf("register tile %dx%d does not fit %d %s registers", mv, nc, p.isa.regs, p.isa.name)
 		}
 		tail, ok := p.isa.channelTiles(int(mv), oc, block)
-		if !ok {
+		if !ok || mv*lanes > p.outC {
 			return fmt.Errorf("%d channel vectors do not tile %d output channels in blocks of %d", mv, oc, block)
 		}
 		p.bmv, p.bnc, p.tail, p.mr = int(mv), int(nc), tail, int(mv*lanes)
@@ -134,7 +134,7 @@ func spaceConvPackedCPU(c *strategy.Call) []strategy.Knobs {
 	oc, ic, block := w.Shape[0]*w.Shape[4], w.Shape[1], w.Shape[4]
 	var space []strategy.Knobs
 	add := func(base strategy.Knobs) {
-		p, err := newConvPlan(c, x.Shape, w.Shape[2], w.Shape[3], block)
+		p, err := newPackedPlan(c, x.Shape, w.Shape)
 		if err != nil || p.applyKnobs(base, oc, ic, block) != nil {
 			return
 		}
@@ -152,7 +152,7 @@ func spaceConvPackedCPU(c *strategy.Call) []strategy.Knobs {
 		}
 	}
 	add(strategy.Knobs{knobKernel: 0})
-	p, err := newConvPlan(c, x.Shape, w.Shape[2], w.Shape[3], block)
+	p, err := newPackedPlan(c, x.Shape, w.Shape)
 	if err != nil || p.isa.bmv == 0 || block%int64(p.isa.lanes) != 0 {
 		return space
 	}

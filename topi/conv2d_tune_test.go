@@ -47,7 +47,7 @@ func TestConvPackedSpace(t *testing.T) {
 		for _, k := range space {
 			kernels[k[knobKernel]] = true
 			rows[k[knobRows]] = true
-			p, err := newConvPlan(c, ir.Shape{1, 64, 14, 14}, 3, 3, 16)
+			p, err := newPackedPlan(c, c.ArgTensor(0).Shape, c.ArgTensor(1).Shape)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestConvPackedSpace(t *testing.T) {
 		{strategy.Knobs{knobKernel: 1, knobKC: 65}, "kc=65"},
 		{strategy.Knobs{knobRows: 5}, "rows=5"},
 	} {
-		p, err := newConvPlan(c, ir.Shape{1, 64, 14, 14}, 3, 3, 16)
+		p, err := newPackedPlan(c, c.ArgTensor(0).Shape, c.ArgTensor(1).Shape)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestConvPackedSpaceWideMap(t *testing.T) {
 			t.Fatalf("%s: empty space", tgt)
 		}
 		for _, k := range space {
-			p, err := newConvPlan(c, x, 1, 1, 16)
+			p, err := newPackedPlan(c, x, c.ArgTensor(1).Shape)
 			if err != nil {
 				t.Fatal(err)
 			}

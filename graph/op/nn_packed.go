@@ -16,8 +16,12 @@ import (
 // Conv2DPacked is a 2-D convolution (groups 1) of NCHW data with a weight
 // packed by output-channel blocks: weight[ocb, ic, kh, kw, ocv] holds the
 // OIHW weight element [ocb*B + ocv, ic, kh, kw], where B = weight.shape[4]
-// is the block size. The output is NCHW with ocb*B channels. Attributes as
-// nn.conv2d (strides, padding, dilation), without groups.
+// is the block size. The output is NCHW with ocb*B channels, or with
+// channels (an attribute; 0: ocb*B) when the last block is padded: the
+// weight's channels from channels on are zeros that no output reads
+// (alter_conv_layout pads channel counts that no block divides).
+// Attributes otherwise as nn.conv2d (strides, padding, dilation), without
+// groups.
 var Conv2DPacked = declare(&Op{
 	Name:    "nn.contrib_conv2d_packed",
 	NumArgs: 2,
@@ -25,6 +29,7 @@ var Conv2DPacked = declare(&Op{
 		{Name: "strides", Kind: ir.AttrInts, Default: ones(2)},
 		{Name: "padding", Kind: ir.AttrInts, Default: make([]int64, 4)},
 		{Name: "dilation", Kind: ir.AttrInts, Default: ones(2)},
+		{Name: "channels", Kind: ir.AttrInt, Default: int64(0)},
 	},
 	Pattern: OutEWiseFusable,
 	Rel:     conv2DPackedRel,
@@ -57,7 +62,11 @@ func conv2DPackedRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := ir.Shape{x.Shape[0], w.Shape[0] * w.Shape[4]}
+	oc, err := PackedChannels(attrs, w.Shape)
+	if err != nil {
+		return nil, err
+	}
+	out := ir.Shape{x.Shape[0], oc}
 	for i := 0; i < 2; i++ {
 		d := WindowOutDim(x.Shape[2+i], w.Shape[2+i], strides[i], dil[i], pb[i], pe[i], false)
 		if d < 1 {
@@ -68,10 +77,26 @@ func conv2DPackedRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 	return ir.NewTensorType(dt, out), nil
 }
 
+// PackedChannels is the output channels of nn.contrib_conv2d_packed with
+// attrs and a packed weight of shape w: the attribute channels, within
+// the weight's last block, or all the weight's channels when it is 0.
+func PackedChannels(attrs ir.Attrs, w ir.Shape) (int64, error) {
+	all := w[0] * w[4]
+	oc, _ := attrs["channels"].(int64)
+	switch {
+	case oc == 0:
+		return all, nil
+	case oc < 0 || oc > all || oc <= all-w[4]:
+		return 0, fmt.Errorf("channels=%d: the packed weight %s holds %d channels in blocks of %d, want more than %d and at most %d", oc, w, all, w[4], all-w[4], all)
+	}
+	return oc, nil
+}
+
 // PackConv2DWeightShape is the shape of the packed form of an OIHW weight
-// of shape w with output-channel block b (b must divide w[0]).
+// of shape w with output-channel block b; a last block that b does not
+// fill is padded.
 func PackConv2DWeightShape(w ir.Shape, b int64) ir.Shape {
-	return ir.Shape{w[0] / b, w[1], w[2], w[3], b}
+	return ir.Shape{(w[0] + b - 1) / b, w[1], w[2], w[3], b}
 }
 
 // MatMulPacked is the matrix product a[..., M, K] x b[K, N] with b, a

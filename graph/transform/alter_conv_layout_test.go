@@ -59,6 +59,14 @@ func TestAlterConvLayout(t *testing.T) {
 		{"odd_channels_stay", ir.Shape{1, 2, 5, 5}, ir.Float32, func(x *graph.Var) graph.Expr {
 			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 6, 2, 3, 3)}, nil)
 		}, 0, 1, nil},
+		// 255 channels (a detection head) become 256 in blocks of 16,
+		// the output keeping 255; 21 would need a seventh more: left.
+		{"padded_channels", ir.Shape{1, 2, 3, 3}, ir.Float32, func(x *graph.Var) graph.Expr {
+			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 255, 2, 1, 1)}, nil)
+		}, 1, 0, []int64{16, 2, 1, 1, 16}},
+		{"few_odd_channels_stay", ir.Shape{1, 2, 5, 5}, ir.Float32, func(x *graph.Var) graph.Expr {
+			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 21, 2, 3, 3)}, nil)
+		}, 0, 1, nil},
 		{"depthwise_stays", ir.Shape{1, 16, 5, 5}, ir.Float32, func(x *graph.Var) graph.Expr {
 			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 16, 1, 3, 3)}, ir.Attrs{"groups": int64(16)})
 		}, 0, 1, nil},
@@ -146,8 +154,26 @@ func TestPackConv2DWeightRoundTrip(t *testing.T) {
 		if !back.Equal(w) {
 			t.Errorf("%s: unpack(pack(w)) != w", dt)
 		}
-		if _, err := ref.PackConv2DWeight(w, 16); err == nil {
-			t.Errorf("%s: block 16 does not divide 24 output channels: want an error", dt)
+		// Blocks of 16 pad the 24 channels to 32 with zeros.
+		p, err = ref.PackConv2DWeight(w, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (ir.Shape{2, 2, 3, 1, 16}); !p.Shape.Equal(want) {
+			t.Fatalf("%s: packed shape %v, want %v", dt, p.Shape, want)
+		}
+		back, err = ref.UnpackConv2DWeight(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < back.Len(); i++ {
+			want := 0.0
+			if i < w.Len() {
+				want = w.Float(i)
+			}
+			if back.Float(i) != want {
+				t.Fatalf("%s: padded unpacked element %d = %v, want %v", dt, i, back.Float(i), want)
+			}
 		}
 	}
 }

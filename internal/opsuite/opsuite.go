@@ -81,6 +81,10 @@ func Suite() []*Workload {
 	conv("conv1x1_24_144_56", "conv1x1", 24, 56, 144, 1, 1, 1)
 	conv("conv1x1_160_960_7", "conv1x1", 160, 7, 960, 1, 1, 1)
 	conv("conv1x1_256_256_14", "conv1x1", 256, 14, 256, 1, 1, 1)
+	// Output channels no register tile divides: a classifier's 1000, a
+	// detection head's 255 (YOLO: 3 anchors x 85).
+	conv("conv1x1_512_1000_13", "conv1x1", 512, 13, 1000, 1, 1, 1)
+	conv("conv1x1_256_255_13", "conv1x1", 256, 13, 255, 1, 1, 1)
 	conv("depthwise3x3_144_56", "depthwise", 144, 56, 144, 3, 1, 144)
 	conv("depthwise3x3_s2_144_56", "depthwise", 144, 56, 144, 3, 2, 144)
 	conv("grouped3x3_128_28_g8", "grouped", 128, 28, 128, 3, 1, 8)
