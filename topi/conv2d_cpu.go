@@ -58,6 +58,17 @@ func init() {
 		Valid: func(c *strategy.Call) bool { return c.OutTensor().DType == ir.Float32 },
 		Space: spaceConvPackedCPU,
 	})
+	must(op.Conv2DWinograd, strategy.ForKey("generic"), strategy.Implementation{
+		Name: "nn.contrib_conv2d_winograd.generic", PLevel: strategy.PLevelGeneric,
+		Compute: computeWinogradGeneric, Schedule: scheduleConv,
+	})
+	must(op.Conv2DWinograd, strategy.ForKey("cpu"), strategy.Implementation{
+		Name: "nn.contrib_conv2d_winograd.cpu", PLevel: strategy.PLevelTuned,
+		Compute: computeWinogradCPU, Schedule: scheduleWinogradCPU,
+		Valid: func(c *strategy.Call) bool {
+			return c.OutTensor().DType == ir.Float32 && len(c.OutTensor().Shape) == 4 && wgFits(c.OutTensor().Shape[3])
+		},
+	})
 	must(op.Conv2D, strategy.ForKey("cpu"), strategy.Implementation{
 		Name: "nn.conv2d.grouped.cpu", PLevel: strategy.PLevelTuned,
 		Compute: computeGroupedCPU, Schedule: scheduleGroupedCPU,

@@ -360,3 +360,49 @@ func TestConvRowsOuter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWinogradCPU checks nn.contrib_conv2d_winograd (generic and CPU
+// implementations) against the reference: even and odd maps (half tiles),
+// padding on some sides only, both product kernels (the broadcast kernel
+// from 64 input channels on AVX2), a smaller last channel tile, batch 2.
+func TestWinogradCPU(t *testing.T) {
+	p1 := nnInts(1, 1, 1, 1)
+	for k, c := range []struct {
+		name  string
+		attrs ir.Attrs
+		x     []int64
+		b     int64
+		oc    int64
+	}{
+		{"even", ir.Attrs{"padding": p1}, nnInts(1, 8, 8, 8), 16, 16},
+		{"odd_block8", ir.Attrs{"padding": p1}, nnInts(1, 5, 7, 9), 8, 24},
+		{"broadcast_batch2", ir.Attrs{"padding": p1}, nnInts(2, 64, 6, 6), 16, 32},
+		{"asymmetric", ir.Attrs{"padding": nnInts(0, 2, 1, 0)}, nnInts(1, 4, 6, 5), 8, 8},
+		{"valid", nil, nnInts(1, 3, 9, 10), 8, 16},
+		{"channel_tail", ir.Attrs{"padding": p1}, nnInts(1, 64, 4, 4), 8, 280},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewSource(int64(7300 + k)))
+			w := topitest.Rand(rng, nnTF32, nnInts(c.oc, c.x[1], 3, 3))
+			u, err := ref.TransformWinogradWeight(w, c.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []*tensor.Tensor{topitest.Rand(rng, nnTF32, c.x), u}
+			// F(2x2, 3x3) in float32 rounds the transformed inputs (sums
+			// of four inputs), weights and products: its error is a few
+			// 1e-6 of the outputs' scale, not of each output. With 64
+			// channels of values in [-1, 1] that scale is about 8 and the
+			// largest error 1.5e-5 (the direct sums' about 1e-6); near-zero
+			// outputs then exceed DefaultTolerance's 1e-5.
+			tol := topitest.Tolerance{Rtol: 1e-4, Atol: 5e-5}
+			if err := topitest.Check(topitest.Case{Op: op.Conv2DWinograd, Attrs: c.attrs, Args: args, Tol: tol}); err != nil {
+				t.Fatal(err)
+			}
+			if impl := selectImpl(t, op.Conv2DWinograd, c.attrs, args); impl.Name != "nn.contrib_conv2d_winograd.cpu" {
+				t.Errorf("selected %s", impl.Name)
+			}
+		})
+	}
+}

@@ -36,8 +36,9 @@ func AlterConvLayout(m *graph.Module) (*graph.Module, error) {
 }
 
 type packKey struct {
-	w *tensor.Tensor
-	b int64
+	w        *tensor.Tensor
+	b        int64
+	winograd bool
 }
 
 // convPackBlock is the output-channel block of a packed weight for oc
@@ -69,6 +70,29 @@ func convPadBlock(oc int64) int64 {
 	return convPackBlock(p)
 }
 
+// useWinograd reports whether a convolution (groups 1, float32, a
+// constant OIHW weight of wShape on an input of xShape) runs as
+// nn.contrib_conv2d_winograd: 3x3, stride and dilation 1, with enough
+// input and output channels that the products (16 per 2x2 outputs and
+// channel pair, against 36) outweigh the transforms, and an output of
+// at most op.WinogradMaxWidth columns.
+func useWinograd(c *graph.Call, xShape, wShape ir.Shape) bool {
+	if wShape[2] != 3 || wShape[3] != 3 || wShape[0] < winogradMinChannels || wShape[1] < winogradMinChannels {
+		return false
+	}
+	s, pb, pe, d, err := op.SpatialAttrs(c.Attrs, 2)
+	if err != nil || s[0] != 1 || s[1] != 1 || d[0] != 1 || d[1] != 1 {
+		return false
+	}
+	ow := op.WindowOutDim(xShape[3], 3, 1, 1, pb[1], pe[1], false)
+	oh := op.WindowOutDim(xShape[2], 3, 1, 1, pb[0], pe[0], false)
+	return oh >= 2 && ow >= 2 && ow <= op.WinogradMaxWidth
+}
+
+// winogradMinChannels is the fewest input and output channels for which
+// a 3x3 convolution runs as a Winograd one.
+const winogradMinChannels = 16
+
 func alterConv(e graph.Expr, packed map[packKey]*graph.Constant) graph.Expr {
 	c, ok := e.(*graph.Call)
 	if !ok || c.Op != op.Conv2D || len(c.Args) != 2 {
@@ -94,26 +118,35 @@ func alterConv(e graph.Expr, packed map[packKey]*graph.Constant) graph.Expr {
 			return e
 		}
 	}
-	key := packKey{w.Value, b}
-	pc := packed[key]
-	if pc == nil {
-		pw, err := ref.PackConv2DWeight(w.Value, b)
-		if err != nil {
-			return e
-		}
-		pc = graph.NewConstant(pw)
-		packed[key] = pc
-	}
 	attrs := ir.Attrs{}
 	for _, name := range []string{"strides", "padding", "dilation"} {
 		if v, ok := c.Attrs[name]; ok {
 			attrs[name] = v
 		}
 	}
-	if padded {
+	winograd := !padded && useWinograd(c, xt.Shape, w.Value.Shape)
+	key := packKey{w.Value, b, winograd}
+	pc := packed[key]
+	if pc == nil {
+		pack := ref.PackConv2DWeight
+		if winograd {
+			pack = ref.TransformWinogradWeight
+		}
+		pw, err := pack(w.Value, b)
+		if err != nil {
+			return e
+		}
+		pc = graph.NewConstant(pw)
+		packed[key] = pc
+	}
+	o := op.Conv2DPacked
+	switch {
+	case winograd:
+		o = op.Conv2DWinograd
+	case padded:
 		attrs["channels"] = oc
 	}
-	nc, err := graph.NewCall(op.Conv2DPacked, []graph.Expr{c.Args[0], pc}, attrs)
+	nc, err := graph.NewCall(o, []graph.Expr{c.Args[0], pc}, attrs)
 	if err != nil {
 		return e
 	}

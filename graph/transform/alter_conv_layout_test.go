@@ -49,13 +49,13 @@ func TestAlterConvLayout(t *testing.T) {
 		}, 1, 0, []int64{2, 3, 3, 3, 16}},
 		{"block8_strided_chain", ir.Shape{2, 4, 7, 7}, ir.Float32, func(x *graph.Var) graph.Expr {
 			c := graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 24, 4, 1, 1)}, ir.Attrs{"strides": []int64{2, 2}})
-			return graph.MustCall(op.Conv2D, []graph.Expr{c, convWeight(rng, ir.Float32, 16, 24, 3, 3)}, pad)
+			return graph.MustCall(op.Conv2D, []graph.Expr{c, convWeight(rng, ir.Float32, 16, 24, 3, 2)}, pad)
 		}, 2, 0, []int64{3, 4, 1, 1, 8}},
 		{"shared_weight_packed_once", ir.Shape{1, 16, 4, 4}, ir.Float32, func(x *graph.Var) graph.Expr {
-			w := convWeight(rng, ir.Float32, 16, 16, 3, 3)
+			w := convWeight(rng, ir.Float32, 16, 16, 1, 1)
 			c := graph.MustCall(op.Conv2D, []graph.Expr{x, w}, pad)
 			return graph.MustCall(op.Conv2D, []graph.Expr{c, w}, pad)
-		}, 2, 0, []int64{1, 16, 3, 3, 16}},
+		}, 2, 0, []int64{1, 16, 1, 1, 16}},
 		{"odd_channels_stay", ir.Shape{1, 2, 5, 5}, ir.Float32, func(x *graph.Var) graph.Expr {
 			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 6, 2, 3, 3)}, nil)
 		}, 0, 1, nil},
@@ -67,6 +67,15 @@ func TestAlterConvLayout(t *testing.T) {
 		{"few_odd_channels_stay", ir.Shape{1, 2, 5, 5}, ir.Float32, func(x *graph.Var) graph.Expr {
 			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 21, 2, 3, 3)}, nil)
 		}, 0, 1, nil},
+		// 3x3 stride-1 convolutions with 16 channels and more: Winograd
+		// (their weight transformed, [16, OC/B, IC, B]); strided or
+		// with fewer channels: packed.
+		{"winograd_3x3", ir.Shape{1, 16, 6, 6}, ir.Float32, func(x *graph.Var) graph.Expr {
+			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 32, 16, 3, 3)}, pad)
+		}, 0, 0, nil},
+		{"strided_3x3_packed", ir.Shape{1, 16, 6, 6}, ir.Float32, func(x *graph.Var) graph.Expr {
+			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 32, 16, 3, 3)}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "strides": []int64{2, 2}})
+		}, 1, 0, []int64{2, 16, 3, 3, 16}},
 		{"depthwise_stays", ir.Shape{1, 16, 5, 5}, ir.Float32, func(x *graph.Var) graph.Expr {
 			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 16, 1, 3, 3)}, ir.Attrs{"groups": int64(16)})
 		}, 0, 1, nil},
@@ -86,6 +95,17 @@ func TestAlterConvLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := countOps(out)
+			if c.name == "winograd_3x3" {
+				var u ir.Shape
+				graph.PostOrder(out.Main().Body, func(e graph.Expr) {
+					if cl, ok := e.(*graph.Call); ok && cl.Op == op.Conv2DWinograd {
+						u = cl.Args[1].(*graph.Constant).Value.Shape
+					}
+				})
+				if n[op.Conv2DWinograd] != 1 || !u.Equal(ir.Shape{16, 2, 16, 16}) {
+					t.Fatalf("%d winograd calls, weight %v; want 1 with [16 2 16 16]:\n%s", n[op.Conv2DWinograd], u, text(t, out))
+				}
+			}
 			if n[op.Conv2DPacked] != c.packed || n[op.Conv2D] != c.conv {
 				t.Fatalf("%d packed and %d conv2d calls, want %d and %d:\n%s", n[op.Conv2DPacked], n[op.Conv2D], c.packed, c.conv, text(t, out))
 			}
@@ -107,6 +127,16 @@ func TestAlterConvLayout(t *testing.T) {
 				t.Errorf("%d packed constants, want 1 shared", len(consts))
 			}
 			args := randomArgs(t, m, 5)
+			if c.name == "winograd_3x3" {
+				// The transformed weight rounds G g G^T to float32: the
+				// same convolution up to that rounding (relative to the
+				// outputs' scale, about 3 here, not to each output), not
+				// bit for bit.
+				if err := tensor.AllClose(run(t, out, args)[0], run(t, m, args)[0], 1e-5, 1e-5); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
 			sameBits(t, c.name, run(t, out, args), run(t, m, args))
 		})
 	}

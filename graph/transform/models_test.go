@@ -77,8 +77,9 @@ func opCalls(m *graph.Module) int {
 }
 
 // TestModelsDifferential checks on real models that FuseOps keeps the
-// reference executor's outputs bit for bit, and that FoldConstant and
-// SimplifyExpr keep them within 1e-5 of the output scale.
+// reference executor's outputs bit for bit, that FoldConstant and
+// SimplifyExpr keep them within 1e-5 of the output scale, and the whole
+// pipeline within 1e-6 of it.
 func TestModelsDifferential(t *testing.T) {
 	for _, name := range []string{"mlp", "lenet", "conv1d_kws", "tiny_bert", "squeezenet1_1", "mobilenet_v2", "resnet18"} {
 		t.Run(name, func(t *testing.T) {
@@ -123,7 +124,10 @@ func TestModelsDifferential(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sameBits(t, "full pipeline vs simplified", run(t, out, args), simpleOut)
+			// alter_conv_layout's Winograd weights (G g G^T) are rounded
+			// to float32: the rest of the pipeline keeps the bits, that
+			// rounding moves outputs by about 1e-8 of their scale.
+			relClose(t, "full pipeline vs simplified", run(t, out, args), simpleOut, 1e-6)
 			t.Logf("%s: %d op calls, %d after simplification, %d fused functions",
 				name, opCalls(m), opCalls(simple), len(primitiveNames(out)))
 		})

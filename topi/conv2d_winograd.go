@@ -1,0 +1,330 @@
+package topi
+
+import (
+	"fmt"
+
+	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/te"
+	"github.com/kiln-dev/kiln/tir"
+)
+
+// nn.contrib_conv2d_winograd (graph/op/nn_winograd.go): a 3x3 stride-1
+// convolution by F(2x2, 3x3) Winograd, with the weight U transformed at
+// compile time ([16, OC/B, IC, B]). Output tile (th, tw) covers output
+// rows 2*th, 2*th+1 and columns 2*tw, 2*tw+1; TH x TW tiles cover the
+// output (the last row or column of tiles half outside it when OH or OW
+// is odd). Three stages:
+//
+//  1. D[n, xi, ic, th*TW + tw] = (B^T d B)[xi/4][xi%4], d the 4x4 tile of
+//     the padded input at row 2*th, column 2*tw: per channel plane, one
+//     call of the input-transform kernel (ukernel_winograd.go) on the
+//     input padded to Hp = 2*TH + 2 rows of Wp = 2*TW + 2 (the direct
+//     layout's padding, conv2d_mk.go).
+//  2. V[n, oc, r*OWp + c] (OWp = 2*TW; r < 2*TH): the output before the
+//     epilogue, A^T M A of M[xi] = sum over ic of U[xi, oc, ic] *
+//     D[n, xi, ic, tile]. Per tile of MR channels and R = 2*R2 output
+//     rows, computed at the output stage's loops like a packed
+//     convolution's V: sixteen calls of a convolution micro-kernel (each
+//     a 1x1 convolution of D's plane xi with U's, R2*TW columns, into a
+//     local buffer M) and one of the output-transform kernel.
+//  3. The output stage reads V and applies the fused epilogue, tiled MR
+//     channels by R rows, the rows outside (each row tile's D stays in
+//     L2 for every channel tile).
+//
+// Multiplications: 16 per tile, input and output channel, against 36 for
+// the direct convolution's 2x2 outputs.
+
+// wgPlan is the layout and tiling of one Winograd convolution.
+type wgPlan struct {
+	*convPlan       // rows (R), mr, the V row (wq = OWp) and loop order for scheduleTiles
+	th, tw    int64 // tiles
+	owp       int64 // V's row length, 2*TW
+	r2        int64 // tile rows per V tile (R/2)
+	gemm      wgGemm
+}
+
+// wgGemm is the micro-kernel of stage 2's products: the broadcast kernel
+// (bmv > 0, as chooseBroadcast picks it for a 1x1 convolution of IC
+// channels) or the columns kernel.
+type wgGemm struct {
+	bmv, bnc, tail int
+	kc             int64
+}
+
+// wgScratchBytes bounds stage 2's local buffer M (16 x MR x R2*TW
+// floats), on the stack next to the V tile: a 14x14 map's 49 tiles for
+// 16 channels (50 KB) in one tile.
+const wgScratchBytes = 65536
+
+// planWinograd plans a Winograd convolution of an input of xShape with a
+// transformed weight of wShape.
+func planWinograd(c *strategy.Call, xShape, wShape ir.Shape) (*wgPlan, error) {
+	g, err := newConvGeom(c, 3, 3)
+	if err != nil {
+		return nil, err
+	}
+	if g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 {
+		return nil, fmt.Errorf("%s: stride and dilation must be 1", c.Op.Name)
+	}
+	proc := c.Target.Processor()
+	p := &wgPlan{convPlan: &convPlan{g: g, isa: isaFor(proc), l2: proc.L2, nph: 1, npw: 1}}
+	p.th, p.tw = ceilDiv(g.oh, 2), ceilDiv(g.ow, 2)
+	p.owp = 2 * p.tw
+	cp := p.convPlan
+	cp.hp, cp.wp = 2*p.th+2, 2*p.tw+2
+	cp.hq, cp.wq = cp.hp, cp.wp
+	cp.koff = []int64{0}
+	oc, ic, block := wShape[1]*wShape[3], wShape[2], wShape[3]
+	cp.outC = oc
+	cp.mr = cp.isa.columnsMR(block, oc)
+	// The products are 1x1 convolutions of IC channels on R2*TW columns:
+	// the broadcast kernel where chooseBroadcast would take it for one.
+	steps := cp.isa.bcastSteps
+	if p.tw <= bcastSmallMap {
+		steps = cp.isa.bcastSmallSteps
+	}
+	if mv, nc, tail := cp.isa.bcastTile(oc, block); mv > 1 && int64(mv*cp.isa.lanes) <= oc && steps > 0 && ic >= steps && block%int64(cp.isa.lanes) == 0 {
+		p.gemm = wgGemm{bmv: mv, bnc: nc, tail: tail}
+		cp.mr = mv * cp.isa.lanes
+		if cp.isa.bcastOnePass {
+			p.gemm.kc = ic
+		}
+	}
+	// V's rows are OWp apart (the columns kernel's layout, bmv 0 in the
+	// plan), its tile (R-1)*OWp + OW columns.
+	cp.wq = p.owp
+	cp.jtot = 2 * p.th * p.owp
+	// R: all output rows in one tile when its M and V tile fit their
+	// budgets (each product call then has every tile of the map as
+	// columns, for each weight it loads); else 2*R2 rows, R2 the most
+	// tile rows within the budgets that divides TH (so that V's tiles
+	// stay within its 2*TH rows), R under OH (a single tile taller than
+	// the output would be cut to it).
+	fits := func(r2, rows int64) bool {
+		return 16*int64(cp.mr)*r2*p.tw*4 <= wgScratchBytes && int64(cp.mr)*cp.tileCols(rows)*4 <= vTileBytes
+	}
+	p.r2, cp.rows = 1, 2
+	if fits(p.th, g.oh) {
+		p.r2, cp.rows = p.th, g.oh
+	} else {
+		for r2 := p.th; r2 >= 1; r2-- {
+			if p.th%r2 == 0 && 2*r2 < g.oh && fits(r2, 2*r2) {
+				p.r2, cp.rows = r2, 2*r2
+				break
+			}
+		}
+	}
+	cp.rowsOuter = g.oh > cp.rows && int64(cp.mr) < oc
+	return p, nil
+}
+
+// wgFits reports whether the CPU schedule takes a Winograd convolution
+// with an output of width ow (its scratch per tile row within budget for
+// the columns kernel's 8 channels at the least).
+func wgFits(ow int64) bool { return 16*8*ceilDiv(ow, 2)*4 <= wgScratchBytes }
+
+// winogradAt is A^T[i][r] of F(2x2, 3x3) as an expression (i in 0..1, r
+// in 0..3): [1 1 1 0; 0 1 -1 -1].
+func winogradAt(dt ir.DType, i, r tir.PrimExpr) tir.PrimExpr {
+	one, zero, neg := tir.FloatConst(dt, 1), tir.FloatConst(dt, 0), tir.FloatConst(dt, -1)
+	row0 := tir.IfThenElseExpr(tir.LT(r, tir.Idx(3)), one, zero)
+	row1 := tir.IfThenElseExpr(tir.EQ(r, tir.Idx(0)), zero, tir.IfThenElseExpr(tir.EQ(r, tir.Idx(1)), one, neg))
+	return tir.IfThenElseExpr(tir.EQ(i, tir.Idx(0)), row0, row1)
+}
+
+// winogradBt is B^T[i][r] of F(2x2, 3x3) as an expression (i, r in
+// 0..3): [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+func winogradBt(dt ir.DType, i, r tir.PrimExpr) tir.PrimExpr {
+	rows := [4][4]float64{{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}}
+	pick := func(vals [4]float64) tir.PrimExpr {
+		e := tir.PrimExpr(tir.FloatConst(dt, vals[3]))
+		for k := 2; k >= 0; k-- {
+			e = tir.IfThenElseExpr(tir.EQ(r, tir.Idx(int64(k))), tir.FloatConst(dt, vals[k]), e)
+		}
+		return e
+	}
+	e := pick(rows[3])
+	for k := 2; k >= 0; k-- {
+		e = tir.IfThenElseExpr(tir.EQ(i, tir.Idx(int64(k))), pick(rows[k]), e)
+	}
+	return e
+}
+
+// winogradStages builds stages 2 and 3 on D (any producer of [N, 16, IC,
+// TH*TW]) and the transformed weight: V as the sum the op defines, and
+// the output reading it.
+func (p *wgPlan) winogradStages(c *strategy.Call, d, w *te.Tensor) *te.Tensor {
+	ot := c.OutTensor()
+	dt := ot.DType
+	b := tir.Idx(w.Shape[3])
+	rc := te.ReduceAxis(w.Shape[2], "ic")
+	rx := te.ReduceAxis(op.WinogradTile, "xi")
+	owp := tir.Idx(p.owp)
+	// V has whole channel tiles; rows past the output channels repeat
+	// the last channel (see computeConvPackedCPU).
+	oc := ot.Shape[1]
+	v := te.ComputeReduce(nnName(c)+"_wg", ir.Shape{ot.Shape[0], p.vChannels(oc), p.jtot}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rc, rx}, func(i []tir.PrimExpr) tir.PrimExpr {
+		row, col := tir.FloorDiv(i[2], owp), tir.FloorMod(i[2], owp)
+		tile := tir.Add(tir.Mul(tir.FloorDiv(row, tir.Idx(2)), tir.Idx(p.tw)), tir.FloorDiv(col, tir.Idx(2)))
+		coef := tir.Mul(winogradAt(dt, tir.FloorMod(row, tir.Idx(2)), tir.FloorDiv(rx.Var, tir.Idx(4))),
+			winogradAt(dt, tir.FloorMod(col, tir.Idx(2)), tir.FloorMod(rx.Var, tir.Idx(4))))
+		ch := i[1]
+		if p.vChannels(oc) != oc {
+			ch = tir.Min(ch, tir.Idx(oc-1))
+		}
+		uv := w.At(rx.Var, tir.FloorDiv(ch, b), rc.Var, tir.FloorMod(ch, b))
+		return tir.Mul(coef, tir.Mul(uv, d.At(i[0], rx.Var, rc.Var, tile)))
+	}, te.WithTag(tagPackedBlock), te.WithAxisNames("n", "oc", "j"))
+	return te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
+		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], owp), i[3]))
+	}, te.WithTag(tagPackedOut), te.WithAxisNames("n", "oc", "oh", "ow"))
+}
+
+// computeWinogradGeneric is the op as plain TE stages (any float type,
+// any target): D as the sum over the tile of B^T d B, then V and the
+// output.
+func computeWinogradGeneric(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	if err := nnCheckNonEmpty(c); err != nil {
+		return nil, err
+	}
+	x, w := in[0], in[1]
+	p, err := planWinograd(c, x.Shape, w.Shape)
+	if err != nil {
+		return nil, err
+	}
+	dt := x.DType
+	ra, rb := te.ReduceAxis(4, "r"), te.ReduceAxis(4, "c")
+	g := p.g
+	h, wd := x.Shape[2], x.Shape[3]
+	d := te.ComputeReduce(nnName(c)+"_wg_in", ir.Shape{x.Shape[0], op.WinogradTile, x.Shape[1], p.th * p.tw}, te.Sum, []*te.IterVar{ra, rb}, func(i []tir.PrimExpr) tir.PrimExpr {
+		th, tw := tir.FloorDiv(i[3], tir.Idx(p.tw)), tir.FloorMod(i[3], tir.Idx(p.tw))
+		r := tir.Sub(tir.Add(tir.Mul(th, tir.Idx(2)), ra.Var), tir.Idx(g.ph))
+		col := tir.Sub(tir.Add(tir.Mul(tw, tir.Idx(2)), rb.Var), tir.Idx(g.pw))
+		in := tir.And(tir.And(tir.GE(r, tir.Idx(0)), tir.LT(r, tir.Idx(h))), tir.And(tir.GE(col, tir.Idx(0)), tir.LT(col, tir.Idx(wd))))
+		xv := nnGuard(in, x.At(i[0], i[2], r, col), nnZero(dt))
+		coef := tir.Mul(winogradBt(dt, tir.FloorDiv(i[1], tir.Idx(4)), ra.Var), winogradBt(dt, tir.FloorMod(i[1], tir.Idx(4)), rb.Var))
+		return tir.Mul(coef, xv)
+	}, te.WithTag("winograd_input"), te.WithAxisNames("n", "xi", "ic", "tile"))
+	return []*te.Tensor{p.winogradStages(c, d, w)}, nil
+}
+
+// computeWinogradCPU is the op with stage 1 as kernel calls on the padded
+// input (stages 2 and 3 are tensorized by scheduleWinogradCPU).
+func computeWinogradCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+	if err := nnCheckNonEmpty(c); err != nil {
+		return nil, err
+	}
+	x, w := in[0], in[1]
+	p, err := planWinograd(c, x.Shape, w.Shape)
+	if err != nil {
+		return nil, err
+	}
+	xp := p.padded(x, nnZero(x.DType))
+	n, ic := x.Shape[0], x.Shape[1]
+	t := p.th * p.tw
+	k, err := newWgInputKernel(p.isa, p.th, p.tw, p.wp, ic*t)
+	if err != nil {
+		return nil, err
+	}
+	d := te.Extern(nnName(c)+"_wg_in", []ir.Shape{{n, op.WinogradTile, ic, t}}, []ir.DType{x.DType}, []*te.Tensor{xp}, func(ins, outs []*tir.Buffer) tir.Stmt {
+		xb, db := ins[0], outs[0]
+		nv, cv := tir.NewVar("n", tir.Int32T), tir.NewVar("c", tir.Int32T)
+		xi := []tir.PrimExpr{nv, cv, tir.Idx(0)}
+		if len(xp.Shape) == 4 {
+			xi = append(xi, tir.Idx(0))
+		}
+		call := tir.Eval(tir.CallKernel(k, tir.AddressOf(tir.NewLoad(db, nv, tir.Idx(0), cv, tir.Idx(0))), tir.AddressOf(tir.NewLoad(xb, xi...))))
+		return tir.Loop(nv, n, tir.Serial, tir.Loop(cv, ic, tir.Parallel, call))
+	})[0]
+	return []*te.Tensor{p.winogradStages(c, d, w)}, nil
+}
+
+// wgTile is the TensorIntrin of stage 2: for a tile of MR channels and
+// cols V columns (R = (cols - OW)/OWp + 1 rows from row r0), sixteen
+// product-kernel calls into M, then the output transform into V.
+func (p *wgPlan) wgTile(d, w *te.Tensor, cols int64) te.TensorIntrin {
+	return func(ctx *te.TensorizeContext) (tir.Stmt, error) {
+		mr := int64(p.mr)
+		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != mr || ctx.Extent[2] != cols || (cols-p.g.ow)%p.owp != 0 {
+			return nil, fmt.Errorf("winograd tile: extents %v, want [1 %d %d]", ctx.Extent, mr, cols)
+		}
+		rows := (cols-p.g.ow)/p.owp + 1
+		if rows%2 != 0 && rows != p.g.oh {
+			return nil, fmt.Errorf("winograd tile: %d rows, want an even number or all %d", rows, p.g.oh)
+		}
+		n := ceilDiv(rows, 2) * p.tw // tiles (M's columns)
+		ic, t, b := w.Shape[2], p.th*p.tw, w.Shape[3]
+		ocb := w.Shape[1]
+		gemm := func(mv, nc int) (tir.Kernel, error) {
+			if p.gemm.bmv == 0 {
+				return newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: []int64{0}, ics: t, ws: b, wm: 1, ldv: n, j: n})
+			}
+			return newBcastKernel(p.isa, bcastSpec{mv: mv, nc: nc, ic: ic, koff: []int64{0}, ics: t, b: b, bs: ic * b,
+				ldv: n, kc: p.gemm.kc, rows: 1, ow: n, wq: n})
+		}
+		k, err := gemm(p.gemm.bmv, p.gemm.bnc)
+		if err != nil {
+			return nil, err
+		}
+		var tk tir.Kernel // the last channel tile's (p.gemm.tail)
+		if p.gemm.tail > 0 {
+			if tk, err = gemm(p.gemm.tail, p.isa.tailColumns(p.gemm.tail)); err != nil {
+				return nil, err
+			}
+		}
+		ldv := ctx.Out.Shape[len(ctx.Out.Shape)-1]
+		ok, err := newWgOutputKernel(p.isa, mr, rows, p.tw, p.owp, p.g.ow, ldv)
+		if err != nil {
+			return nil, err
+		}
+		n0, oc0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
+		tile0 := tir.Mul(tir.FloorDiv(j0, tir.Idx(2*p.owp)), tir.Idx(p.tw))
+		m := tir.NewBuffer(ctx.Out.Name+"_m", ir.Float32, ir.Shape{op.WinogradTile, mr, n}, tir.ScopeLocal)
+		var calls []tir.Stmt
+		for xi := int64(0); xi < op.WinogradTile; xi++ {
+			dl, err := ctx.Load(d, n0, tir.Idx(xi), tir.Idx(0), tile0)
+			if err != nil {
+				return nil, err
+			}
+			wl, err := ctx.Load(w, tir.Idx(xi), tir.FloorDiv(oc0, tir.Idx(b)), tir.Idx(0), tir.FloorMod(oc0, tir.Idx(b)))
+			if err != nil {
+				return nil, err
+			}
+			ml := tir.NewLoad(m, tir.Idx(xi), tir.Idx(0), tir.Idx(0))
+			var call tir.Stmt = tir.Eval(tir.CallKernel(k, tir.AddressOf(ml), tir.AddressOf(dl), tir.AddressOf(wl)))
+			if tk != nil {
+				last := tir.Eval(tir.CallKernel(tk, tir.AddressOf(ml), tir.AddressOf(dl), tir.AddressOf(wl)))
+				call = tir.NewIf(tir.LE(tir.Add(oc0, tir.Idx(mr)), tir.Idx(ocb*b)), call, last)
+			}
+			calls = append(calls, call)
+		}
+		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
+		calls = append(calls, tir.Eval(tir.CallKernel(ok, tir.AddressOf(vl), tir.AddressOf(tir.NewLoad(m, tir.Idx(0), tir.Idx(0), tir.Idx(0))))))
+		return &tir.Allocate{Buffer: m, Body: tir.Seq(calls...)}, nil
+	}
+}
+
+func scheduleWinogradCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {
+	if len(anchor) != 1 {
+		return fmt.Errorf("%s: want one anchor output", c.Op.Name)
+	}
+	vT := anchor[0].Op.InputTensors()[0]
+	var d, w *te.Tensor
+	for _, t := range vT.Op.InputTensors() {
+		if t.Shape.Equal(c.ArgTensor(1).Shape) && w == nil {
+			w = t
+		} else {
+			d = t
+		}
+	}
+	if d == nil || w == nil {
+		return fmt.Errorf("%s: unexpected winograd structure", c.Op.Name)
+	}
+	p, err := planWinograd(c, c.ArgTensor(0).Shape, w.Shape)
+	if err != nil {
+		return err
+	}
+	return p.scheduleTiles(s, outs, anchor[0], vT, int64(p.mr), func(cols int64) te.TensorIntrin { return p.wgTile(d, w, cols) })
+}

@@ -1,0 +1,249 @@
+package topi
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/tir"
+)
+
+// The two transforms of the F(2x2, 3x3) Winograd convolution
+// (conv2d_winograd.go) as C kernels: the input transform of one channel
+// plane into its 16 transformed planes, and the output transform of a
+// tile of transformed products into output rows. Both are plain C loops
+// over the tiles of a row, which compilers vectorise (stride-2 loads and
+// interleaved stores); their arithmetic is adds and subtracts only, in
+// the order Eval repeats.
+
+// wgInputKernel writes, for every 4x4 input tile (th, tw) of a padded
+// channel plane x (rows wp apart, tile (th, tw) at row 2*th, column
+// 2*tw), the 16 values of B^T d B to d[xi*xs + th*tw + tw].
+type wgInputKernel struct {
+	kernelBase
+	th, tw, wp, xs int64
+}
+
+func newWgInputKernel(isa vecISA, th, tw, wp, xs int64) (*wgInputKernel, error) {
+	if th <= 0 || tw <= 0 || wp < 2*tw+2 || xs < th*tw {
+		return nil, fmt.Errorf("winograd input transform: bad sizes th=%d tw=%d wp=%d xs=%d", th, tw, wp, xs)
+	}
+	k := &wgInputKernel{kernelBase: kernelBase{isa: isa}, th: th, tw: tw, wp: wp, xs: xs}
+	k.vSpan = 15*xs + th*tw
+	k.xSpan = (2*th+1)*wp + 2*tw + 2
+	if err := k.finish("winograd input transform", "kiln_wg_in_", k.source); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// wgInputRows are B^T d's rows as (a, op, b): row i = d[a] op d[b].
+var wgInputRows = [4][3]int{{0, '-', 2}, {1, '+', 2}, {2, '-', 1}, {1, '-', 3}}
+
+func (k *wgInputKernel) source(sym string) string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("/* winograd F(2x2,3x3) input transform: %d x %d tiles, rows of %d */\n", k.th, k.tw, k.wp)
+	p("%sstatic void %s(float* restrict d, const float* restrict x) {\n", noInline, sym)
+	p("  for (int32_t th = 0; th < %d; ++th) {\n", k.th)
+	p("    const float* x0 = x + (ptrdiff_t)th * %d;\n", 2*k.wp)
+	p("    float* dp = d + (ptrdiff_t)th * %d;\n", k.tw)
+	p("    for (int32_t t = 0; t < %d; ++t) {\n", k.tw)
+	for r := 0; r < 4; r++ {
+		for c := 0; c < 4; c++ {
+			p("      const float d%d%d = x0[%d + 2 * t];\n", r, c, int64(r)*k.wp+int64(c))
+		}
+	}
+	for i, row := range wgInputRows {
+		for c := 0; c < 4; c++ {
+			p("      const float t%d%d = d%d%d %c d%d%d;\n", i, c, row[0], c, row[1], row[2], c)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		for j, col := range wgInputRows {
+			p("      dp[%d + t] = t%d%d %c t%d%d;\n", int64(i*4+j)*k.xs, i, col[0], col[1], i, col[2])
+		}
+	}
+	p("    }\n  }\n}\n")
+	return b.String()
+}
+
+// Eval implements tir.Kernel.
+func (k *wgInputKernel) Eval(args []tir.KernelArg) error {
+	if len(args) != 2 {
+		return fmt.Errorf("winograd input transform: want 2 pointers, got %d arguments", len(args))
+	}
+	dm, doff, err := args[0].Ptr(k.vSpan)
+	if err != nil {
+		return fmt.Errorf("output: %v", err)
+	}
+	xm, xoff, err := args[1].Ptr(k.xSpan)
+	if err != nil {
+		return fmt.Errorf("input: %v", err)
+	}
+	apply := func(a float64, op int, b float64) float64 {
+		if op == '+' {
+			return tir.RoundFloat(a+b, ir.Float32)
+		}
+		return tir.RoundFloat(a-b, ir.Float32)
+	}
+	for th := int64(0); th < k.th; th++ {
+		for t := int64(0); t < k.tw; t++ {
+			var d, tt [4][4]float64
+			for r := int64(0); r < 4; r++ {
+				for c := int64(0); c < 4; c++ {
+					d[r][c] = xm.Float(xoff + (2*th+r)*k.wp + 2*t + c)
+				}
+			}
+			for i, row := range wgInputRows {
+				for c := 0; c < 4; c++ {
+					tt[i][c] = apply(d[row[0]][c], row[1], d[row[2]][c])
+				}
+			}
+			for i := 0; i < 4; i++ {
+				for j, col := range wgInputRows {
+					dm.SetFloat(doff+int64(i*4+j)*k.xs+th*k.tw+t, apply(tt[i][col[0]], col[1], tt[i][col[2]]))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// wgOutputKernel writes, for mr channels and ceil(rows/2) x tw tiles,
+// A^T m A of the 16 transformed products m[xi*xs + ch*cs + tile] into
+// the rows rows of a V tile: v[ch*ldv + (2*tr + i)*owp + 2*tc + j] for
+// rows below rows and columns below ow (the columns past the output are
+// never read).
+type wgOutputKernel struct {
+	kernelBase
+	mr, rows, r2, tw, owp, ow, ldv, xs, cs int64
+}
+
+func newWgOutputKernel(isa vecISA, mr, rows, tw, owp, ow, ldv int64) (*wgOutputKernel, error) {
+	if mr <= 0 || rows <= 0 || tw <= 0 || owp < 2*tw || ow > 2*tw || ow < 2*tw-1 || ldv < (rows-1)*owp+ow {
+		return nil, fmt.Errorf("winograd output transform: bad sizes mr=%d rows=%d tw=%d owp=%d ow=%d ldv=%d", mr, rows, tw, owp, ow, ldv)
+	}
+	k := &wgOutputKernel{kernelBase: kernelBase{isa: isa}, mr: mr, rows: rows, r2: ceilDiv(rows, 2), tw: tw, owp: owp, ow: ow, ldv: ldv}
+	k.cs = k.r2 * tw
+	k.xs = mr * k.cs
+	k.vSpan = (mr-1)*ldv + (rows-1)*owp + ow
+	k.xSpan = 16 * k.xs
+	if k.vSpan > math.MaxInt32 || k.xSpan > math.MaxInt32 {
+		return nil, fmt.Errorf("winograd output transform: operands exceed 2^31 elements")
+	}
+	if err := k.finish("winograd output transform", "kiln_wg_out_", k.source); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *wgOutputKernel) source(sym string) string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("/* winograd F(2x2,3x3) output transform: %d channels x %d rows x %d tiles, %d of %d columns */\n", k.mr, k.rows, k.tw, k.ow, k.owp)
+	p("%sstatic void %s(float* restrict v, const float* restrict m) {\n", noInline, sym)
+	p("  for (int32_t ch = 0; ch < %d; ++ch) {\n", k.mr)
+	// Whole tile rows, then (an odd row count) the last one's first row.
+	rowLoop := func(from, to int64, second bool) {
+		if from >= to {
+			return
+		}
+		p("    for (int32_t tr = %d; tr < %d; ++tr) {\n", from, to)
+		p("      const float* mp = m + (ptrdiff_t)ch * %d + (ptrdiff_t)tr * %d;\n", k.cs, k.tw)
+		p("      float* v0 = v + (ptrdiff_t)ch * %d + (ptrdiff_t)tr * %d;\n", k.ldv, 2*k.owp)
+		if second {
+			p("      float* v1 = v0 + %d;\n", k.owp)
+		}
+		k.columns(p, second)
+		p("    }\n")
+	}
+	rowLoop(0, k.rows/2, true)
+	rowLoop(k.rows/2, k.r2, false)
+	p("  }\n}\n")
+	return b.String()
+}
+
+// columns writes the loops over a tile row's tiles: whole tiles, then
+// (odd widths) the last tile's first column; second: the tile's second
+// output row too.
+func (k *wgOutputKernel) columns(p func(string, ...any), second bool) {
+	loop := func(from, to string, both bool) {
+		p("      for (int32_t t = %s; t < %s; ++t) {\n", from, to)
+		// The first output column reads no fourth column of m, the
+		// first output row no fourth row.
+		for xi := 0; xi < 16; xi++ {
+			if (both || xi%4 != 3) && (second || xi/4 != 3) {
+				p("        const float m%d%d = mp[%d + t];\n", xi/4, xi%4, int64(xi)*k.xs)
+			}
+		}
+		rowsUsed := 3 // m's rows the first output row reads
+		if second {
+			rowsUsed = 4
+		}
+		for r := 0; r < rowsUsed; r++ {
+			p("        const float s%d0 = m%d0 + m%d1 + m%d2;\n", r, r, r, r)
+			if both {
+				p("        const float s%d1 = m%d1 - m%d2 - m%d3;\n", r, r, r, r)
+			}
+		}
+		p("        v0[2 * t] = s00 + s10 + s20;\n")
+		if both {
+			p("        v0[2 * t + 1] = s01 + s11 + s21;\n")
+		}
+		if second {
+			p("        v1[2 * t] = s10 - s20 - s30;\n")
+			if both {
+				p("        v1[2 * t + 1] = s11 - s21 - s31;\n")
+			}
+		}
+		p("      }\n")
+	}
+	loop("0", fmt.Sprint(k.ow/2), true)
+	if k.ow%2 == 1 {
+		loop(fmt.Sprint(k.ow/2), fmt.Sprint(k.tw), false)
+	}
+}
+
+// Eval implements tir.Kernel.
+func (k *wgOutputKernel) Eval(args []tir.KernelArg) error {
+	if len(args) != 2 {
+		return fmt.Errorf("winograd output transform: want 2 pointers, got %d arguments", len(args))
+	}
+	vm, voff, err := args[0].Ptr(k.vSpan)
+	if err != nil {
+		return fmt.Errorf("output: %v", err)
+	}
+	mm, moff, err := args[1].Ptr(k.xSpan)
+	if err != nil {
+		return fmt.Errorf("products: %v", err)
+	}
+	f := func(v float64) float64 { return tir.RoundFloat(v, ir.Float32) }
+	for ch := int64(0); ch < k.mr; ch++ {
+		for tr := int64(0); tr < k.r2; tr++ {
+			for t := int64(0); t < k.tw; t++ {
+				var m [4][4]float64
+				for xi := int64(0); xi < 16; xi++ {
+					m[xi/4][xi%4] = mm.Float(moff + xi*k.xs + ch*k.cs + tr*k.tw + t)
+				}
+				var s [4][2]float64
+				for r := 0; r < 4; r++ {
+					s[r][0] = f(f(m[r][0]+m[r][1]) + m[r][2])
+					s[r][1] = f(f(m[r][1]-m[r][2]) - m[r][3])
+				}
+				base := voff + ch*k.ldv + 2*tr*k.owp + 2*t
+				for j := int64(0); j < 2; j++ {
+					if 2*t+j >= k.ow {
+						continue
+					}
+					vm.SetFloat(base+j, f(f(s[0][j]+s[1][j])+s[2][j]))
+					if 2*tr+1 < k.rows {
+						vm.SetFloat(base+k.owp+j, f(f(s[1][j]-s[2][j])-s[3][j]))
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
