@@ -380,16 +380,21 @@ func TestWinogradCPU(t *testing.T) {
 		{"asymmetric", ir.Attrs{"padding": nnInts(0, 2, 1, 0)}, nnInts(1, 4, 6, 5), 8, 8},
 		{"valid", nil, nnInts(1, 3, 9, 10), 8, 16},
 		{"channel_tail", ir.Attrs{"padding": p1}, nnInts(1, 64, 4, 4), 8, 280},
+		{"float64_generic", ir.Attrs{"padding": p1}, nnInts(1, 3, 5, 4), 8, 8},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewSource(int64(7300 + k)))
-			w := topitest.Rand(rng, nnTF32, nnInts(c.oc, c.x[1], 3, 3))
+			dt, want := nnTF32, "nn.contrib_conv2d_winograd.cpu"
+			if strings.HasPrefix(c.name, "float64") {
+				dt, want = nnTF64, "nn.contrib_conv2d_winograd.generic"
+			}
+			w := topitest.Rand(rng, dt, nnInts(c.oc, c.x[1], 3, 3))
 			u, err := ref.TransformWinogradWeight(w, c.b)
 			if err != nil {
 				t.Fatal(err)
 			}
-			args := []*tensor.Tensor{topitest.Rand(rng, nnTF32, c.x), u}
+			args := []*tensor.Tensor{topitest.Rand(rng, dt, c.x), u}
 			// F(2x2, 3x3) in float32 rounds the transformed inputs (sums
 			// of four inputs), weights and products: its error is a few
 			// 1e-6 of the outputs' scale, not of each output. With 64
@@ -400,8 +405,8 @@ func TestWinogradCPU(t *testing.T) {
 			if err := topitest.Check(topitest.Case{Op: op.Conv2DWinograd, Attrs: c.attrs, Args: args, Tol: tol}); err != nil {
 				t.Fatal(err)
 			}
-			if impl := selectImpl(t, op.Conv2DWinograd, c.attrs, args); impl.Name != "nn.contrib_conv2d_winograd.cpu" {
-				t.Errorf("selected %s", impl.Name)
+			if impl := selectImpl(t, op.Conv2DWinograd, c.attrs, args); impl.Name != want {
+				t.Errorf("selected %s, want %s", impl.Name, want)
 			}
 		})
 	}
