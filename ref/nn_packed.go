@@ -24,7 +24,10 @@ func PackConv2DWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, error) {
 	if len(w.Shape) != 4 || b <= 0 {
 		return nil, fmt.Errorf("cannot pack weight %s with block %d", w.Shape, b)
 	}
-	out := tensor.New(w.DType, op.PackConv2DWeightShape(w.Shape, b))
+	out, err := tensor.NewChecked(w.DType, op.PackConv2DWeightShape(w.Shape, b))
+	if err != nil {
+		return nil, err
+	}
 	inner := int(w.Shape[1] * w.Shape[2] * w.Shape[3])
 	bb := int(b)
 	if w.DType == ir.Float32 {

@@ -31,7 +31,11 @@ func TransformWinogradWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, error) 
 		return nil, fmt.Errorf("cannot transform weight %s (%s) for Winograd with block %d", w.Shape, w.DType, b)
 	}
 	oc, ic := w.Shape[0], w.Shape[1]
-	out := tensor.New(w.DType, op.WinogradWeightShape(w.Shape, b))
+	// 16/9 of the weight's size: checked against the memory budget.
+	out, err := tensor.NewChecked(w.DType, op.WinogradWeightShape(w.Shape, b))
+	if err != nil {
+		return nil, err
+	}
 	for o := int64(0); o < oc; o++ {
 		for c := int64(0); c < ic; c++ {
 			var g [3][3]float64

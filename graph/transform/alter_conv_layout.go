@@ -93,6 +93,26 @@ func useWinograd(c *graph.Call, xShape, wShape ir.Shape) bool {
 // a 3x3 convolution runs as a Winograd one.
 const winogradMinChannels = 16
 
+// packedWeight is the packed (or Winograd-transformed) constant for key,
+// made once per weight; nil when it cannot be made (over the memory
+// budget).
+func packedWeight(packed map[packKey]*graph.Constant, key packKey) *graph.Constant {
+	if pc := packed[key]; pc != nil {
+		return pc
+	}
+	pack := ref.PackConv2DWeight
+	if key.winograd {
+		pack = ref.TransformWinogradWeight
+	}
+	pw, err := pack(key.w, key.b)
+	if err != nil {
+		return nil
+	}
+	pc := graph.NewConstant(pw)
+	packed[key] = pc
+	return pc
+}
+
 func alterConv(e graph.Expr, packed map[packKey]*graph.Constant) graph.Expr {
 	c, ok := e.(*graph.Call)
 	if !ok || c.Op != op.Conv2D || len(c.Args) != 2 {
@@ -125,19 +145,15 @@ func alterConv(e graph.Expr, packed map[packKey]*graph.Constant) graph.Expr {
 		}
 	}
 	winograd := !padded && useWinograd(c, xt.Shape, w.Value.Shape)
-	key := packKey{w.Value, b, winograd}
-	pc := packed[key]
+	pc := packedWeight(packed, packKey{w.Value, b, winograd})
+	if pc == nil && winograd {
+		// The transformed weight (16/9 of the weight) over the memory
+		// budget: packed instead.
+		winograd = false
+		pc = packedWeight(packed, packKey{w.Value, b, false})
+	}
 	if pc == nil {
-		pack := ref.PackConv2DWeight
-		if winograd {
-			pack = ref.TransformWinogradWeight
-		}
-		pw, err := pack(w.Value, b)
-		if err != nil {
-			return e
-		}
-		pc = graph.NewConstant(pw)
-		packed[key] = pc
+		return e
 	}
 	o := op.Conv2DPacked
 	switch {
