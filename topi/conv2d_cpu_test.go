@@ -381,6 +381,9 @@ func TestWinogradCPU(t *testing.T) {
 		{"valid", nil, nnInts(1, 3, 9, 10), 8, 16},
 		{"channel_tail", ir.Attrs{"padding": p1}, nnInts(1, 64, 4, 4), 8, 280},
 		{"float64_generic", ir.Attrs{"padding": p1}, nnInts(1, 3, 5, 4), 8, 8},
+		// A row of 100 tiles is too wide for 16 channels' scratch: the
+		// columns kernel's channels.
+		{"wide_columns", ir.Attrs{"padding": p1}, nnInts(1, 64, 3, 200), 16, 16},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

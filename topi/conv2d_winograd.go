@@ -53,10 +53,12 @@ type wgGemm struct {
 	kc             int64
 }
 
-// wgScratchBytes bounds stage 2's local buffer M (16 x MR x R2*TW
-// floats), on the stack next to the V tile: a 14x14 map's 49 tiles for
-// 16 channels (50 KB) in one tile.
-const wgScratchBytes = 65536
+// wgScratchBytes bounds stage 2's local buffer M (one row of the 4x4
+// products at a time: 4 x MR x R2*TW floats), on the stack next to the
+// V tile: within the C code's stack limit (AOT builds allocate nothing
+// else), and for 16 channels up to 64 tiles (a 14x14 map's 49 in one
+// tile; two rows of a 56-wide map's).
+const wgScratchBytes = 16384
 
 // planWinograd plans a Winograd convolution of an input of xShape with a
 // transformed weight of wShape.
@@ -103,9 +105,17 @@ func planWinograd(c *strategy.Call, xShape, wShape ir.Shape) (*wgPlan, error) {
 	// stay within its 2*TH rows), R under OH (a single tile taller than
 	// the output would be cut to it).
 	fits := func(r2, rows int64) bool {
-		return 16*int64(cp.mr)*r2*p.tw*4 <= wgScratchBytes && int64(cp.mr)*cp.tileCols(rows)*4 <= vTileBytes
+		return 4*int64(cp.mr)*r2*p.tw*4 <= wgScratchBytes && int64(cp.mr)*cp.tileCols(rows)*4 <= vTileBytes
 	}
-	p.r2, cp.rows = 1, 2
+	if !fits(1, min(2, g.oh)) {
+		// Too wide for the broadcast kernel's channels: the columns
+		// kernel's (at most 8; wgFits).
+		p.gemm, cp.mr = wgGemm{}, cp.isa.columnsMR(block, oc)
+	}
+	if !fits(1, min(2, g.oh)) {
+		return nil, fmt.Errorf("%s: a row of %d tiles does not fit the %d-byte scratch", c.Op.Name, p.tw, wgScratchBytes)
+	}
+	p.r2, cp.rows = 1, min(2, g.oh)
 	if fits(p.th, g.oh) {
 		p.r2, cp.rows = p.th, g.oh
 	} else {
@@ -121,9 +131,9 @@ func planWinograd(c *strategy.Call, xShape, wShape ir.Shape) (*wgPlan, error) {
 }
 
 // wgFits reports whether the CPU schedule takes a Winograd convolution
-// with an output of width ow (its scratch per tile row within budget for
-// the columns kernel's 8 channels at the least).
-func wgFits(ow int64) bool { return 16*8*ceilDiv(ow, 2)*4 <= wgScratchBytes }
+// with an output of width ow (its scratch for a row of tiles within
+// budget for 8 channels at the least).
+func wgFits(ow int64) bool { return 4*8*ceilDiv(ow, 2)*4 <= wgScratchBytes }
 
 // winogradAt is A^T[i][r] of F(2x2, 3x3) as an expression (i in 0..1, r
 // in 0..3): [1 1 1 0; 0 1 -1 -1].
@@ -275,13 +285,10 @@ func (p *wgPlan) wgTile(d, w *te.Tensor, cols int64) te.TensorIntrin {
 			}
 		}
 		ldv := ctx.Out.Shape[len(ctx.Out.Shape)-1]
-		ok, err := newWgOutputKernel(p.isa, mr, rows, p.tw, p.owp, p.g.ow, ldv)
-		if err != nil {
-			return nil, err
-		}
 		n0, oc0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
 		tile0 := tir.Mul(tir.FloorDiv(j0, tir.Idx(2*p.owp)), tir.Idx(p.tw))
-		m := tir.NewBuffer(ctx.Out.Name+"_m", ir.Float32, ir.Shape{op.WinogradTile, mr, n}, tir.ScopeLocal)
+		m := tir.NewBuffer(ctx.Out.Name+"_m", ir.Float32, ir.Shape{4, mr, n}, tir.ScopeLocal)
+		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
 		var calls []tir.Stmt
 		for xi := int64(0); xi < op.WinogradTile; xi++ {
 			dl, err := ctx.Load(d, n0, tir.Idx(xi), tir.Idx(0), tile0)
@@ -292,16 +299,22 @@ func (p *wgPlan) wgTile(d, w *te.Tensor, cols int64) te.TensorIntrin {
 			if err != nil {
 				return nil, err
 			}
-			ml := tir.NewLoad(m, tir.Idx(xi), tir.Idx(0), tir.Idx(0))
+			ml := tir.NewLoad(m, tir.Idx(xi%4), tir.Idx(0), tir.Idx(0))
 			var call tir.Stmt = tir.Eval(tir.CallKernel(k, tir.AddressOf(ml), tir.AddressOf(dl), tir.AddressOf(wl)))
 			if tk != nil {
 				last := tir.Eval(tir.CallKernel(tk, tir.AddressOf(ml), tir.AddressOf(dl), tir.AddressOf(wl)))
 				call = tir.NewIf(tir.LE(tir.Add(oc0, tir.Idx(mr)), tir.Idx(ocb*b)), call, last)
 			}
 			calls = append(calls, call)
+			if xi%4 == 3 {
+				// Row xi/4 of every tile's products: its output pass.
+				ok, err := newWgOutputKernel(p.isa, int(xi/4), mr, rows, p.tw, p.owp, p.g.ow, ldv)
+				if err != nil {
+					return nil, err
+				}
+				calls = append(calls, tir.Eval(tir.CallKernel(ok, tir.AddressOf(vl), tir.AddressOf(tir.NewLoad(m, tir.Idx(0), tir.Idx(0), tir.Idx(0))))))
+			}
 		}
-		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
-		calls = append(calls, tir.Eval(tir.CallKernel(ok, tir.AddressOf(vl), tir.AddressOf(tir.NewLoad(m, tir.Idx(0), tir.Idx(0), tir.Idx(0))))))
 		return &tir.Allocate{Buffer: m, Body: tir.Seq(calls...)}, nil
 	}
 }

@@ -111,25 +111,35 @@ func (k *wgInputKernel) Eval(args []tir.KernelArg) error {
 	return nil
 }
 
-// wgOutputKernel writes, for mr channels and ceil(rows/2) x tw tiles,
-// A^T m A of the 16 transformed products m[xi*xs + ch*cs + tile] into
-// the rows rows of a V tile: v[ch*ldv + (2*tr + i)*owp + 2*tc + j] for
-// rows below rows and columns below ow (the columns past the output are
-// never read).
+// wgOutputKernel is one of the output transform's four passes: pass r
+// reads row r of the 4x4 transformed products of mr channels and
+// ceil(rows/2) x tw tiles, m[c*xs + ch*cs + tile] (c < 4), forms the
+// row's column sums s[j] = (A m_r^T)[j] (s0 = m0 + m1 + m2, s1 = m1 - m2
+// - m3) and adds A^T[i][r] * s[j] to output (2*tr + i, 2*tc + j) of a V
+// tile, v[ch*ldv + (2*tr + i)*owp + 2*tc + j], for rows below rows and
+// columns below ow (the columns past the output are never read). Pass 0
+// writes the tiles' first rows, pass 1 their second rows: A^T = [1 1 1
+// 0; 0 1 -1 -1], so y0 = (s_0 + s_1) + s_2 and y1 = (s_1 - s_2) - s_3,
+// as the direct A^T M A. Four passes hold four of the sixteen products
+// at a time (in 16 KiB for 16 channels and 64 tiles).
 type wgOutputKernel struct {
 	kernelBase
-	mr, rows, r2, tw, owp, ow, ldv, xs, cs int64
+	r                                  int
+	mr, rows, r2, tw, owp, ow, ldv, xs int64
 }
 
-func newWgOutputKernel(isa vecISA, mr, rows, tw, owp, ow, ldv int64) (*wgOutputKernel, error) {
-	if mr <= 0 || rows <= 0 || tw <= 0 || owp < 2*tw || ow > 2*tw || ow < 2*tw-1 || ldv < (rows-1)*owp+ow {
-		return nil, fmt.Errorf("winograd output transform: bad sizes mr=%d rows=%d tw=%d owp=%d ow=%d ldv=%d", mr, rows, tw, owp, ow, ldv)
+// wgTerms are, per pass r, the outputs' updates: for i = 0, 1 the
+// operation on y_i ('=' write, '+' add, '-' subtract, 0 none).
+var wgTerms = [4][2]byte{{'=', 0}, {'+', '='}, {'+', '-'}, {0, '-'}}
+
+func newWgOutputKernel(isa vecISA, r int, mr, rows, tw, owp, ow, ldv int64) (*wgOutputKernel, error) {
+	if r < 0 || r > 3 || mr <= 0 || rows <= 0 || tw <= 0 || owp < 2*tw || ow > 2*tw || ow < 2*tw-1 || ldv < (rows-1)*owp+ow {
+		return nil, fmt.Errorf("winograd output transform: bad sizes r=%d mr=%d rows=%d tw=%d owp=%d ow=%d ldv=%d", r, mr, rows, tw, owp, ow, ldv)
 	}
-	k := &wgOutputKernel{kernelBase: kernelBase{isa: isa}, mr: mr, rows: rows, r2: ceilDiv(rows, 2), tw: tw, owp: owp, ow: ow, ldv: ldv}
-	k.cs = k.r2 * tw
-	k.xs = mr * k.cs
+	k := &wgOutputKernel{kernelBase: kernelBase{isa: isa}, r: r, mr: mr, rows: rows, r2: ceilDiv(rows, 2), tw: tw, owp: owp, ow: ow, ldv: ldv}
+	k.xs = mr * k.r2 * tw
 	k.vSpan = (mr-1)*ldv + (rows-1)*owp + ow
-	k.xSpan = 16 * k.xs
+	k.xSpan = 4 * k.xs
 	if k.vSpan > math.MaxInt32 || k.xSpan > math.MaxInt32 {
 		return nil, fmt.Errorf("winograd output transform: operands exceed 2^31 elements")
 	}
@@ -142,20 +152,17 @@ func newWgOutputKernel(isa vecISA, mr, rows, tw, owp, ow, ldv int64) (*wgOutputK
 func (k *wgOutputKernel) source(sym string) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p("/* winograd F(2x2,3x3) output transform: %d channels x %d rows x %d tiles, %d of %d columns */\n", k.mr, k.rows, k.tw, k.ow, k.owp)
+	p("/* winograd F(2x2,3x3) output transform, pass %d: %d channels x %d rows x %d tiles, %d of %d columns */\n", k.r, k.mr, k.rows, k.tw, k.ow, k.owp)
 	p("%sstatic void %s(float* restrict v, const float* restrict m) {\n", noInline, sym)
 	p("  for (int32_t ch = 0; ch < %d; ++ch) {\n", k.mr)
 	// Whole tile rows, then (an odd row count) the last one's first row.
 	rowLoop := func(from, to int64, second bool) {
-		if from >= to {
+		if from >= to || (!second && wgTerms[k.r][0] == 0) {
 			return
 		}
 		p("    for (int32_t tr = %d; tr < %d; ++tr) {\n", from, to)
-		p("      const float* mp = m + (ptrdiff_t)ch * %d + (ptrdiff_t)tr * %d;\n", k.cs, k.tw)
+		p("      const float* mp = m + (ptrdiff_t)ch * %d + (ptrdiff_t)tr * %d;\n", k.r2*k.tw, k.tw)
 		p("      float* v0 = v + (ptrdiff_t)ch * %d + (ptrdiff_t)tr * %d;\n", k.ldv, 2*k.owp)
-		if second {
-			p("      float* v1 = v0 + %d;\n", k.owp)
-		}
 		k.columns(p, second)
 		p("    }\n")
 	}
@@ -166,36 +173,36 @@ func (k *wgOutputKernel) source(sym string) string {
 }
 
 // columns writes the loops over a tile row's tiles: whole tiles, then
-// (odd widths) the last tile's first column; second: the tile's second
-// output row too.
+// (odd widths) the last tile's first column; second: the tiles' second
+// output row exists.
 func (k *wgOutputKernel) columns(p func(string, ...any), second bool) {
+	terms := wgTerms[k.r]
 	loop := func(from, to string, both bool) {
 		p("      for (int32_t t = %s; t < %s; ++t) {\n", from, to)
-		// The first output column reads no fourth column of m, the
-		// first output row no fourth row.
-		for xi := 0; xi < 16; xi++ {
-			if (both || xi%4 != 3) && (second || xi/4 != 3) {
-				p("        const float m%d%d = mp[%d + t];\n", xi/4, xi%4, int64(xi)*k.xs)
+		for c := 0; c < 4; c++ {
+			if both || c != 3 {
+				p("        const float m%d = mp[%d + t];\n", c, int64(c)*k.xs)
 			}
 		}
-		rowsUsed := 3 // m's rows the first output row reads
-		if second {
-			rowsUsed = 4
-		}
-		for r := 0; r < rowsUsed; r++ {
-			p("        const float s%d0 = m%d0 + m%d1 + m%d2;\n", r, r, r, r)
-			if both {
-				p("        const float s%d1 = m%d1 - m%d2 - m%d3;\n", r, r, r, r)
-			}
-		}
-		p("        v0[2 * t] = s00 + s10 + s20;\n")
+		p("        const float s0 = m0 + m1 + m2;\n")
 		if both {
-			p("        v0[2 * t + 1] = s01 + s11 + s21;\n")
+			p("        const float s1 = m1 - m2 - m3;\n")
 		}
-		if second {
-			p("        v1[2 * t] = s10 - s20 - s30;\n")
-			if both {
-				p("        v1[2 * t + 1] = s11 - s21 - s31;\n")
+		for i, op := range terms {
+			if op == 0 || (i == 1 && !second) {
+				continue
+			}
+			row := fmt.Sprintf("v0[%d + 2 * t", int64(i)*k.owp)
+			for j := 0; j < 2; j++ {
+				if j == 1 && !both {
+					continue
+				}
+				dst := fmt.Sprintf("%s + %d]", row, j)
+				if op == '=' {
+					p("        %s = s%d;\n", dst, j)
+				} else {
+					p("        %s = %s %c s%d;\n", dst, dst, op, j)
+				}
 			}
 		}
 		p("      }\n")
@@ -223,23 +230,28 @@ func (k *wgOutputKernel) Eval(args []tir.KernelArg) error {
 	for ch := int64(0); ch < k.mr; ch++ {
 		for tr := int64(0); tr < k.r2; tr++ {
 			for t := int64(0); t < k.tw; t++ {
-				var m [4][4]float64
-				for xi := int64(0); xi < 16; xi++ {
-					m[xi/4][xi%4] = mm.Float(moff + xi*k.xs + ch*k.cs + tr*k.tw + t)
+				var m [4]float64
+				for c := int64(0); c < 4; c++ {
+					m[c] = mm.Float(moff + c*k.xs + ch*k.r2*k.tw + tr*k.tw + t)
 				}
-				var s [4][2]float64
-				for r := 0; r < 4; r++ {
-					s[r][0] = f(f(m[r][0]+m[r][1]) + m[r][2])
-					s[r][1] = f(f(m[r][1]-m[r][2]) - m[r][3])
-				}
-				base := voff + ch*k.ldv + 2*tr*k.owp + 2*t
-				for j := int64(0); j < 2; j++ {
-					if 2*t+j >= k.ow {
+				s := [2]float64{f(f(m[0]+m[1]) + m[2]), f(f(m[1]-m[2]) - m[3])}
+				for i, op := range wgTerms[k.r] {
+					if op == 0 || 2*tr+int64(i) >= k.rows {
 						continue
 					}
-					vm.SetFloat(base+j, f(f(s[0][j]+s[1][j])+s[2][j]))
-					if 2*tr+1 < k.rows {
-						vm.SetFloat(base+k.owp+j, f(f(s[1][j]-s[2][j])-s[3][j]))
+					for j := int64(0); j < 2; j++ {
+						if 2*t+j >= k.ow {
+							continue
+						}
+						at := voff + ch*k.ldv + (2*tr+int64(i))*k.owp + 2*t + j
+						switch op {
+						case '=':
+							vm.SetFloat(at, s[j])
+						case '+':
+							vm.SetFloat(at, f(vm.Float(at)+s[j]))
+						case '-':
+							vm.SetFloat(at, f(vm.Float(at)-s[j]))
+						}
 					}
 				}
 			}
