@@ -117,11 +117,6 @@ func computeConvPackedGeneric(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, 
 	return []*te.Tensor{nnCastStage(out, ot.DType, nnName(c))}, nil
 }
 
-// parallelRows is the least number of (batch, channel tile) iterations
-// the packed convolution runs in parallel; below it the output rows are
-// the parallel loop.
-const parallelRows = 4
-
 // targetHasFMA reports whether C code for t may use fused multiply-add:
 // its resolved processor (-mcpu, -mattr) has vector FMA. Without it (the
 // portable default) fmaf would be a library call.

@@ -126,7 +126,10 @@ func planWinograd(c *strategy.Call, xShape, wShape ir.Shape) (*wgPlan, error) {
 			}
 		}
 	}
-	cp.rowsOuter = g.oh > cp.rows && int64(cp.mr) < oc
+	// Rows outside: each row tile's D stays in L2 for every channel
+	// tile, and with one channel tile the row tiles are the parallel
+	// loop.
+	cp.rowsOuter = g.oh > cp.rows
 	return p, nil
 }
 
