@@ -25,16 +25,22 @@ import (
 var Conv2DPacked = declare(&Op{
 	Name:    "nn.contrib_conv2d_packed",
 	NumArgs: 2,
-	Attrs: []AttrSpec{
-		{Name: "strides", Kind: ir.AttrInts, Default: ones(2)},
-		{Name: "padding", Kind: ir.AttrInts, Default: make([]int64, 4)},
-		{Name: "dilation", Kind: ir.AttrInts, Default: ones(2)},
-		{Name: "channels", Kind: ir.AttrInt, Default: int64(0)},
-	},
+	Attrs: append(conv2DWindowAttrs(),
+		AttrSpec{Name: "channels", Kind: ir.AttrInt, Default: int64(0)}),
 	Pattern: OutEWiseFusable,
 	Rel:     conv2DPackedRel,
 	Doc:     "2-D convolution (NCHW data, weight packed as [OC/B, I, H, W, B])",
 })
+
+// conv2DWindowAttrs are the window attributes of the layout-altered 2-D
+// convolutions: nn.conv2d's strides, padding and dilation, without groups.
+func conv2DWindowAttrs() []AttrSpec {
+	return []AttrSpec{
+		{Name: "strides", Kind: ir.AttrInts, Default: ones(2)},
+		{Name: "padding", Kind: ir.AttrInts, Default: make([]int64, 4)},
+		{Name: "dilation", Kind: ir.AttrInts, Default: ones(2)},
+	}
+}
 
 func conv2DPackedRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 	ts, err := Tensors(args)

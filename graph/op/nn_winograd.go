@@ -34,11 +34,7 @@ const WinogradTile = 16
 var Conv2DWinograd = declare(&Op{
 	Name:    "nn.contrib_conv2d_winograd",
 	NumArgs: 2,
-	Attrs: []AttrSpec{
-		{Name: "strides", Kind: ir.AttrInts, Default: ones(2)},
-		{Name: "padding", Kind: ir.AttrInts, Default: make([]int64, 4)},
-		{Name: "dilation", Kind: ir.AttrInts, Default: ones(2)},
-	},
+	Attrs:   conv2DWindowAttrs(),
 	Pattern: OutEWiseFusable,
 	Rel:     conv2DWinogradRel,
 	Doc:     "3x3 stride-1 2-D convolution, F(2x2, 3x3) Winograd (NCHW data, weight transformed as [16, OC/B, I, B])",
