@@ -286,24 +286,44 @@ func (p *convPlan) chooseRows() {
 // chosen from 1024 multiply-adds per output, 512 on maps of at most
 // bcastSmallMap outputs, in one pass.
 func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
-	lanes := int64(p.isa.lanes)
-	if p.isa.bcastSteps == 0 || block%lanes != 0 {
-		return
-	}
-	steps := p.isa.bcastSteps
-	if p.g.oh*p.g.ow <= bcastSmallMap {
-		steps = p.isa.bcastSmallSteps
-	}
-	if ic*int64(len(p.koff)) < steps {
-		return
-	}
-	if mv, nc, tail := p.isa.bcastTile(oc, block); mv > 1 && int64(mv*p.isa.lanes) <= p.outC {
-		p.bmv, p.bnc, p.tail, p.mr = mv, nc, tail, mv*p.isa.lanes
-		if p.isa.bcastOnePass {
-			p.kc = ic
-		}
+	if t, ok := p.isa.broadcastFor(oc, p.outC, ic*int64(len(p.koff)), block, p.g.oh*p.g.ow, ic); ok {
+		p.bmv, p.bnc, p.tail, p.kc, p.mr = t.mv, t.nc, t.tail, t.kc, t.mv*p.isa.lanes
 		p.chooseRows()
 	}
+}
+
+// bcastChoice is the broadcast kernel's register tile, last channel
+// tile and input channels per pass (0: bcastChunk's) as broadcastFor
+// chooses them.
+type bcastChoice struct {
+	mv, nc, tail int
+	kc           int64
+}
+
+// broadcastFor decides whether a convolution takes the broadcast kernel
+// (chooseBroadcast's rule): oc weight channels (outC of them outputs) in
+// blocks of block, steps multiply-adds per output, outputs outputs per
+// channel, ic input channels.
+func (v vecISA) broadcastFor(oc, outC, steps, block, outputs, ic int64) (bcastChoice, bool) {
+	if v.bcastSteps == 0 || block%int64(v.lanes) != 0 {
+		return bcastChoice{}, false
+	}
+	least := v.bcastSteps
+	if outputs <= bcastSmallMap {
+		least = v.bcastSmallSteps
+	}
+	if steps < least {
+		return bcastChoice{}, false
+	}
+	mv, nc, tail := v.bcastTile(oc, block)
+	if mv <= 1 || int64(mv*v.lanes) > outC {
+		return bcastChoice{}, false
+	}
+	t := bcastChoice{mv: mv, nc: nc, tail: tail}
+	if v.bcastOnePass {
+		t.kc = ic
+	}
+	return t, true
 }
 
 // bcastTile is the broadcast kernel's register tile (channel vectors x
@@ -559,14 +579,21 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 			return nil, err
 		}
 		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
-		call := tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(xl), tir.AddressOf(wl)))
-		if tk == nil {
-			return call, nil
-		}
-		oc := w.Shape[0] * w.Shape[4]
-		last := tir.Eval(tir.CallKernel(tk, tir.AddressOf(vl), tir.AddressOf(xl), tir.AddressOf(wl)))
-		return tir.NewIf(tir.LE(tir.Add(oc0, tir.Idx(int64(p.mr))), tir.Idx(oc)), call, last), nil
+		return tileCall(k, tk, oc0, int64(p.mr), w.Shape[0]*w.Shape[4], vl, xl, wl), nil
 	}
+}
+
+// tileCall is a channel tile's micro-kernel call k(&v, &x, &w) for the
+// tile of mr channels at oc0, or, with a last tile's kernel tk, the call
+// of k or of tk by whether the tile's channels end within oc.
+func tileCall(k, tk tir.Kernel, oc0 tir.PrimExpr, mr, oc int64, v, x, w *tir.BufferLoad) tir.Stmt {
+	call := func(k tir.Kernel) tir.Stmt {
+		return tir.Eval(tir.CallKernel(k, tir.AddressOf(v), tir.AddressOf(x), tir.AddressOf(w)))
+	}
+	if tk == nil {
+		return call(k)
+	}
+	return tir.NewIf(tir.LE(tir.Add(oc0, tir.Idx(mr)), tir.Idx(oc)), call(k), call(tk))
 }
 
 func scheduleConvPackedCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {

@@ -38,19 +38,11 @@ import (
 
 // wgPlan is the layout and tiling of one Winograd convolution.
 type wgPlan struct {
-	*convPlan       // rows (R), mr, the V row (wq = OWp) and loop order for scheduleTiles
-	th, tw    int64 // tiles
-	owp       int64 // V's row length, 2*TW
-	r2        int64 // tile rows per V tile (R/2)
-	gemm      wgGemm
-}
-
-// wgGemm is the micro-kernel of stage 2's products: the broadcast kernel
-// (bmv > 0, as chooseBroadcast picks it for a 1x1 convolution of IC
-// channels) or the columns kernel.
-type wgGemm struct {
-	bmv, bnc, tail int
-	kc             int64
+	*convPlan             // rows (R), mr, the V row (wq = OWp) and loop order for scheduleTiles
+	th, tw    int64       // tiles
+	owp       int64       // V's row length, 2*TW
+	r2        int64       // tile rows per V tile (R/2)
+	gemm      bcastChoice // the products' kernel (mv 0: the columns kernel)
 }
 
 // wgScratchBytes bounds stage 2's local buffer M (one row of the 4x4
@@ -83,16 +75,8 @@ func planWinograd(c *strategy.Call, xShape, wShape ir.Shape) (*wgPlan, error) {
 	cp.mr = cp.isa.columnsMR(block, oc)
 	// The products are 1x1 convolutions of IC channels on R2*TW columns:
 	// the broadcast kernel where chooseBroadcast would take it for one.
-	steps := cp.isa.bcastSteps
-	if p.tw <= bcastSmallMap {
-		steps = cp.isa.bcastSmallSteps
-	}
-	if mv, nc, tail := cp.isa.bcastTile(oc, block); mv > 1 && int64(mv*cp.isa.lanes) <= oc && steps > 0 && ic >= steps && block%int64(cp.isa.lanes) == 0 {
-		p.gemm = wgGemm{bmv: mv, bnc: nc, tail: tail}
-		cp.mr = mv * cp.isa.lanes
-		if cp.isa.bcastOnePass {
-			p.gemm.kc = ic
-		}
+	if t, ok := cp.isa.broadcastFor(oc, oc, ic, block, p.tw, ic); ok {
+		p.gemm, cp.mr = t, t.mv*cp.isa.lanes
 	}
 	// V's rows are OWp apart (the columns kernel's layout, bmv 0 in the
 	// plan), its tile (R-1)*OWp + OW columns.
@@ -110,7 +94,7 @@ func planWinograd(c *strategy.Call, xShape, wShape ir.Shape) (*wgPlan, error) {
 	if !fits(1, min(2, g.oh)) {
 		// Too wide for the broadcast kernel's channels: the columns
 		// kernel's (at most 8; wgFits).
-		p.gemm, cp.mr = wgGemm{}, cp.isa.columnsMR(block, oc)
+		p.gemm, cp.mr = bcastChoice{}, cp.isa.columnsMR(block, oc)
 	}
 	if !fits(1, min(2, g.oh)) {
 		return nil, fmt.Errorf("%s: a row of %d tiles does not fit the %d-byte scratch", c.Op.Name, p.tw, wgScratchBytes)
@@ -271,13 +255,13 @@ func (p *wgPlan) wgTile(d, w *te.Tensor, cols int64) te.TensorIntrin {
 		ic, t, b := w.Shape[2], p.th*p.tw, w.Shape[3]
 		ocb := w.Shape[1]
 		gemm := func(mv, nc int) (tir.Kernel, error) {
-			if p.gemm.bmv == 0 {
+			if p.gemm.mv == 0 {
 				return newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: []int64{0}, ics: t, ws: b, wm: 1, ldv: n, j: n})
 			}
 			return newBcastKernel(p.isa, bcastSpec{mv: mv, nc: nc, ic: ic, koff: []int64{0}, ics: t, b: b, bs: ic * b,
 				ldv: n, kc: p.gemm.kc, rows: 1, ow: n, wq: n})
 		}
-		k, err := gemm(p.gemm.bmv, p.gemm.bnc)
+		k, err := gemm(p.gemm.mv, p.gemm.nc)
 		if err != nil {
 			return nil, err
 		}
@@ -303,12 +287,7 @@ func (p *wgPlan) wgTile(d, w *te.Tensor, cols int64) te.TensorIntrin {
 				return nil, err
 			}
 			ml := tir.NewLoad(m, tir.Idx(xi%4), tir.Idx(0), tir.Idx(0))
-			var call tir.Stmt = tir.Eval(tir.CallKernel(k, tir.AddressOf(ml), tir.AddressOf(dl), tir.AddressOf(wl)))
-			if tk != nil {
-				last := tir.Eval(tir.CallKernel(tk, tir.AddressOf(ml), tir.AddressOf(dl), tir.AddressOf(wl)))
-				call = tir.NewIf(tir.LE(tir.Add(oc0, tir.Idx(mr)), tir.Idx(ocb*b)), call, last)
-			}
-			calls = append(calls, call)
+			calls = append(calls, tileCall(k, tk, oc0, mr, ocb*b, ml, dl, wl))
 			if xi%4 == 3 {
 				// Row xi/4 of every tile's products: its output pass.
 				ok, err := newWgOutputKernel(p.isa, int(xi/4), mr, rows, p.tw, p.owp, p.g.ow, ldv)
