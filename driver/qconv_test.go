@@ -67,12 +67,26 @@ func TestQConv2DDifferential(t *testing.T) {
 			ir.Attrs{"out_zero_point": int64(0), "out_max": int64(200), "out_dtype": ir.Uint8}},
 		{"requantized generic", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 5}, ir.Shape{8, 2, 3, 3}, ir.Attrs{"groups": int64(4), "padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(3)}, false,
 			ir.Attrs{"out_zero_point": int64(0), "out_dtype": ir.Uint8}},
+		// The direct form (AVX2, AVX-VNNI; stride 1): rows of eight-pixel
+		// tiles on maps where they leave fewer idle lanes (7x7, 5 rows of
+		// 8), channels not a multiple of four and output channels not of
+		// eight; 1x1 convolutions over the flat plane; asymmetric
+		// padding; dilation.
+		{"direct 3x3 on 7x7", ir.Uint8, ir.Int8, ir.Shape{1, 10, 7, 7}, ir.Shape{11, 10, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(77)}, true, nil},
+		{"direct 1x1 flat requantized", ir.Uint8, ir.Int8, ir.Shape{2, 6, 7, 7}, ir.Shape{9, 6, 1, 1}, ir.Attrs{"input_zero_point": int64(200)}, true,
+			ir.Attrs{"out_zero_point": int64(5), "out_dtype": ir.Uint8}},
+		{"direct asymmetric padding int8 data", ir.Int8, ir.Int8, ir.Shape{1, 5, 7, 7}, ir.Shape{17, 5, 3, 3}, ir.Attrs{"padding": []int64{1, 2, 1, 0}, "input_zero_point": int64(-3)}, true, nil},
+		{"direct dilation 2", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 8}, ir.Shape{8, 8, 3, 3}, ir.Attrs{"dilation": []int64{2, 2}, "padding": []int64{2, 2, 2, 2}, "input_zero_point": int64(1)}, true, nil},
 		// 7-bit weights (kernel_pair_bound 128): AVX2 multiplies with
 		// vpmaddubsw, at the end of its range (data 255 against pairs of
 		// 64 + 64 and -64 - 64).
 		{"7-bit weight 3x3", ir.Uint8, ir.Int8, ir.Shape{1, 10, 9, 7}, ir.Shape{13, 10, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(0)}, true, nil},
 		{"7-bit weight int8 data requantized", ir.Int8, ir.Int8, ir.Shape{1, 6, 24, 25}, ir.Shape{5, 6, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(-128)}, true,
 			ir.Attrs{"out_zero_point": int64(3), "out_dtype": ir.Int8}},
+		{"7-bit weight direct requantized int8 out", ir.Uint8, ir.Int8, ir.Shape{1, 9, 7, 7}, ir.Shape{19, 9, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(12)}, true,
+			ir.Attrs{"out_zero_point": int64(-4), "out_dtype": ir.Int8}},
+		{"7-bit weight direct 3x1 requantized", ir.Int8, ir.Int8, ir.Shape{1, 13, 9, 11}, ir.Shape{10, 13, 3, 1}, ir.Attrs{"padding": []int64{1, 0, 1, 0}, "input_zero_point": int64(-100)}, true,
+			ir.Attrs{"out_zero_point": int64(7), "out_dtype": ir.Uint8}},
 	}
 	// AVX-512 VNNI, AVX-VNNI, AVX2 (vpmaddwd) and plain C.
 	hosts := []string{"c", "c -mattr=-avx512f", "c -mattr=-avx512f,-avxvnni", "c -mcpu=x86-64"}
@@ -174,6 +188,10 @@ func TestQConv2DDifferential(t *testing.T) {
 					t.Error("the AVX2 kernel of a large map does not read the widened weight")
 				} else if tc.fast && !dw && (avx2 && w7) != strings.Contains(src, "_mm256_maddubs_epi16") {
 					t.Errorf("features %v, 7-bit weight %v, but vpmaddubsw used: %v", feats, w7, strings.Contains(src, "_mm256_maddubs_epi16"))
+				}
+				isaAVX2 := strings.Contains(fs, "avx2") && !strings.Contains(fs, "avx512vnni")
+				if direct := strings.Contains(src, "PLANE = "); strings.Contains(tc.name, "direct") && direct != isaAVX2 {
+					t.Errorf("features %v, but the direct form used: %v", feats, direct)
 				}
 				if rows := strings.Contains(src, "__builtin_convertvector"); dw && tc.fast && rows != (tc.ws[2]*tc.ws[3] <= 64) {
 					t.Errorf("depthwise row form used: %v, want it for up to 64 taps", rows)

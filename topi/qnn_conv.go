@@ -122,12 +122,17 @@ func newQConvParams(c *strategy.Call, x, w *te.Tensor) (qconvParams, error) {
 	if err != nil {
 		return qconvParams{}, fmt.Errorf("%s: %v", c.Op.Name, err)
 	}
-	isa, bound := qconvISAFor(c.Target.Processor().Features), c.Attrs.Int("kernel_pair_bound")
+	proc := c.Target.Processor()
+	isa, bound := qconvISAFor(proc.Features), c.Attrs.Int("kernel_pair_bound")
+	l1 := proc.L1D
+	if l1 <= 0 {
+		l1 = 32 << 10
+	}
 	return qconvParams{
 		c: x.Shape[1], h: x.Shape[2], w: x.Shape[3], oc: ot.Shape[1], oh: ot.Shape[2], ow: ot.Shape[3],
 		kh: w.Shape[2], kw: w.Shape[3], sh: strides[0], sw: strides[1], ph: pb[0], pw: pb[1], dh: dil[0], dw: dil[1],
 		izp: c.Attrs.Int("input_zero_point"), signed: x.DType == ir.Int8, isa: isa,
-		maddubs: isa == qconvAVX2 && bound > 0 && bound <= 128,
+		maddubs: isa == qconvAVX2 && bound > 0 && bound <= 128, l1: l1,
 	}, nil
 }
 
@@ -152,14 +157,25 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 	})
 	n := x.Shape[0]
 	// The input, channels in fours: X4[n, c/4, y, x, c%4] as uint8 (int8
-	// data plus 128), channels beyond C zero.
-	pk := newQConvPackKernel(p)
-	x4 := te.Extern("qconv_nc4hw4", []ir.Shape{{n, c4, p.h, p.w, 4}}, []ir.DType{ir.Uint8}, []*te.Tensor{x}, func(ins, outs []*tir.Buffer) tir.Stmt {
+	// data plus 128), channels beyond C zero; for the direct form, each
+	// image's padded planes and slack as bytes.
+	pk := newQConvPackKernel(p, k.dir)
+	x4Shape := ir.Shape{n, c4, p.h, p.w, 4}
+	if k.dir != nil {
+		x4Shape = ir.Shape{n, k.dir.imageBytes(c4)}
+	}
+	// x4At is the address of image iv's layout.
+	x4At := func(b *tir.Buffer, iv tir.PrimExpr) tir.PrimExpr {
+		idx := zeros(len(x4Shape))
+		idx[0] = iv
+		return tir.AddressOf(tir.NewLoad(b, idx...))
+	}
+	x4 := te.Extern("qconv_nc4hw4", []ir.Shape{x4Shape}, []ir.DType{ir.Uint8}, []*te.Tensor{x}, func(ins, outs []*tir.Buffer) tir.Stmt {
 		iv, cv := tir.NewVar("n", tir.Int32T), tir.NewVar("c4", tir.Int32T)
 		zero := tir.Idx(0)
 		call := tir.CallKernel(pk,
 			tir.AddressOf(tir.NewLoad(ins[0], iv, zero, zero, zero)),
-			tir.AddressOf(tir.NewLoad(outs[0], iv, zero, zero, zero, zero)),
+			x4At(outs[0], iv),
 			cv)
 		kind := tir.Parallel
 		if c4 < 2 {
@@ -179,7 +195,7 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 		iv, tv := tir.NewVar("n", tir.Int32T), tir.NewVar("tile", tir.Int32T)
 		zero := tir.Idx(0)
 		args := []tir.PrimExpr{
-			tir.AddressOf(tir.NewLoad(ins[0], iv, zero, zero, zero, zero)),
+			x4At(ins[0], iv),
 			tir.AddressOf(tir.NewLoad(ins[1], zeros(len(ins[1].Shape))...)),
 			tir.AddressOf(tir.NewLoad(ins[2], zero)),
 		}

@@ -20,6 +20,9 @@ type qconvParams struct {
 	// the weight's kernel_pair_bound is at most 128 (255 * 128 fits a
 	// 16-bit pair sum), instead of widening to 16 bits for vpmaddwd.
 	maddubs bool
+	// l1 is the processor's L1 data cache per core in bytes (32 KiB
+	// when the target does not say): qconvDirectFor's bound.
+	l1 int64
 }
 
 // signedLayout reports whether the kernel's input layout holds int8
@@ -50,14 +53,20 @@ func (p qconvParams) izpWord() uint32 { return uint32(uint8(int8(p.izpu()))) * 0
 
 // qconvPackKernel lays out one image's group of four input channels
 // interleaved: x4[y, x, i] = x[4*c4 + i, y, x] (plus 128 for int8 data),
-// 0 for channels beyond C.
+// 0 for channels beyond C; for the direct form (dir), in the padded
+// plane (qconvDirect.packSource).
 type qconvPackKernel struct {
 	p           qconvParams
+	dir         *qconvDirect
 	symbol, src string
 }
 
-func newQConvPackKernel(p qconvParams) *qconvPackKernel {
-	k := &qconvPackKernel{p: p}
+func newQConvPackKernel(p qconvParams, dir *qconvDirect) *qconvPackKernel {
+	k := &qconvPackKernel{p: p, dir: dir}
+	if dir != nil {
+		k.symbol, k.src = kernelSymbol("kiln_qconv_pack_", dir.packSource(p))
+		return k
+	}
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	xt := "uint8_t"
@@ -109,6 +118,31 @@ func (k *qconvPackKernel) Eval(args []tir.KernelArg) error {
 		return fmt.Errorf("qnn.conv2d pack kernel: data: %v", err)
 	}
 	c4 := args[2].Int
+	if d := k.dir; d != nil {
+		c4s := (p.c + 3) / 4
+		dm, do, err := args[1].Ptr(d.imageBytes(c4s))
+		if err != nil {
+			return fmt.Errorf("qnn.conv2d pack kernel: output: %v", err)
+		}
+		x := func(c, iy, ix int64) uint8 { return uint8(int64(xm.Float(xo + c*plane + iy*p.w + ix))) }
+		base := do + c4*d.planeWords()*4
+		for py := int64(0); py < d.hp; py++ {
+			for px := int64(0); px < d.wp; px++ {
+				for i := int64(0); i < 4; i++ {
+					dm.SetFloat(base+(py*d.wp+px)*4+i, float64(d.packByte(p, x, c4, py, px, i)))
+				}
+			}
+		}
+		for i := d.hp * d.wp * 4; i < d.planeWords()*4; i++ {
+			dm.SetFloat(base+i, 0)
+		}
+		if c4 == c4s-1 {
+			for i := int64(0); i < qconvDirectSlack*4; i++ {
+				dm.SetFloat(do+c4s*d.planeWords()*4+i, 0)
+			}
+		}
+		return nil
+	}
 	dm, do, err := args[1].Ptr((c4 + 1) * plane * 4)
 	if err != nil {
 		return fmt.Errorf("qnn.conv2d pack kernel: output: %v", err)
@@ -154,7 +188,11 @@ type qconvKernel struct {
 	// w16: the AVX2 kernel reads the weight widened to int16 by the
 	// caller (qconvW16) instead of widening each word in every tile, when
 	// enough tiles share the widening.
-	w16         bool
+	w16 bool
+	// dir: the direct form (qnn_conv_direct.go), which reads the padded
+	// input in place instead of copying each tile's taps; nil for the
+	// usual form.
+	dir         *qconvDirect
 	symbol, src string
 }
 
@@ -185,6 +223,9 @@ func newQConvKernel(p qconvParams, epi *qconvEpi) (*qconvKernel, error) {
 		k.np, k.mr = 16, 4
 	}
 	k.tiles = (p.oh*p.ow + k.np - 1) / k.np
+	if d := qconvDirectFor(p, k.np); d != nil {
+		k.dir, k.np, k.mr, k.tiles = d, d.np, 64/d.np, d.rows*d.tpr
+	}
 	k.w16 = p.isa == qconvAVX2 && !p.maddubs && k.tiles >= qconvW16MinTiles
 	if k.k4*4 > qconvMaxK || k.k4*k.np*4 > qconvMaxTile {
 		return nil, fmt.Errorf("qnn.conv2d kernel: reduction of %d does not fit", k.k4*4)
@@ -212,7 +253,6 @@ func (k *qconvKernel) source() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	pix := p.oh * p.ow
-	izpw := p.izpWord()
 	w("/* qnn.conv2d tile: %dx%dx%d input, %d channels of %dx%d (stride %dx%d, pad %dx%d, dilation %dx%d), %d pixels per tile. */\n",
 		p.c, p.h, p.w, p.oc, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, k.np)
 	wt := "int8_t"
@@ -229,48 +269,11 @@ func (k *qconvKernel) source() string {
 		w("static void KILN_SYMBOL(const uint8_t* restrict x4, const %s* restrict w, const int32_t* restrict wsum, int32_t* restrict out, int32_t t) {\n", wt)
 	}
 	w("  enum { K4 = %d, NP = %d, P = %d };\n", k.k4, k.np, pix)
-	w("  uint32_t xp[K4 * NP] __attribute__((aligned(64)));\n")
-	w("  const int32_t p0 = t * NP;\n")
-	w("  const int32_t np = P - p0 < NP ? P - p0 : NP;\n")
-	// Copy the taps: for each (c4, ky, kx), the tile's pixels row run by
-	// row run.
-	w("  for (int32_t c4 = 0; c4 < %d; ++c4)\n", k.c4)
-	w("  for (int32_t ky = 0; ky < %d; ++ky)\n", p.kh)
-	w("  for (int32_t kx = 0; kx < %d; ++kx) {\n", p.kw)
-	w("    uint32_t* restrict d = xp + ((c4 * %d + ky) * %d + kx) * NP;\n", p.kh, p.kw)
-	w("    const uint8_t* restrict s = x4 + (int64_t)c4 * %d;\n", p.h*p.w*4)
-	w("    int32_t j = 0;\n")
-	w("    while (j < np) {\n")
-	w("      const int32_t q = p0 + j, oy = q / %d, ox = q %% %d;\n", p.ow, p.ow)
-	w("      const int32_t run = %d - ox < np - j ? %d - ox : np - j;\n", p.ow, p.ow)
-	w("      const int32_t iy = oy * %d - %d + ky * %d;\n", p.sh, p.ph, p.dh)
-	w("      if ((uint32_t)iy >= %du) {\n        for (int32_t r = 0; r < run; ++r) d[j + r] = %du;\n        j += run;\n        continue;\n      }\n", p.h, izpw)
-	w("      const uint8_t* restrict row = s + (int64_t)iy * %d;\n", p.w*4)
-	w("      const int32_t ix0 = ox * %d - %d + kx * %d;\n", p.sw, p.pw, p.dw)
-	if p.sw == 1 {
-		// Contiguous: the in-bounds part is one copy.
-		w("      int32_t lo = ix0 < 0 ? -ix0 : 0;\n      if (lo > run) lo = run;\n")
-		w("      int32_t hi = %d - ix0;\n      if (hi > run) hi = run;\n      if (hi < lo) hi = lo;\n", p.w)
-		w("      for (int32_t r = 0; r < lo; ++r) d[j + r] = %du;\n", izpw)
-		// Word by word (four bytes each, inlined), which the C compiler
-		// turns into vector copies; a call to memcpy per run costs as
-		// much as the run.
-		w("      { const uint8_t* restrict src = row + (int64_t)(ix0 + lo) * 4; uint32_t* restrict dst = d + j + lo;\n")
-		w("        for (int32_t r = 0; r < hi - lo; ++r) { uint32_t v; memcpy(&v, src + r * 4, 4); dst[r] = v; } }\n")
-		w("      for (int32_t r = hi; r < run; ++r) d[j + r] = %du;\n", izpw)
+	if k.dir != nil {
+		k.dir.tileHeader(w, p)
 	} else {
-		// Strided: the in-bounds runs r in [lo, hi) (ix0 + r*SW in
-		// [0, W)) copied without a test per word.
-		w("      int32_t lo = ix0 < 0 ? (-ix0 + %d) / %d : 0;\n      if (lo > run) lo = run;\n", p.sw-1, p.sw)
-		w("      int32_t hi = %d - ix0 <= 0 ? 0 : (%d - ix0 + %d) / %d;\n      if (hi > run) hi = run;\n      if (hi < lo) hi = lo;\n", p.w, p.w, p.sw-1, p.sw)
-		w("      for (int32_t r = 0; r < lo; ++r) d[j + r] = %du;\n", izpw)
-		w("      { const uint8_t* restrict src = row + (int64_t)ix0 * 4; uint32_t* restrict dst = d + j;\n")
-		w("        for (int32_t r = lo; r < hi; ++r) { uint32_t v; memcpy(&v, src + (int64_t)r * %d, 4); dst[r] = v; } }\n", p.sw*4)
-		w("      for (int32_t r = hi; r < run; ++r) d[j + r] = %du;\n", izpw)
+		k.copyTaps(w)
 	}
-	w("      j += run;\n    }\n")
-	w("    for (; j < NP; ++j) d[j] = 0;\n")
-	w("  }\n")
 	if k.w16 {
 		w("#define KILN_QW2(o, k4, h) kiln_qw(w, (o), (k4), (h))\n")
 		// Channel i of (o, k4) in the widened weight (lanes 0, 2, 1, 3).
@@ -317,6 +320,55 @@ func (k *qconvKernel) source() string {
 	pre += k.epilogueHelpers()
 	pre = strings.ReplaceAll(pre, "kiln_qw(", "KILN_SYMBOL_w(")
 	return pre + strings.ReplaceAll(b.String(), "kiln_qw(", "KILN_SYMBOL_w(")
+}
+
+// copyTaps writes the usual form's tile header and copy: xp[k4][pixel],
+// the words each four-channel tap k4 reads for the tile's pixels.
+func (k *qconvKernel) copyTaps(w func(string, ...any)) {
+	p := k.p
+	izpw := p.izpWord()
+	w("  uint32_t xp[K4 * NP] __attribute__((aligned(64)));\n")
+	w("  const int32_t p0 = t * NP;\n")
+	w("  const int32_t np = P - p0 < NP ? P - p0 : NP;\n")
+	// Copy the taps: for each (c4, ky, kx), the tile's pixels row run by
+	// row run.
+	w("  for (int32_t c4 = 0; c4 < %d; ++c4)\n", k.c4)
+	w("  for (int32_t ky = 0; ky < %d; ++ky)\n", p.kh)
+	w("  for (int32_t kx = 0; kx < %d; ++kx) {\n", p.kw)
+	w("    uint32_t* restrict d = xp + ((c4 * %d + ky) * %d + kx) * NP;\n", p.kh, p.kw)
+	w("    const uint8_t* restrict s = x4 + (int64_t)c4 * %d;\n", p.h*p.w*4)
+	w("    int32_t j = 0;\n")
+	w("    while (j < np) {\n")
+	w("      const int32_t q = p0 + j, oy = q / %d, ox = q %% %d;\n", p.ow, p.ow)
+	w("      const int32_t run = %d - ox < np - j ? %d - ox : np - j;\n", p.ow, p.ow)
+	w("      const int32_t iy = oy * %d - %d + ky * %d;\n", p.sh, p.ph, p.dh)
+	w("      if ((uint32_t)iy >= %du) {\n        for (int32_t r = 0; r < run; ++r) d[j + r] = %du;\n        j += run;\n        continue;\n      }\n", p.h, izpw)
+	w("      const uint8_t* restrict row = s + (int64_t)iy * %d;\n", p.w*4)
+	w("      const int32_t ix0 = ox * %d - %d + kx * %d;\n", p.sw, p.pw, p.dw)
+	if p.sw == 1 {
+		// Contiguous: the in-bounds part is one copy.
+		w("      int32_t lo = ix0 < 0 ? -ix0 : 0;\n      if (lo > run) lo = run;\n")
+		w("      int32_t hi = %d - ix0;\n      if (hi > run) hi = run;\n      if (hi < lo) hi = lo;\n", p.w)
+		w("      for (int32_t r = 0; r < lo; ++r) d[j + r] = %du;\n", izpw)
+		// Word by word (four bytes each, inlined), which the C compiler
+		// turns into vector copies; a call to memcpy per run costs as
+		// much as the run.
+		w("      { const uint8_t* restrict src = row + (int64_t)(ix0 + lo) * 4; uint32_t* restrict dst = d + j + lo;\n")
+		w("        for (int32_t r = 0; r < hi - lo; ++r) { uint32_t v; memcpy(&v, src + r * 4, 4); dst[r] = v; } }\n")
+		w("      for (int32_t r = hi; r < run; ++r) d[j + r] = %du;\n", izpw)
+	} else {
+		// Strided: the in-bounds runs r in [lo, hi) (ix0 + r*SW in
+		// [0, W)) copied without a test per word.
+		w("      int32_t lo = ix0 < 0 ? (-ix0 + %d) / %d : 0;\n      if (lo > run) lo = run;\n", p.sw-1, p.sw)
+		w("      int32_t hi = %d - ix0 <= 0 ? 0 : (%d - ix0 + %d) / %d;\n      if (hi > run) hi = run;\n      if (hi < lo) hi = lo;\n", p.w, p.w, p.sw-1, p.sw)
+		w("      for (int32_t r = 0; r < lo; ++r) d[j + r] = %du;\n", izpw)
+		w("      { const uint8_t* restrict src = row + (int64_t)ix0 * 4; uint32_t* restrict dst = d + j;\n")
+		w("        for (int32_t r = lo; r < hi; ++r) { uint32_t v; memcpy(&v, src + (int64_t)r * %d, 4); dst[r] = v; } }\n", p.sw*4)
+		w("      for (int32_t r = hi; r < run; ++r) d[j + r] = %du;\n", izpw)
+	}
+	w("      j += run;\n    }\n")
+	w("    for (; j < NP; ++j) d[j] = 0;\n")
+	w("  }\n")
 }
 
 // epilogueHelpers defines the requantization: KILN_SYMBOL_rq (one value,
@@ -435,11 +487,10 @@ func (k *qconvKernel) mainScalar(w func(string, ...any)) {
 	if k.p.signedLayout() {
 		xt = "int8_t"
 	}
-	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
+	k.kLoop(w, "    ")
 	w("      const int32_t b0 = KILN_QB(o, k4, 0), b1 = KILN_QB(o, k4, 1), b2 = KILN_QB(o, k4, 2), b3 = KILN_QB(o, k4, 3);\n")
-	w("      const uint32_t* a = xp + k4 * NP;\n")
 	w("      for (int32_t j = 0; j < NP; ++j) {\n")
-	w("        %s aa[4];\n        memcpy(aa, a + j, 4);\n", xt)
+	w("        %s aa[4];\n        memcpy(aa, xk + j * 4, 4);\n", xt)
 	w("        acc[j] += (int32_t)aa[0] * b0 + (int32_t)aa[1] * b1 + (int32_t)aa[2] * b2 + (int32_t)aa[3] * b3;\n      }\n")
 	w("    }\n")
 	w("    const int32_t comp = %d * wsum[o];\n", k.p.izpu())
@@ -533,27 +584,78 @@ func (k *qconvKernel) dot256(acc, x, b string) string {
 }
 
 // mainAVX2 is the AVX-VNNI (or AVX2) block: 4 channels x 16 pixels in 8
-// ymm accumulators; a partial tile is stored through a buffer.
+// ymm accumulators (the direct form: 8 channels x 8 pixels); a partial
+// tile is stored through a buffer.
 func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	mr, izpu := k.mr, k.p.izpu()
+	// nv: the tile's vectors of eight pixels (two in the usual form, one
+	// in the direct form).
+	nv := k.np / 8
 	store := func(ind, acc, o string) {
 		if e := k.epi; e != nil {
-			// The sixteen requantized values (within the output type's
-			// range, so the saturating packs are exact) narrowed to
-			// bytes in pixel order: packs_epi32 interleaves the two
-			// vectors' halves, the permute puts them back in order.
+			// The requantized values (within the output type's range,
+			// so the saturating packs are exact) narrowed to bytes in
+			// pixel order: packs_epi32 interleaves the two vectors'
+			// halves, the permute puts them back in order.
 			pack := map[bool]string{true: "_mm_packs_epi16", false: "_mm_packus_epi16"}[e.signed]
 			w("%s{ const int32_t b = bias[%s], mm = %s;\n", ind, o, k.multExpr(o))
-			w("%s  const __m256i h = _mm256_permute4x64_epi64(_mm256_packs_epi32(KILN_SYMBOL_rq8(%s0, b, mm), KILN_SYMBOL_rq8(%s1, b, mm)), 0xD8);\n", ind, acc, acc)
-			w("%s  const __m128i q = %s(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));\n", ind, pack)
 			w("%s  void* d = (void*)(out + (int64_t)(%s) * P + p0);\n", ind, o)
-			w("%s  if (np == NP) _mm_storeu_si128((__m128i*)d, q);\n", ind)
+			if nv == 1 {
+				w("%s  const __m256i r = KILN_SYMBOL_rq8(%s0, b, mm);\n", ind, acc)
+				w("%s  const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));\n", ind)
+				w("%s  const __m128i q = %s(h, h);\n", ind, pack)
+				w("%s  if (np == NP) _mm_storel_epi64((__m128i*)d, q);\n", ind)
+			} else {
+				w("%s  const __m256i h = _mm256_permute4x64_epi64(_mm256_packs_epi32(KILN_SYMBOL_rq8(%s0, b, mm), KILN_SYMBOL_rq8(%s1, b, mm)), 0xD8);\n", ind, acc, acc)
+				w("%s  const __m128i q = %s(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));\n", ind, pack)
+				w("%s  if (np == NP) _mm_storeu_si128((__m128i*)d, q);\n", ind)
+			}
 			w("%s  else { unsigned char tmp[16]; _mm_storeu_si128((__m128i*)(void*)tmp, q); memcpy(d, tmp, (size_t)np); } }\n", ind)
 			return
 		}
 		dst := "out + (int64_t)(" + o + ") * P + p0"
+		if nv == 1 {
+			w("%sif (np == NP) _mm256_storeu_si256((__m256i*)(%s), %s0);\n", ind, dst, acc)
+			w("%selse { int32_t tmp[8]; _mm256_storeu_si256((__m256i*)tmp, %s0); for (int32_t j = 0; j < np; ++j) (%s)[j] = tmp[j]; }\n", ind, acc, dst)
+			return
+		}
 		w("%sif (np == NP) { _mm256_storeu_si256((__m256i*)(%s), %s0); _mm256_storeu_si256((__m256i*)(%s + 8), %s1); }\n", ind, dst, acc, dst, acc)
 		w("%selse { int32_t tmp[16]; _mm256_storeu_si256((__m256i*)tmp, %s0); _mm256_storeu_si256((__m256i*)(tmp + 8), %s1); for (int32_t j = 0; j < np; ++j) (%s)[j] = tmp[j]; }\n", ind, acc, acc, dst)
+	}
+	// loads declares the tile's input vectors x0 (and x1) for k4.
+	loads := func(ind string) {
+		w("%sconst __m256i x0 = _mm256_loadu_si256((const __m256i*)(const void*)xk);\n", ind)
+		xs := []string{"x0"}
+		if nv == 2 {
+			w("%sconst __m256i x1 = _mm256_loadu_si256((const __m256i*)(const void*)(xk + 32));\n", ind)
+			xs = append(xs, "x1")
+		}
+		if k.p.isa == qconvAVX2 && !k.p.maddubs {
+			k.splitX(w, xs...)
+		}
+	}
+	// dots is the statements adding channel o's products to its
+	// accumulators acc0 (and acc1).
+	dots := func(acc, o string) string {
+		st := k.weight256(o) + " " + k.dot256(acc+"0", "x0", "b")
+		if nv == 2 {
+			st += " " + k.dot256(acc+"1", "x1", "b")
+		}
+		return st
+	}
+	zero := func(ind, acc string) {
+		if nv == 2 {
+			w("%s__m256i %s0 = _mm256_setzero_si256(), %s1 = _mm256_setzero_si256();\n", ind, acc, acc)
+		} else {
+			w("%s__m256i %s0 = _mm256_setzero_si256();\n", ind, acc)
+		}
+	}
+	comp := func(ind, acc, o string) {
+		w("%sconst __m256i c = _mm256_set1_epi32(%d * wsum[%s]); %s0 = _mm256_sub_epi32(%s0, c);", ind, izpu, o, acc, acc)
+		if nv == 2 {
+			w(" %s1 = _mm256_sub_epi32(%s1, c);", acc, acc)
+		}
+		w("\n")
 	}
 	if k.p.maddubs {
 		w("  const __m256i ones16 = _mm256_set1_epi16(1);\n")
@@ -561,40 +663,38 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	w("  int32_t o = 0;\n")
 	w("  for (; o + %d <= %d; o += %d) {\n", mr, k.p.oc, mr)
 	for m := int64(0); m < mr; m++ {
-		w("    __m256i a%d0 = _mm256_setzero_si256(), a%d1 = _mm256_setzero_si256();\n", m, m)
+		zero("    ", fmt.Sprintf("a%d", m))
 	}
-	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
-	w("      const __m256i x0 = _mm256_load_si256((const __m256i*)(xp + k4 * NP)), x1 = _mm256_load_si256((const __m256i*)(xp + k4 * NP + 8));\n")
-	if k.p.isa == qconvAVX2 && !k.p.maddubs {
-		k.splitX(w, "x0", "x1")
-	}
+	k.kLoop(w, "    ")
+	loads("      ")
 	for m := int64(0); m < mr; m++ {
-		w("      { %s %s %s }\n", k.weight256(fmt.Sprintf("o + %d", m)), k.dot256(fmt.Sprintf("a%d0", m), "x0", "b"), k.dot256(fmt.Sprintf("a%d1", m), "x1", "b"))
+		w("      { %s }\n", dots(fmt.Sprintf("a%d", m), fmt.Sprintf("o + %d", m)))
 		if k.p.maddubs {
 			// An empty asm holding the channel's accumulators in
 			// registers: without it gcc (-march=znver3) computes all
 			// channels' products first and spills accumulators to the
 			// stack, which halved the kernel's speed.
-			w("      __asm__(\"\" : \"+x\"(a%d0), \"+x\"(a%d1));\n", m, m)
+			if nv == 2 {
+				w("      __asm__(\"\" : \"+x\"(a%d0), \"+x\"(a%d1));\n", m, m)
+			} else {
+				w("      __asm__(\"\" : \"+x\"(a%d0));\n", m)
+			}
 		}
 	}
 	w("    }\n")
 	for m := int64(0); m < mr; m++ {
-		w("    { const __m256i c = _mm256_set1_epi32(%d * wsum[o + %d]); a%d0 = _mm256_sub_epi32(a%d0, c); a%d1 = _mm256_sub_epi32(a%d1, c);\n", izpu, m, m, m, m, m)
+		w("    {\n")
+		comp("      ", fmt.Sprintf("a%d", m), fmt.Sprintf("o + %d", m))
 		store("      ", fmt.Sprintf("a%d", m), fmt.Sprintf("o + %d", m))
 		w("    }\n")
 	}
 	w("  }\n")
 	w("  for (; o < %d; ++o) {\n", k.p.oc)
-	w("    __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();\n")
-	w("    for (int32_t k4 = 0; k4 < K4; ++k4) {\n")
-	w("      %s\n", k.weight256("o"))
-	w("      const __m256i x0 = _mm256_load_si256((const __m256i*)(xp + k4 * NP)), x1 = _mm256_load_si256((const __m256i*)(xp + k4 * NP + 8));\n")
-	if k.p.isa == qconvAVX2 && !k.p.maddubs {
-		k.splitX(w, "x0", "x1")
-	}
-	w("      %s %s\n    }\n", k.dot256("a0", "x0", "b"), k.dot256("a1", "x1", "b"))
-	w("    const __m256i c = _mm256_set1_epi32(%d * wsum[o]); a0 = _mm256_sub_epi32(a0, c); a1 = _mm256_sub_epi32(a1, c);\n", izpu)
+	zero("    ", "a")
+	k.kLoop(w, "    ")
+	loads("      ")
+	w("      { %s }\n    }\n", dots("a", "o"))
+	comp("    ", "a", "o")
 	store("    ", "a", "o")
 	w("  }\n")
 }
@@ -636,7 +736,11 @@ func (k *qconvKernel) Eval(args []tir.KernelArg) error {
 			return fmt.Errorf("qnn.conv2d kernel: multiplier: %v", err)
 		}
 	}
-	xm, xo, err := args[0].Ptr(k.c4 * p.h * p.w * 4)
+	xlen := k.c4 * p.h * p.w * 4
+	if k.dir != nil {
+		xlen = k.dir.imageBytes(k.c4)
+	}
+	xm, xo, err := args[0].Ptr(xlen)
 	if err != nil {
 		return fmt.Errorf("qnn.conv2d kernel: data: %v", err)
 	}
@@ -650,23 +754,34 @@ func (k *qconvKernel) Eval(args []tir.KernelArg) error {
 		return fmt.Errorf("qnn.conv2d kernel: output: %v", err)
 	}
 	t, izpu := tArg.Int, p.izpu()
-	for j := int64(0); j < k.np; j++ {
-		q := t*k.np + j
-		if q >= pix {
-			break
-		}
+	p0, np := t*k.np, min(k.np, pix-t*k.np)
+	if d := k.dir; d != nil {
+		c0 := t % d.tpr * k.np
+		p0, np = t/d.tpr*d.rl+c0, min(k.np, d.rl-c0)
+	}
+	for j := int64(0); j < np; j++ {
+		q := p0 + j
 		oy, ox := q/p.ow, q%p.ow
 		for o := int64(0); o < p.oc; o++ {
 			var acc int64
 			for c4 := int64(0); c4 < k.c4; c4++ {
 				for ky := int64(0); ky < p.kh; ky++ {
 					for kx := int64(0); kx < p.kw; kx++ {
-						iy, ix := oy*p.sh-p.ph+ky*p.dh, ox*p.sw-p.pw+kx*p.dw
-						if iy < 0 || iy >= p.h || ix < 0 || ix >= p.w {
-							continue
+						// The word's offset in the layout: the padded
+						// plane's (direct form), or the input's, whose
+						// padding reads the zero point (adds nothing).
+						var at int64
+						if d := k.dir; d != nil {
+							at = (c4*d.planeWords() + (oy+ky*p.dh)*d.wp + ox + kx*p.dw) * 4
+						} else {
+							iy, ix := oy*p.sh-p.ph+ky*p.dh, ox*p.sw-p.pw+kx*p.dw
+							if iy < 0 || iy >= p.h || ix < 0 || ix >= p.w {
+								continue
+							}
+							at = ((c4*p.h+iy)*p.w + ix) * 4
 						}
 						for i := int64(0); i < 4; i++ {
-							xv := int64(xm.Float(xo + ((c4*p.h+iy)*p.w+ix)*4 + i))
+							xv := int64(xm.Float(xo + at + i))
 							if p.signedLayout() {
 								xv = int64(int8(uint8(xv)))
 							}

@@ -1,0 +1,214 @@
+package topi
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The direct form of the qnn.conv2d CPU kernel (AVX2 and AVX-VNNI,
+// stride 1). The tile kernel's usual form copies, for every tile of
+// pixels, the four-channel words each tap reads into a local array
+// (xp[k4][pixel]) that its vector loads then read in order; on resnet18's
+// 64-channel 3x3 convolutions that copy took 13 % of the kernel's time
+// (1.45 against 1.27 ms with the copy left out, AVX2). With stride 1, the
+// words a tap reads for consecutive output pixels of one row are
+// consecutive in the input row, so once the input is laid out padded
+// (the pack kernel writes the padding's zero-point words around each
+// plane, [C/4][Hp][Wp]), every tap of a tile is one run of words the
+// kernel loads in place:
+//
+//	word(c4, oy, ox, ky, kx) = X4p[c4][oy + ky*DH][ox + kx*DW]
+//
+// Tiles are pixels of one output row, so they never straddle rows; a
+// row's last tile computes the lanes past the row's end from the words
+// that follow (the next padded row, or a slack after the last plane) and
+// stores only the row's pixels. With a kernel one tap wide (1x1) the
+// padded rows are the output rows back to back, and the whole plane is
+// one row.
+//
+// The direct form is chosen where it computes fewer lanes than the usual
+// form's tiles of sixteen pixels, or as many (qconvDirectFor):
+//   - A plane that is one row (1x1 stride-1 convolutions): tiles of
+//     sixteen pixels and four channels, the usual form's, without the
+//     copy, where the weight takes at most a quarter of the L1 data
+//     cache. On mobilenet_v2 (AVX2, 7-bit weights) the 1x1 convolutions
+//     with weights up to 6 KiB took up to a third less time (32 -> 16
+//     channels on 112x112 0.22-0.25 -> 0.16-0.17 ms, 96 -> 24 on 56x56
+//     0.16-0.18 -> 0.12-0.13, 144 -> 32 on 28x28 0.070 -> 0.062); with a
+//     12 KiB weight (192 -> 64 on 14x14) it was up to a third slower,
+//     and with 24 to 400 KiB (14x14 and 7x7 maps) up to 18 %: the
+//     weight streams through L1 past the input, which the direct form
+//     reads from one line per group of four channels, planes apart,
+//     where the copy holds the words in consecutive lines; and the
+//     copy's share of the time falls as the output channels grow.
+//   - Rows of a wider kernel where tiles of eight pixels (one vector,
+//     eight channels) leave at least an eighth fewer lanes idle: a 7x7
+//     map computes 56 lanes against 64, and resnet18's 512-channel 3x3
+//     convolutions took 1.62 -> 1.50 ms. Eight-pixel tiles read the
+//     weight twice as often per pixel: where they saved fewer lanes, or
+//     none (56x56), or on flat planes with large weights (mobilenet_v2's
+//     1x1 convolutions of 384 channels and more on 14x14 and 7x7, which
+//     save 4 and 12 % of the lanes), they were up to 30 % slower.
+
+// qconvDirect is the direct form's geometry.
+type qconvDirect struct {
+	hp, wp int64 // the padded plane: Hp = OH + (KH-1)*DH rows of Wp = OW + (KW-1)*DW words
+	rows   int64 // output rows as the tiles see them (1: the plane is one row)
+	rl     int64 // their length in pixels
+	np     int64 // pixels per tile: 16 (two vectors, four channels at a time) or 8 (one vector, eight channels)
+	tpr    int64 // tiles per row
+	koff   []int64
+}
+
+// qconvDirectSlack is the words after the last padded plane that a row's
+// last tile may read past the plane: up to a tile of sixteen.
+const qconvDirectSlack = 16
+
+// qconvDirectFor returns the direct form for p, whose usual form has
+// tiles of np pixels, or nil where it does not apply or would compute
+// more lanes.
+func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
+	if (p.isa != qconvAVX2 && p.isa != qconvAVXVNNI) || p.sh != 1 || p.sw != 1 || p.ph < 0 || p.pw < 0 {
+		return nil
+	}
+	d := &qconvDirect{hp: p.oh + (p.kh-1)*p.dh, wp: p.ow + (p.kw-1)*p.dw}
+	// With stride 1 the padded plane spans the input and its padding
+	// before and after; anything else (an output cut short of the
+	// input) keeps the usual form.
+	if d.hp < p.h+p.ph || d.wp < p.w+p.pw {
+		return nil
+	}
+	c4 := (p.c + 3) / 4
+	if c4*d.hp*d.wp*4+qconvDirectSlack*4 > 1<<31-1 {
+		return nil
+	}
+	d.rows, d.rl = p.oh, p.ow
+	if d.wp == p.ow {
+		d.rows, d.rl = 1, p.oh*p.ow
+	}
+	usual := (p.oh*p.ow + np - 1) / np * np
+	lanes := func(n int64) int64 { return d.rows * ((d.rl + n - 1) / n * n) }
+	switch {
+	case d.rows == 1 && lanes(16) <= usual && p.oc*c4*p.kh*p.kw*4 <= p.l1/4:
+		d.np = 16
+	case d.rows > 1 && lanes(8)*8 <= usual*7:
+		d.np = 8
+	default:
+		return nil
+	}
+	d.tpr = (d.rl + d.np - 1) / d.np
+	for ky := int64(0); ky < p.kh; ky++ {
+		for kx := int64(0); kx < p.kw; kx++ {
+			d.koff = append(d.koff, ky*p.dh*d.wp+kx*p.dw)
+		}
+	}
+	return d
+}
+
+// planeWords is the distance of the padded planes in words: Hp x Wp
+// rounded up to sixteen words, so that every plane starts on a 64-byte
+// line and a flat plane's tiles of sixteen words load whole lines
+// (unaligned planes split half the loads of mobilenet_v2's 14x14 maps
+// across two lines, and their 1x1 convolutions took 10-30 % longer than
+// with the copy).
+func (d *qconvDirect) planeWords() int64 { return (d.hp*d.wp + 15) / 16 * 16 }
+
+// imageBytes is the bytes of one image's laid-out input: the padded
+// planes and the slack.
+func (d *qconvDirect) imageBytes(c4 int64) int64 {
+	return (c4*d.planeWords() + qconvDirectSlack) * 4
+}
+
+// packSource is the pack kernel's C for the padded layout: plane c4 of
+// X4p with the zero point's words around the input, and after the last
+// plane the slack, zero.
+func (d *qconvDirect) packSource(p qconvParams) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	xt := "uint8_t"
+	if p.signed {
+		xt = "int8_t"
+	}
+	flip := ""
+	if p.flips() {
+		flip = " ^ 0x80u"
+	}
+	c4 := (p.c + 3) / 4
+	plane := p.h * p.w
+	w("/* qnn.conv2d input, %d channels of %dx%d, in groups of four, padded to %dx%d. */\n", p.c, p.h, p.w, d.hp, d.wp)
+	w("static void KILN_SYMBOL(const %s* restrict x, uint8_t* restrict x4, int32_t c4) {\n", xt)
+	w("  const uint32_t z = %du;\n", p.izpWord())
+	w("  uint8_t* restrict d = x4 + (int64_t)c4 * %d;\n", d.planeWords()*4)
+	w("  const %s* s[4];\n  int32_t have = %d - c4 * 4;\n  if (have > 4) have = 4;\n", xt, p.c)
+	w("  for (int32_t i = 0; i < 4; ++i) s[i] = x + (int64_t)(c4 * 4 + (i < have ? i : 0)) * %d;\n", plane)
+	w("  for (int32_t py = 0; py < %d; ++py) {\n", d.hp)
+	w("    uint8_t* restrict r = d + (int64_t)py * %d;\n", d.wp*4)
+	w("    const int32_t iy = py - %d;\n", p.ph)
+	w("    if ((uint32_t)iy >= %du) {\n", p.h)
+	w("      for (int32_t px = 0; px < %d; ++px) memcpy(r + px * 4, &z, 4);\n      continue;\n    }\n", d.wp)
+	w("    for (int32_t px = 0; px < %d; ++px) memcpy(r + px * 4, &z, 4);\n", p.pw)
+	w("    uint8_t* restrict ri = r + %d;\n", p.pw*4)
+	w("    const int64_t o = (int64_t)iy * %d;\n", p.w)
+	w("    if (have == 4) {\n")
+	w("      const %s* restrict s0 = s[0] + o; const %s* restrict s1 = s[1] + o; const %s* restrict s2 = s[2] + o; const %s* restrict s3 = s[3] + o;\n", xt, xt, xt, xt)
+	w("      for (int32_t ix = 0; ix < %d; ++ix) {\n", p.w)
+	for i := 0; i < 4; i++ {
+		w("        ri[ix * 4 + %d] = (uint8_t)((uint8_t)s%d[ix]%s);\n", i, i, flip)
+	}
+	w("      }\n    } else {\n")
+	w("      for (int32_t ix = 0; ix < %d; ++ix)\n", p.w)
+	w("        for (int32_t i = 0; i < 4; ++i) ri[ix * 4 + i] = i < have ? (uint8_t)((uint8_t)s[i][o + ix]%s) : (uint8_t)0;\n", flip)
+	w("    }\n")
+	w("    for (int32_t px = %d; px < %d; ++px) memcpy(r + px * 4, &z, 4);\n", p.pw+p.w, d.wp)
+	w("  }\n")
+	if gap := d.planeWords() - d.hp*d.wp; gap > 0 {
+		w("  memset(d + %d, 0, %d);\n", d.hp*d.wp*4, gap*4)
+	}
+	w("  if (c4 == %d) memset(x4 + %d, 0, %d);\n", c4-1, c4*d.planeWords()*4, qconvDirectSlack*4)
+	w("}\n")
+	return b.String()
+}
+
+// evalPack is the pack kernel's Eval in the padded layout: the byte at
+// word (py, px) of plane c4, channel i.
+func (d *qconvDirect) packByte(p qconvParams, x func(c, iy, ix int64) uint8, c4, py, px, i int64) uint8 {
+	iy, ix := py-p.ph, px-p.pw
+	if iy < 0 || iy >= p.h || ix < 0 || ix >= p.w {
+		return uint8(int8(p.izpu()))
+	}
+	c := c4*4 + i
+	if c >= p.c {
+		return 0
+	}
+	b := x(c, iy, ix)
+	if p.flips() {
+		b ^= 0x80
+	}
+	return b
+}
+
+// tileHeader is the C opening the direct form's tile t: its output
+// position p0, its pixels np, and xd, the first word its first tap reads.
+func (d *qconvDirect) tileHeader(w func(string, ...any), p qconvParams) {
+	w("  enum { KK = %d, PLANE = %d };\n", p.kh*p.kw, d.planeWords())
+	w("  static const int32_t koff[KK] = {%s};\n", joinInts(d.koff))
+	w("  const int32_t rr = t / %d, c0 = (t %% %d) * NP;\n", d.tpr, d.tpr)
+	w("  const int32_t p0 = rr * %d + c0;\n", d.rl)
+	w("  const int32_t np = %d - c0 < NP ? %d - c0 : NP;\n", d.rl, d.rl)
+	w("  const uint8_t* restrict xd = x4 + ((int64_t)rr * %d + c0) * 4;\n", d.wp)
+}
+
+// kLoop opens the reduction loop of a kernel form: k4 runs over the
+// reduction's four-channel words, and xk is the first of the tile's
+// words for k4 (in xp, or in place). kEnd closes it.
+func (k *qconvKernel) kLoop(w func(string, ...any), ind string) {
+	if k.dir == nil {
+		w("%sfor (int32_t k4 = 0; k4 < K4; ++k4) {\n", ind)
+		w("%s  const uint8_t* xk = (const uint8_t*)(const void*)(xp + k4 * NP);\n", ind)
+		return
+	}
+	w("%sfor (int32_t c4 = 0; c4 < %d; ++c4)\n", ind, k.c4)
+	w("%sfor (int32_t tap = 0; tap < KK; ++tap) {\n", ind)
+	w("%s  const int32_t k4 = c4 * KK + tap;\n", ind)
+	w("%s  const uint8_t* xk = xd + ((int64_t)c4 * PLANE + koff[tap]) * 4;\n", ind)
+}

@@ -1,0 +1,149 @@
+package topi
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
+)
+
+// TestQConvDirectPortable: the direct form's kernels (qnn_conv_direct.go),
+// built with AVX2 and built for a plain x86-64 (the portable C under the
+// guard's #else, as an exported project may be built), give the exact
+// int32 sums of a plain convolution over the zero-point-padded input, for
+// both tile shapes (rows of eight pixels; a flat plane in tiles of
+// sixteen), with input channels not a multiple of four, output channels
+// not a multiple of the register block, asymmetric padding and int8 data.
+func TestQConvDirectPortable(t *testing.T) {
+	cc := testenv.Tool(t, "gcc")
+	for _, tc := range []struct {
+		name string
+		p    qconvParams
+		np   int64 // the tile pixels the direct form should choose
+	}{
+		{"rows 3x3 on 7x7", qconvParams{c: 6, h: 7, w: 7, oc: 11, oh: 7, ow: 7, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 2, dh: 1, dw: 1, izp: 9}, 8},
+		{"flat 1x1 int8 data", qconvParams{c: 5, h: 9, w: 11, oc: 6, oh: 9, ow: 11, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, izp: -20, signed: true}, 16},
+		{"flat 3x1 maddubs", qconvParams{c: 8, h: 6, w: 10, oc: 5, oh: 6, ow: 10, kh: 3, kw: 1, sh: 1, sw: 1, ph: 1, dh: 1, dw: 1, izp: 200, maddubs: true}, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.p
+			p.isa, p.l1 = qconvAVX2, 32<<10
+			k, err := newQConvKernel(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.dir == nil || k.np != tc.np {
+				t.Fatalf("direct form %v with %d-pixel tiles, want %d-pixel tiles", k.dir != nil, k.np, tc.np)
+			}
+			pk := newQConvPackKernel(p, k.dir)
+			rng := rand.New(rand.NewSource(3))
+			x := make([]int64, p.c*p.h*p.w)
+			for i := range x {
+				if p.signed {
+					x[i] = int64(rng.Intn(256) - 128)
+				} else {
+					x[i] = int64(rng.Intn(256))
+				}
+			}
+			// Weights OIHW4i, 7-bit when the kernel multiplies with
+			// vpmaddubsw.
+			span := 256
+			if p.maddubs {
+				span = 129
+			}
+			wt := make([]int64, p.oc*k.k4*4)
+			for i := range wt {
+				if c := int64(i%4) + int64(i/4)%k.k4/(p.kh*p.kw)*4; c < p.c {
+					wt[i] = int64(rng.Intn(span) - span/2)
+				}
+			}
+			want := make([]int64, p.oc*p.oh*p.ow)
+			taps := p.kh * p.kw
+			for o := int64(0); o < p.oc; o++ {
+				for oy := int64(0); oy < p.oh; oy++ {
+					for ox := int64(0); ox < p.ow; ox++ {
+						var s int64
+						for c := int64(0); c < p.c; c++ {
+							for ky := int64(0); ky < p.kh; ky++ {
+								for kx := int64(0); kx < p.kw; kx++ {
+									iy, ix := oy-p.ph+ky*p.dh, ox-p.pw+kx*p.dw
+									v := p.izp
+									if iy >= 0 && iy < p.h && ix >= 0 && ix < p.w {
+										v = x[(c*p.h+iy)*p.w+ix]
+									}
+									s += (v - p.izp) * wt[((o*k.k4)+c/4*taps+ky*p.kw+kx)*4+c%4]
+								}
+							}
+						}
+						want[(o*p.oh+oy)*p.ow+ox] = s
+					}
+				}
+			}
+			xt := "uint8_t"
+			if p.signed {
+				xt = "int8_t"
+			}
+			var b strings.Builder
+			b.WriteString("#include <stdint.h>\n#include <string.h>\n#include <stdio.h>\n#include <stdlib.h>\n")
+			for _, inc := range k.Includes() {
+				if inc[0] == '#' {
+					b.WriteString(inc + "\n")
+				} else {
+					b.WriteString("#include " + inc + "\n")
+				}
+			}
+			b.WriteString(pk.Source() + k.Source())
+			ints := func(name, typ string, v []int64) {
+				s := make([]string, len(v))
+				for i, e := range v {
+					s[i] = fmt.Sprint(e)
+				}
+				fmt.Fprintf(&b, "static const %s %s[%d] = {%s};\n", typ, name, len(v), strings.Join(s, ", "))
+			}
+			ints("xin", xt, x)
+			ints("win", "int8_t", wt)
+			wsum := make([]int64, p.oc)
+			for o := range wsum {
+				for i := int64(0); i < k.k4*4; i++ {
+					wsum[o] += wt[int64(o)*k.k4*4+i]
+				}
+			}
+			ints("wsum", "int32_t", wsum)
+			fmt.Fprintf(&b, "int main(void) {\n  uint8_t* x4 = malloc(%d);\n  int32_t* out = malloc(%d);\n", k.dir.imageBytes(k.c4), len(want)*4)
+			fmt.Fprintf(&b, "  for (int32_t c4 = 0; c4 < %d; ++c4) %s(xin, x4, c4);\n", k.c4, pk.Symbol())
+			fmt.Fprintf(&b, "  for (int32_t t = 0; t < %d; ++t) %s(x4, win, wsum, out, t);\n", k.tiles, k.Symbol())
+			fmt.Fprintf(&b, "  for (int32_t i = 0; i < %d; ++i) printf(\"%%d\\n\", (int)out[i]);\n  free(x4);\n  free(out);\n  return 0;\n}\n", len(want))
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "k.c"), []byte(b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, march := range []string{"-march=haswell", "-march=x86-64"} {
+				build := exec.Command(cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", march, "k.c", "-o", "k")
+				build.Dir = dir
+				if out, err := build.CombinedOutput(); err != nil {
+					t.Fatalf("%s: %v\n%s", march, err, out)
+				}
+				run := exec.Command("./k")
+				run.Dir = dir
+				out, err := run.Output()
+				if err != nil {
+					t.Fatalf("%s: run: %v", march, err)
+				}
+				got := strings.Fields(string(out))
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d values, want %d", march, len(got), len(want))
+				}
+				for i, g := range got {
+					if g != fmt.Sprint(want[i]) {
+						t.Fatalf("%s: output %d is %s, want %d", march, i, g, want[i])
+					}
+				}
+			}
+		})
+	}
+}
