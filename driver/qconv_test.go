@@ -70,12 +70,14 @@ func TestQConv2DDifferential(t *testing.T) {
 		// The direct form (AVX2, AVX-VNNI; stride 1): rows of eight-pixel
 		// tiles on maps where they leave fewer idle lanes (7x7, 5 rows of
 		// 8), channels not a multiple of four and output channels not of
-		// eight; 1x1 convolutions over the flat plane; asymmetric
-		// padding; dilation.
+		// eight; tiles of two rows (8x16); 1x1 convolutions over the
+		// flat plane; asymmetric padding; dilation.
 		{"direct 3x3 on 7x7", ir.Uint8, ir.Int8, ir.Shape{1, 10, 7, 7}, ir.Shape{11, 10, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(77)}, true, nil},
 		{"direct 1x1 flat requantized", ir.Uint8, ir.Int8, ir.Shape{2, 6, 7, 7}, ir.Shape{9, 6, 1, 1}, ir.Attrs{"input_zero_point": int64(200)}, true,
 			ir.Attrs{"out_zero_point": int64(5), "out_dtype": ir.Uint8}},
 		{"direct asymmetric padding int8 data", ir.Int8, ir.Int8, ir.Shape{1, 5, 7, 7}, ir.Shape{17, 5, 3, 3}, ir.Attrs{"padding": []int64{1, 2, 1, 0}, "input_zero_point": int64(-3)}, true, nil},
+		{"direct pairs of rows requantized", ir.Uint8, ir.Int8, ir.Shape{1, 12, 8, 16}, ir.Shape{10, 12, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(90)}, true,
+			ir.Attrs{"out_zero_point": int64(2), "out_dtype": ir.Uint8}},
 		{"direct dilation 2", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 8}, ir.Shape{8, 8, 3, 3}, ir.Attrs{"dilation": []int64{2, 2}, "padding": []int64{2, 2, 2, 2}, "input_zero_point": int64(1)}, true, nil},
 		// 7-bit weights (kernel_pair_bound 128): AVX2 multiplies with
 		// vpmaddubsw, at the end of its range (data 255 against pairs of

@@ -41,6 +41,9 @@ import (
 //     reads from one line per group of four channels, planes apart,
 //     where the copy holds the words in consecutive lines; and the
 //     copy's share of the time falls as the output channels grow.
+//   - Rows of a wider kernel that hold whole vectors (56x56): tiles of
+//     eight columns of two rows, sixteen pixels and four channels as
+//     before, without the copy.
 //   - Rows of a wider kernel where tiles of eight pixels (one vector,
 //     eight channels) leave at least an eighth fewer lanes idle: a 7x7
 //     map computes 56 lanes against 64, and resnet18's 512-channel 3x3
@@ -56,13 +59,14 @@ type qconvDirect struct {
 	rows   int64 // output rows as the tiles see them (1: the plane is one row)
 	rl     int64 // their length in pixels
 	np     int64 // pixels per tile: 16 (two vectors, four channels at a time) or 8 (one vector, eight channels)
-	tpr    int64 // tiles per row
-	koff   []int64
+	// pairs: a tile of sixteen is eight columns of two rows (one vector
+	// each), rows rr and rr+1 of an even number of rows, so that a map
+	// whose rows hold whole vectors (56x56) is tiled without idle lanes.
+	pairs bool
+	tpr   int64 // tiles per row (per pair of rows)
+	slack int64 // words after the last plane that the tiles may read
+	koff  []int64
 }
-
-// qconvDirectSlack is the words after the last padded plane that a row's
-// last tile may read past the plane: up to a tile of sixteen.
-const qconvDirectSlack = 16
 
 // qconvDirectFor returns the direct form for p, whose usual form has
 // tiles of np pixels, or nil where it does not apply or would compute
@@ -79,7 +83,10 @@ func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
 		return nil
 	}
 	c4 := (p.c + 3) / 4
-	if c4*d.hp*d.wp*4+qconvDirectSlack*4 > 1<<31-1 {
+	// A row's last tile reads up to fifteen words past the row; past the
+	// last plane, the slack holds them.
+	d.slack = 16
+	if c4*(d.planeWords())*4+d.slack*4 > 1<<31-1 {
 		return nil
 	}
 	d.rows, d.rl = p.oh, p.ow
@@ -88,15 +95,21 @@ func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
 	}
 	usual := (p.oh*p.ow + np - 1) / np * np
 	lanes := func(n int64) int64 { return d.rows * ((d.rl + n - 1) / n * n) }
+	pairLanes := d.rows * ((d.rl + 7) / 8 * 8)
 	switch {
 	case d.rows == 1 && lanes(16) <= usual && p.oc*c4*p.kh*p.kw*4 <= p.l1/4:
 		d.np = 16
 	case d.rows > 1 && lanes(8)*8 <= usual*7:
 		d.np = 8
+	case d.rows > 1 && d.rows%2 == 0 && pairLanes <= usual:
+		d.np, d.pairs = 16, true
 	default:
 		return nil
 	}
 	d.tpr = (d.rl + d.np - 1) / d.np
+	if d.pairs {
+		d.tpr = (d.rl + 7) / 8
+	}
 	for ky := int64(0); ky < p.kh; ky++ {
 		for kx := int64(0); kx < p.kw; kx++ {
 			d.koff = append(d.koff, ky*p.dh*d.wp+kx*p.dw)
@@ -105,18 +118,26 @@ func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
 	return d
 }
 
-// planeWords is the distance of the padded planes in words: Hp x Wp
-// rounded up to sixteen words, so that every plane starts on a 64-byte
-// line and a flat plane's tiles of sixteen words load whole lines
-// (unaligned planes split half the loads of mobilenet_v2's 14x14 maps
+// planeWords is the distance of the padded planes in words. A flat
+// plane's is Hp x Wp rounded up to sixteen words, so that every plane
+// starts on a 64-byte line and its tiles of sixteen words load whole
+// lines (unaligned, half the loads of mobilenet_v2's 14x14 maps split
 // across two lines, and their 1x1 convolutions took 10-30 % longer than
-// with the copy).
-func (d *qconvDirect) planeWords() int64 { return (d.hp*d.wp + 15) / 16 * 16 }
+// with the copy). Rows keep Hp x Wp: their tiles start at any word of a
+// row anyway, and on resnet18's 7x7 maps the planes of 81 words were
+// faster than planes of 96 (1.49 against 1.58 ms), whose equal offsets
+// put every plane's tile in the same cache sets.
+func (d *qconvDirect) planeWords() int64 {
+	if d.rows > 1 {
+		return d.hp * d.wp
+	}
+	return (d.hp*d.wp + 15) / 16 * 16
+}
 
 // imageBytes is the bytes of one image's laid-out input: the padded
 // planes and the slack.
 func (d *qconvDirect) imageBytes(c4 int64) int64 {
-	return (c4*d.planeWords() + qconvDirectSlack) * 4
+	return (c4*d.planeWords() + d.slack) * 4
 }
 
 // packSource is the pack kernel's C for the padded layout: plane c4 of
@@ -164,7 +185,7 @@ func (d *qconvDirect) packSource(p qconvParams) string {
 	if gap := d.planeWords() - d.hp*d.wp; gap > 0 {
 		w("  memset(d + %d, 0, %d);\n", d.hp*d.wp*4, gap*4)
 	}
-	w("  if (c4 == %d) memset(x4 + %d, 0, %d);\n", c4-1, c4*d.planeWords()*4, qconvDirectSlack*4)
+	w("  if (c4 == %d) memset(x4 + %d, 0, %d);\n", c4-1, c4*d.planeWords()*4, d.slack*4)
 	w("}\n")
 	return b.String()
 }
@@ -192,9 +213,17 @@ func (d *qconvDirect) packByte(p qconvParams, x func(c, iy, ix int64) uint8, c4,
 func (d *qconvDirect) tileHeader(w func(string, ...any), p qconvParams) {
 	w("  enum { KK = %d, PLANE = %d };\n", p.kh*p.kw, d.planeWords())
 	w("  static const int32_t koff[KK] = {%s};\n", joinInts(d.koff))
-	w("  const int32_t rr = t / %d, c0 = (t %% %d) * NP;\n", d.tpr, d.tpr)
-	w("  const int32_t p0 = rr * %d + c0;\n", d.rl)
-	w("  const int32_t np = %d - c0 < NP ? %d - c0 : NP;\n", d.rl, d.rl)
+	if d.pairs {
+		// Rows rr and rr+1, eight columns each: np is the columns in
+		// the row.
+		w("  const int32_t rr = t / %d * 2, c0 = (t %% %d) * 8;\n", d.tpr, d.tpr)
+		w("  const int32_t p0 = rr * %d + c0;\n", d.rl)
+		w("  const int32_t np = %d - c0 < 8 ? %d - c0 : 8;\n", d.rl, d.rl)
+	} else {
+		w("  const int32_t rr = t / %d, c0 = (t %% %d) * NP;\n", d.tpr, d.tpr)
+		w("  const int32_t p0 = rr * %d + c0;\n", d.rl)
+		w("  const int32_t np = %d - c0 < NP ? %d - c0 : NP;\n", d.rl, d.rl)
+	}
 	w("  const uint8_t* restrict xd = x4 + ((int64_t)rr * %d + c0) * 4;\n", d.wp)
 }
 

@@ -17,7 +17,7 @@ import (
 // guard's #else, as an exported project may be built), give the exact
 // int32 sums of a plain convolution over the zero-point-padded input, for
 // both tile shapes (rows of eight pixels; a flat plane in tiles of
-// sixteen), with input channels not a multiple of four, output channels
+// sixteen; tiles of two rows of eight), with input channels not a multiple of four, output channels
 // not a multiple of the register block, asymmetric padding and int8 data.
 func TestQConvDirectPortable(t *testing.T) {
 	cc := testenv.Tool(t, "gcc")
@@ -28,6 +28,8 @@ func TestQConvDirectPortable(t *testing.T) {
 	}{
 		{"rows 3x3 on 7x7", qconvParams{c: 6, h: 7, w: 7, oc: 11, oh: 7, ow: 7, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 2, dh: 1, dw: 1, izp: 9}, 8},
 		{"flat 1x1 int8 data", qconvParams{c: 5, h: 9, w: 11, oc: 6, oh: 9, ow: 11, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, izp: -20, signed: true}, 16},
+		{"pairs 3x3 on 8x16", qconvParams{c: 7, h: 8, w: 16, oc: 9, oh: 8, ow: 16, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 130}, 16},
+		{"pairs 3x3 on 6x24 maddubs", qconvParams{c: 4, h: 6, w: 24, oc: 6, oh: 6, ow: 24, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 3, maddubs: true}, 16},
 		{"flat 3x1 maddubs", qconvParams{c: 8, h: 6, w: 10, oc: 5, oh: 6, ow: 10, kh: 3, kw: 1, sh: 1, sw: 1, ph: 1, dh: 1, dw: 1, izp: 200, maddubs: true}, 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,8 +39,8 @@ func TestQConvDirectPortable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if k.dir == nil || k.np != tc.np {
-				t.Fatalf("direct form %v with %d-pixel tiles, want %d-pixel tiles", k.dir != nil, k.np, tc.np)
+			if k.dir == nil || k.np != tc.np || k.dir.pairs != strings.HasPrefix(tc.name, "pairs") {
+				t.Fatalf("direct form %v with %d-pixel tiles (pairs %v), want %d-pixel tiles", k.dir != nil, k.np, k.dir != nil && k.dir.pairs, tc.np)
 			}
 			pk := newQConvPackKernel(p, k.dir)
 			rng := rand.New(rand.NewSource(3))

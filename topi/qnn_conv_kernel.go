@@ -137,7 +137,7 @@ func (k *qconvPackKernel) Eval(args []tir.KernelArg) error {
 			dm.SetFloat(base+i, 0)
 		}
 		if c4 == c4s-1 {
-			for i := int64(0); i < qconvDirectSlack*4; i++ {
+			for i := int64(0); i < d.slack*4; i++ {
 				dm.SetFloat(do+c4s*d.planeWords()*4+i, 0)
 			}
 		}
@@ -225,6 +225,9 @@ func newQConvKernel(p qconvParams, epi *qconvEpi) (*qconvKernel, error) {
 	k.tiles = (p.oh*p.ow + k.np - 1) / k.np
 	if d := qconvDirectFor(p, k.np); d != nil {
 		k.dir, k.np, k.mr, k.tiles = d, d.np, 64/d.np, d.rows*d.tpr
+		if d.pairs {
+			k.tiles = d.rows / 2 * d.tpr
+		}
 	}
 	k.w16 = p.isa == qconvAVX2 && !p.maddubs && k.tiles >= qconvW16MinTiles
 	if k.k4*4 > qconvMaxK || k.k4*k.np*4 > qconvMaxTile {
@@ -489,12 +492,22 @@ func (k *qconvKernel) mainScalar(w func(string, ...any)) {
 	}
 	k.kLoop(w, "    ")
 	w("      const int32_t b0 = KILN_QB(o, k4, 0), b1 = KILN_QB(o, k4, 1), b2 = KILN_QB(o, k4, 2), b3 = KILN_QB(o, k4, 3);\n")
+	// lane is lane j's word in the input: consecutive, or (tiles of two
+	// rows) eight of each row.
+	lane := "xk + j * 4"
+	if k.dir != nil && k.dir.pairs {
+		lane = fmt.Sprintf("xk + (j / 8 * %d + j %% 8) * 4", k.dir.wp)
+	}
 	w("      for (int32_t j = 0; j < NP; ++j) {\n")
-	w("        %s aa[4];\n        memcpy(aa, xk + j * 4, 4);\n", xt)
+	w("        %s aa[4];\n        memcpy(aa, %s, 4);\n", xt, lane)
 	w("        acc[j] += (int32_t)aa[0] * b0 + (int32_t)aa[1] * b1 + (int32_t)aa[2] * b2 + (int32_t)aa[3] * b3;\n      }\n")
 	w("    }\n")
 	w("    const int32_t comp = %d * wsum[o];\n", k.p.izpu())
-	w("    for (int32_t j = 0; j < np; ++j) %s\n  }\n", k.emitScalar("o", "j", "(int32_t)((uint32_t)acc[j] - (uint32_t)comp)"))
+	w("    for (int32_t j = 0; j < np; ++j) %s\n", k.emitScalar("o", "j", "(int32_t)((uint32_t)acc[j] - (uint32_t)comp)"))
+	if k.dir != nil && k.dir.pairs {
+		w("    for (int32_t j = 0; j < np; ++j) %s\n", k.emitScalar("o", fmt.Sprintf("%d + j", k.dir.rl), "(int32_t)((uint32_t)acc[8 + j] - (uint32_t)comp)"))
+	}
+	w("  }\n")
 }
 
 // mainAVX512 is the AVX-512 VNNI block: 8 channels x 32 pixels in 16
@@ -591,7 +604,14 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	// nv: the tile's vectors of eight pixels (two in the usual form, one
 	// in the direct form).
 	nv := k.np / 8
+	// pairs: x1 is the next row's eight pixels (qconvDirect.pairs), and
+	// the second vector's results go to that row.
+	pairs := k.dir != nil && k.dir.pairs
 	store := func(ind, acc, o string) {
+		if pairs {
+			k.storePairs(w, ind, acc, o)
+			return
+		}
 		if e := k.epi; e != nil {
 			// The requantized values (within the output type's range,
 			// so the saturating packs are exact) narrowed to bytes in
@@ -627,7 +647,11 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 		w("%sconst __m256i x0 = _mm256_loadu_si256((const __m256i*)(const void*)xk);\n", ind)
 		xs := []string{"x0"}
 		if nv == 2 {
-			w("%sconst __m256i x1 = _mm256_loadu_si256((const __m256i*)(const void*)(xk + 32));\n", ind)
+			off := "32"
+			if pairs {
+				off = fmt.Sprint(k.dir.wp * 4)
+			}
+			w("%sconst __m256i x1 = _mm256_loadu_si256((const __m256i*)(const void*)(xk + %s));\n", ind, off)
 			xs = append(xs, "x1")
 		}
 		if k.p.isa == qconvAVX2 && !k.p.maddubs {
@@ -699,6 +723,36 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	w("  }\n")
 }
 
+// storePairs stores channel o's results of a tile of two rows
+// (qconvDirect.pairs): acc0 to row rr's np pixels at p0, acc1 to row
+// rr+1's at p0 + RL.
+func (k *qconvKernel) storePairs(w func(string, ...any), ind, acc, o string) {
+	rl := k.dir.rl
+	if e := k.epi; e != nil {
+		pack := map[bool]string{true: "_mm_packs_epi16", false: "_mm_packus_epi16"}[e.signed]
+		w("%s{ const int32_t b = bias[%s], mm = %s;\n", ind, o, k.multExpr(o))
+		w("%s  unsigned char* d = (unsigned char*)(void*)(out + (int64_t)(%s) * P + p0);\n", ind, o)
+		// The packs interleave the two vectors' 128-bit halves: the
+		// permute puts row rr's eight values in the low half.
+		w("%s  const __m256i h = _mm256_permute4x64_epi64(_mm256_packs_epi32(KILN_SYMBOL_rq8(%s0, b, mm), KILN_SYMBOL_rq8(%s1, b, mm)), 0xD8);\n", ind, acc, acc)
+		w("%s  const __m128i q = %s(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));\n", ind, pack)
+		w("%s  if (np == 8) {\n", ind)
+		w("%s    _mm_storel_epi64((__m128i*)(void*)d, q);\n", ind)
+		w("%s    _mm_storel_epi64((__m128i*)(void*)(d + %d), _mm_srli_si128(q, 8));\n", ind, rl)
+		w("%s  } else {\n", ind)
+		w("%s    unsigned char tmp[16];\n    _mm_storeu_si128((__m128i*)(void*)tmp, q);\n", ind)
+		w("%s    memcpy(d, tmp, (size_t)np);\n", ind)
+		w("%s    memcpy(d + %d, tmp + 8, (size_t)np);\n", ind, rl)
+		w("%s  } }\n", ind)
+		return
+	}
+	dst := "out + (int64_t)(" + o + ") * P + p0"
+	w("%s{ int32_t tmp[16];\n", ind)
+	w("%s  _mm256_storeu_si256((__m256i*)tmp, %s0); _mm256_storeu_si256((__m256i*)(tmp + 8), %s1);\n", ind, acc, acc)
+	w("%s  for (int32_t j = 0; j < np; ++j) (%s)[j] = tmp[j];\n", ind, dst)
+	w("%s  for (int32_t j = 0; j < np; ++j) (%s)[%d + j] = tmp[8 + j]; }\n", ind, dst, rl)
+}
+
 // wlane is where input channel i of a weight word lies: in place, or for
 // the AVX2 kernel's widened weight (qconvW16) at 0, 2, 1, 3.
 func (k *qconvKernel) wlane(i int64) int64 {
@@ -755,12 +809,23 @@ func (k *qconvKernel) Eval(args []tir.KernelArg) error {
 	}
 	t, izpu := tArg.Int, p.izpu()
 	p0, np := t*k.np, min(k.np, pix-t*k.np)
-	if d := k.dir; d != nil {
+	// lane maps the tile's lane j to its output position.
+	lane := func(j int64) (int64, bool) { return p0 + j, j < np }
+	if d := k.dir; d != nil && d.pairs {
+		rr, c0 := t/d.tpr*2, t%d.tpr*8
+		lane = func(j int64) (int64, bool) {
+			r, c := rr+j/8, c0+j%8
+			return r*d.rl + c, r < d.rows && c < d.rl
+		}
+	} else if d != nil {
 		c0 := t % d.tpr * k.np
 		p0, np = t/d.tpr*d.rl+c0, min(k.np, d.rl-c0)
 	}
-	for j := int64(0); j < np; j++ {
-		q := p0 + j
+	for j := int64(0); j < k.np; j++ {
+		q, ok := lane(j)
+		if !ok {
+			continue
+		}
 		oy, ox := q/p.ow, q%p.ow
 		for o := int64(0); o < p.oc; o++ {
 			var acc int64
