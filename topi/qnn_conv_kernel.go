@@ -417,10 +417,14 @@ func (k *qconvKernel) vectorEpilogue() string {
 		w("  const __m256i b = _mm256_and_si256(_mm256_srli_epi64(p, %d), _mm256_set1_epi64x(1));\n", e.shift)
 		w("  return _mm256_add_epi64(_mm256_add_epi64(p, _mm256_set1_epi64x(INT64_C(%d))), b);\n}\n", roundBias(e.shift))
 		zpb := e.zp - int64(1)<<(62-e.shift)
-		w("static inline __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
-		w("  v = _mm256_add_epi32(v, _mm256_set1_epi32(b));\n")
-		w("  const __m256i mv = _mm256_set1_epi32(m);\n")
-		w("  const __m256i pe = _mm256_mul_epi32(v, mv), po = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), mv);\n")
+		// rq8v: a bias and a multiplier per lane (the depthwise block
+		// form's eight channels); rq8: one of each for all lanes.
+		w("static inline __m256i KILN_SYMBOL_rq8v(__m256i v, __m256i bv, __m256i mv);\n")
+		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
+		w("  return KILN_SYMBOL_rq8v(v, _mm256_set1_epi32(b), _mm256_set1_epi32(m));\n}\n")
+		w("static inline __m256i KILN_SYMBOL_rq8v(__m256i v, __m256i bv, __m256i mv) {\n")
+		w("  v = _mm256_add_epi32(v, bv);\n")
+		w("  const __m256i pe = _mm256_mul_epi32(v, mv), po = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), _mm256_srli_epi64(mv, 32));\n")
 		if e.shift >= 32 {
 			// From shift 32 on, |p| / 2^s <= 2^62 / 2^32: every quotient
 			// fits int32, so the zero point and the clamp work on the

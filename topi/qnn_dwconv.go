@@ -89,11 +89,16 @@ func qdwconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor,
 			args = append(args, tir.AddressOf(tir.NewLoad(ins[2], zero)), tir.AddressOf(tir.NewLoad(ins[3], mi...)))
 		}
 		args = append(args, tir.AddressOf(tir.NewLoad(outs[0], iv, zero, zero, zero)), cv)
+		// One call per channel, or per block of eight (block form).
+		calls := p.c
+		if k.block != nil {
+			calls = k.block.blocks(p)
+		}
 		kind := tir.Parallel
-		if p.c < 2 {
+		if calls < 2 {
 			kind = tir.Serial
 		}
-		return tir.Loop(iv, n, tir.Serial, tir.Loop(cv, p.c, kind, tir.Eval(tir.CallKernel(k, args...))))
+		return tir.Loop(iv, n, tir.Serial, tir.Loop(cv, calls, kind, tir.Eval(tir.CallKernel(k, args...))))
 	}), nil
 }
 
@@ -104,7 +109,10 @@ type qdwconvKernel struct {
 	epi *qconvEpi
 	// fma: the kernel uses the row form's float32 sums, whose x86
 	// fused multiply-add needs <immintrin.h> under its own guard.
-	fma         bool
+	fma bool
+	// block: the block form (qnn_dwconv_block.go), eight channels per
+	// call; nil for the row form's one.
+	block       *qdwBlock
 	symbol, src string
 }
 
@@ -121,6 +129,12 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 		// time on AVX-512, eight with AVX2), written for this kernel's
 		// symbol.
 		b.WriteString((&qconvKernel{p: qconvParams{isa: p.isa}, epi: epi}).epilogueHelpers())
+	}
+	if blk, ok := newQDWBlock(p); ok {
+		k.block, k.fma = &blk, true
+		b.WriteString(blk.source(p, epi))
+		k.symbol, k.src = kernelSymbol("kiln_qdwconv_", b.String())
+		return k
 	}
 	w("/* Depthwise qnn.conv2d: one of %d channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d). */\n",
 		p.c, p.h, p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw)
@@ -234,7 +248,6 @@ func (k *qdwconvKernel) Source() string { return k.src }
 
 // Eval implements tir.Kernel.
 func (k *qdwconvKernel) Eval(args []tir.KernelArg) error {
-	p := k.p
 	nargs := 4
 	if k.epi != nil {
 		nargs = 6
@@ -242,6 +255,16 @@ func (k *qdwconvKernel) Eval(args []tir.KernelArg) error {
 	if len(args) != nargs {
 		return fmt.Errorf("depthwise qnn.conv2d kernel: want %d arguments, got %d", nargs, len(args))
 	}
+	if k.block != nil {
+		return k.evalBlock(args, args[nargs-1].Int)
+	}
+	return k.evalChannel(args, args[nargs-1].Int)
+}
+
+// evalChannel computes channel c of one image, as the row form's call
+// for c does.
+func (k *qdwconvKernel) evalChannel(args []tir.KernelArg, c int64) error {
+	p, nargs := k.p, len(args)
 	xm, xo, err := args[0].Ptr(p.c * p.h * p.w)
 	if err != nil {
 		return fmt.Errorf("depthwise qnn.conv2d kernel: data: %v", err)
@@ -254,7 +277,6 @@ func (k *qdwconvKernel) Eval(args []tir.KernelArg) error {
 	if err != nil {
 		return fmt.Errorf("depthwise qnn.conv2d kernel: output: %v", err)
 	}
-	c := args[nargs-1].Int
 	var bias, mult int64
 	if k.epi != nil {
 		bm, bo, err := args[2].Ptr(p.c)

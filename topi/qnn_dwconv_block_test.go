@@ -1,0 +1,155 @@
+package topi
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/internal/testenv"
+)
+
+// TestQDWBlockPortable: the depthwise kernel's block form
+// (qnn_dwconv_block.go), built with AVX2 and built for a plain x86-64
+// (the portable C under its guards, as an exported project may be
+// built), gives a plain depthwise convolution's values exactly: int32
+// sums, and requantized bytes with a bias and a multiplier per channel,
+// over channel counts that leave a partial block, stride 2, dilation and
+// asymmetric padding.
+func TestQDWBlockPortable(t *testing.T) {
+	cc := testenv.Tool(t, "gcc")
+	for _, tc := range []struct {
+		name string
+		p    qconvParams
+		epi  *qconvEpi
+	}{
+		{"7x7 requantized, 13 channels", qconvParams{c: 13, h: 7, w: 7, oc: 13, oh: 7, ow: 7, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 100},
+			&qconvEpi{shift: 36, zp: 3, lo: 0, hi: 255, perChannel: true}},
+		{"stride 2 int8 data, int32 sums", qconvParams{c: 8, h: 11, w: 9, oc: 8, oh: 6, ow: 5, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, izp: -7, signed: true}, nil},
+		{"dilated 5x3, asymmetric padding, int8 out", qconvParams{c: 5, h: 9, w: 10, oc: 5, oh: 9, ow: 9, kh: 5, kw: 3, sh: 1, sw: 1, ph: 4, pw: 1, dh: 2, dw: 1, izp: 40},
+			&qconvEpi{shift: 33, zp: -5, lo: -128, hi: 127, signed: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.p
+			p.isa = qconvAVX2
+			k := newQDWConvKernel(p, tc.epi)
+			if k.block == nil {
+				t.Fatal("the block form is not used")
+			}
+			rng := rand.New(rand.NewSource(11))
+			x := make([]int64, p.c*p.h*p.w)
+			for i := range x {
+				if p.signed {
+					x[i] = int64(rng.Intn(256) - 128)
+				} else {
+					x[i] = int64(rng.Intn(256))
+				}
+			}
+			taps := p.kh * p.kw
+			wt := make([]int64, p.c*taps)
+			for i := range wt {
+				wt[i] = int64(rng.Intn(256) - 128)
+			}
+			bias, mult := make([]int64, p.c), make([]int64, p.c)
+			for i := range bias {
+				bias[i] = int64(rng.Intn(20001) - 10000)
+				mult[i] = int64(1<<30 + rng.Intn(1<<29))
+			}
+			if tc.epi != nil && !tc.epi.perChannel {
+				mult = mult[:1]
+			}
+			want := make([]int64, p.c*p.oh*p.ow)
+			for c := int64(0); c < p.c; c++ {
+				for oy := int64(0); oy < p.oh; oy++ {
+					for ox := int64(0); ox < p.ow; ox++ {
+						var s int64
+						for ky := int64(0); ky < p.kh; ky++ {
+							for kx := int64(0); kx < p.kw; kx++ {
+								iy, ix := oy*p.sh-p.ph+ky*p.dh, ox*p.sw-p.pw+kx*p.dw
+								if iy >= 0 && iy < p.h && ix >= 0 && ix < p.w {
+									s += (x[(c*p.h+iy)*p.w+ix] - p.izp) * wt[c*taps+ky*p.kw+kx]
+								}
+							}
+						}
+						v := int64(int32(s))
+						if e := tc.epi; e != nil {
+							m := mult[0]
+							if e.perChannel {
+								m = mult[c]
+							}
+							v = op.RequantizeValue(int64(int32(v+bias[c])), m, e.shift, e.zp, e.lo, e.hi)
+						}
+						want[(c*p.oh+oy)*p.ow+ox] = v
+					}
+				}
+			}
+			xt, ot := "uint8_t", "int32_t"
+			if p.signed {
+				xt = "int8_t"
+			}
+			if tc.epi != nil {
+				ot = map[bool]string{true: "int8_t", false: "uint8_t"}[tc.epi.signed]
+			}
+			var b strings.Builder
+			b.WriteString("#include <stdint.h>\n#include <string.h>\n#include <stdio.h>\n")
+			for _, inc := range k.Includes() {
+				if inc[0] == '#' {
+					b.WriteString(inc + "\n")
+				} else {
+					b.WriteString("#include " + inc + "\n")
+				}
+			}
+			b.WriteString(k.Source())
+			ints := func(name, typ string, v []int64) {
+				s := make([]string, len(v))
+				for i, e := range v {
+					s[i] = fmt.Sprint(e)
+				}
+				fmt.Fprintf(&b, "static const %s %s[%d] = {%s};\n", typ, name, len(v), strings.Join(s, ", "))
+			}
+			ints("xin", xt, x)
+			ints("win", "int8_t", wt)
+			if tc.epi != nil {
+				ints("bin", "int32_t", bias)
+				ints("min", "int32_t", mult)
+			}
+			fmt.Fprintf(&b, "static %s out[%d];\nint main(void) {\n", ot, len(want))
+			call := "xin, win, out, cb"
+			if tc.epi != nil {
+				call = "xin, win, bin, min, out, cb"
+			}
+			fmt.Fprintf(&b, "  for (int32_t cb = 0; cb < %d; ++cb) %s(%s);\n", k.block.blocks(p), k.Symbol(), call)
+			fmt.Fprintf(&b, "  for (int32_t i = 0; i < %d; ++i) printf(\"%%d\\n\", (int)out[i]);\n  return 0;\n}\n", len(want))
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "k.c"), []byte(b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, march := range []string{"-march=haswell", "-march=x86-64"} {
+				build := exec.Command(cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", march, "k.c", "-o", "k")
+				build.Dir = dir
+				if out, err := build.CombinedOutput(); err != nil {
+					t.Fatalf("%s: %v\n%s", march, err, out)
+				}
+				run := exec.Command("./k")
+				run.Dir = dir
+				out, err := run.Output()
+				if err != nil {
+					t.Fatalf("%s: run: %v", march, err)
+				}
+				got := strings.Fields(string(out))
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d values, want %d", march, len(got), len(want))
+				}
+				for i, g := range got {
+					if g != fmt.Sprint(want[i]) {
+						t.Fatalf("%s: output %d is %s, want %d", march, i, g, want[i])
+					}
+				}
+			}
+		})
+	}
+}
