@@ -3,9 +3,6 @@ package topi
 import (
 	"fmt"
 	"math/rand"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -91,22 +88,9 @@ func TestQConvDirectPortable(t *testing.T) {
 				xt = "int8_t"
 			}
 			var b strings.Builder
-			b.WriteString("#include <stdint.h>\n#include <string.h>\n#include <stdio.h>\n#include <stdlib.h>\n")
-			for _, inc := range k.Includes() {
-				if inc[0] == '#' {
-					b.WriteString(inc + "\n")
-				} else {
-					b.WriteString("#include " + inc + "\n")
-				}
-			}
+			b.WriteString(cPrelude(pk, k))
 			b.WriteString(pk.Source() + k.Source())
-			ints := func(name, typ string, v []int64) {
-				s := make([]string, len(v))
-				for i, e := range v {
-					s[i] = fmt.Sprint(e)
-				}
-				fmt.Fprintf(&b, "static const %s %s[%d] = {%s};\n", typ, name, len(v), strings.Join(s, ", "))
-			}
+			ints := func(name, typ string, v []int64) { b.WriteString(cArray(name, typ, v)) }
 			ints("xin", xt, x)
 			ints("win", "int8_t", wt)
 			wsum := make([]int64, p.oc)
@@ -120,32 +104,7 @@ func TestQConvDirectPortable(t *testing.T) {
 			fmt.Fprintf(&b, "  for (int32_t c4 = 0; c4 < %d; ++c4) %s(xin, x4, c4);\n", k.c4, pk.Symbol())
 			fmt.Fprintf(&b, "  for (int32_t t = 0; t < %d; ++t) %s(x4, win, wsum, out, t);\n", k.tiles, k.Symbol())
 			fmt.Fprintf(&b, "  for (int32_t i = 0; i < %d; ++i) printf(\"%%d\\n\", (int)out[i]);\n  free(x4);\n  free(out);\n  return 0;\n}\n", len(want))
-			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "k.c"), []byte(b.String()), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			for _, march := range []string{"-march=haswell", "-march=x86-64"} {
-				build := exec.Command(cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", march, "k.c", "-o", "k")
-				build.Dir = dir
-				if out, err := build.CombinedOutput(); err != nil {
-					t.Fatalf("%s: %v\n%s", march, err, out)
-				}
-				run := exec.Command("./k")
-				run.Dir = dir
-				out, err := run.Output()
-				if err != nil {
-					t.Fatalf("%s: run: %v", march, err)
-				}
-				got := strings.Fields(string(out))
-				if len(got) != len(want) {
-					t.Fatalf("%s: %d values, want %d", march, len(got), len(want))
-				}
-				for i, g := range got {
-					if g != fmt.Sprint(want[i]) {
-						t.Fatalf("%s: output %d is %s, want %d", march, i, g, want[i])
-					}
-				}
-			}
+			runCVariants(t, cc, b.String(), want)
 		})
 	}
 }

@@ -3,9 +3,6 @@ package topi
 import (
 	"fmt"
 	"math/rand"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -95,22 +92,9 @@ func TestQDWBlockPortable(t *testing.T) {
 				ot = map[bool]string{true: "int8_t", false: "uint8_t"}[tc.epi.signed]
 			}
 			var b strings.Builder
-			b.WriteString("#include <stdint.h>\n#include <string.h>\n#include <stdio.h>\n")
-			for _, inc := range k.Includes() {
-				if inc[0] == '#' {
-					b.WriteString(inc + "\n")
-				} else {
-					b.WriteString("#include " + inc + "\n")
-				}
-			}
+			b.WriteString(cPrelude(k))
 			b.WriteString(k.Source())
-			ints := func(name, typ string, v []int64) {
-				s := make([]string, len(v))
-				for i, e := range v {
-					s[i] = fmt.Sprint(e)
-				}
-				fmt.Fprintf(&b, "static const %s %s[%d] = {%s};\n", typ, name, len(v), strings.Join(s, ", "))
-			}
+			ints := func(name, typ string, v []int64) { b.WriteString(cArray(name, typ, v)) }
 			ints("xin", xt, x)
 			ints("win", "int8_t", wt)
 			if tc.epi != nil {
@@ -124,32 +108,7 @@ func TestQDWBlockPortable(t *testing.T) {
 			}
 			fmt.Fprintf(&b, "  for (int32_t cb = 0; cb < %d; ++cb) %s(%s);\n", k.block.blocks(p), k.Symbol(), call)
 			fmt.Fprintf(&b, "  for (int32_t i = 0; i < %d; ++i) printf(\"%%d\\n\", (int)out[i]);\n  return 0;\n}\n", len(want))
-			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "k.c"), []byte(b.String()), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			for _, march := range []string{"-march=haswell", "-march=x86-64"} {
-				build := exec.Command(cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", march, "k.c", "-o", "k")
-				build.Dir = dir
-				if out, err := build.CombinedOutput(); err != nil {
-					t.Fatalf("%s: %v\n%s", march, err, out)
-				}
-				run := exec.Command("./k")
-				run.Dir = dir
-				out, err := run.Output()
-				if err != nil {
-					t.Fatalf("%s: run: %v", march, err)
-				}
-				got := strings.Fields(string(out))
-				if len(got) != len(want) {
-					t.Fatalf("%s: %d values, want %d", march, len(got), len(want))
-				}
-				for i, g := range got {
-					if g != fmt.Sprint(want[i]) {
-						t.Fatalf("%s: output %d is %s, want %d", march, i, g, want[i])
-					}
-				}
-			}
+			runCVariants(t, cc, b.String(), want)
 		})
 	}
 }
