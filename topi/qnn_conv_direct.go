@@ -19,10 +19,11 @@ import (
 //
 //	word(c4, oy, ox, ky, kx) = X4p[c4][oy + ky*DH][ox + kx*DW]
 //
-// Tiles are pixels of one output row, so they never straddle rows; a
-// row's last tile computes the lanes past the row's end from the words
-// that follow (the next padded row, or a slack after the last plane) and
-// stores only the row's pixels. With a kernel one tap wide (1x1) the
+// A tile is pixels of one output row, or eight columns of two rows
+// (pairs); it never runs past a row's end into the next. A row's last
+// tile computes the lanes past the row's end from the words that follow
+// (the next padded row, or a slack after the last plane) and stores only
+// the row's pixels. With a kernel one tap wide (1x1) the
 // padded rows are the output rows back to back, and the whole plane is
 // one row.
 //
@@ -47,7 +48,7 @@ import (
 //   - Rows of a wider kernel where tiles of eight pixels (one vector,
 //     eight channels) leave at least an eighth fewer lanes idle: a 7x7
 //     map computes 56 lanes against 64, and resnet18's 512-channel 3x3
-//     convolutions took 1.62 -> 1.50 ms. Eight-pixel tiles read the
+//     convolutions took 1.62 -> 1.49 ms. Eight-pixel tiles read the
 //     weight twice as often per pixel: where they saved fewer lanes, or
 //     none (56x56), or on flat planes with large weights (mobilenet_v2's
 //     1x1 convolutions of 384 channels and more on 14x14 and 7x7, which
@@ -190,7 +191,7 @@ func (d *qconvDirect) packSource(p qconvParams) string {
 	return b.String()
 }
 
-// evalPack is the pack kernel's Eval in the padded layout: the byte at
+// packByte is the pack kernel's Eval in the padded layout: the byte at
 // word (py, px) of plane c4, channel i.
 func (d *qconvDirect) packByte(p qconvParams, x func(c, iy, ix int64) uint8, c4, py, px, i int64) uint8 {
 	iy, ix := py-p.ph, px-p.pw
@@ -206,6 +207,25 @@ func (d *qconvDirect) packByte(p qconvParams, x func(c, iy, ix int64) uint8, c4,
 		b ^= 0x80
 	}
 	return b
+}
+
+// tiles is the direct form's tiles per image.
+func (d *qconvDirect) tiles() int64 {
+	if d.pairs {
+		return d.rows / 2 * d.tpr
+	}
+	return d.rows * d.tpr
+}
+
+// lane is the output position of lane j of tile t, and whether the tile
+// stores it: tileHeader's geometry, for Eval.
+func (d *qconvDirect) lane(t, j int64) (int64, bool) {
+	if d.pairs {
+		r, c := t/d.tpr*2+j/8, t%d.tpr*8+j%8
+		return r*d.rl + c, c < d.rl
+	}
+	c := t%d.tpr*d.np + j
+	return t/d.tpr*d.rl + c, c < d.rl
 }
 
 // tileHeader is the C opening the direct form's tile t: its output
@@ -229,7 +249,8 @@ func (d *qconvDirect) tileHeader(w func(string, ...any), p qconvParams) {
 
 // kLoop opens the reduction loop of a kernel form: k4 runs over the
 // reduction's four-channel words, and xk is the first of the tile's
-// words for k4 (in xp, or in place). kEnd closes it.
+// words for k4 (in xp, or in place). The caller writes the body and its
+// closing brace.
 func (k *qconvKernel) kLoop(w func(string, ...any), ind string) {
 	if k.dir == nil {
 		w("%sfor (int32_t k4 = 0; k4 < K4; ++k4) {\n", ind)

@@ -7,15 +7,17 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/tir"
 )
 
 // TestQConvDirectPortable: the direct form's kernels (qnn_conv_direct.go),
 // built with AVX2 and built for a plain x86-64 (the portable C under the
-// guard's #else, as an exported project may be built), give the exact
-// int32 sums of a plain convolution over the zero-point-padded input, for
-// both tile shapes (rows of eight pixels; a flat plane in tiles of
-// sixteen; tiles of two rows of eight), with input channels not a multiple of four, output channels
-// not a multiple of the register block, asymmetric padding and int8 data.
+// guard's #else, as an exported project may be built), and their Eval,
+// give the exact int32 sums of a plain convolution over the
+// zero-point-padded input, for the three tile shapes (rows of eight
+// pixels; a flat plane in tiles of sixteen; tiles of two rows of eight),
+// with input channels not a multiple of four, output channels not a
+// multiple of the register block, asymmetric padding and int8 data.
 func TestQConvDirectPortable(t *testing.T) {
 	cc := testenv.Tool(t, "gcc")
 	for _, tc := range []struct {
@@ -105,6 +107,37 @@ func TestQConvDirectPortable(t *testing.T) {
 			fmt.Fprintf(&b, "  for (int32_t t = 0; t < %d; ++t) %s(x4, win, wsum, out, t);\n", k.tiles, k.Symbol())
 			fmt.Fprintf(&b, "  for (int32_t i = 0; i < %d; ++i) printf(\"%%d\\n\", (int)out[i]);\n  free(x4);\n  free(out);\n  return 0;\n}\n", len(want))
 			runCVariants(t, cc, b.String(), want)
+			// The kernels' Eval (the interpreter's), on the same data.
+			var xm tir.KernelMemory = conv(make(sliceMem[uint8], len(x)), x)
+			if p.signed {
+				xm = conv(make(sliceMem[int8], len(x)), x)
+			}
+			x4 := make(sliceMem[uint8], k.dir.imageBytes(k.c4))
+			for c4 := int64(0); c4 < k.c4; c4++ {
+				if err := pk.Eval([]tir.KernelArg{{Mem: xm}, {Mem: x4}, {Int: c4}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out := make(sliceMem[int32], len(want))
+			wm, sm := conv(make(sliceMem[int8], len(wt)), wt), conv(make(sliceMem[int32], len(wsum)), wsum)
+			for tile := int64(0); tile < k.tiles; tile++ {
+				if err := k.Eval([]tir.KernelArg{{Mem: x4}, {Mem: wm}, {Mem: sm}, {Mem: out}, {Int: tile}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, v := range out {
+				if int64(v) != want[i] {
+					t.Fatalf("Eval: output %d is %d, want %d", i, v, want[i])
+				}
+			}
 		})
 	}
+}
+
+// conv copies v into m, element by element.
+func conv[T int8 | uint8 | int32](m sliceMem[T], v []int64) sliceMem[T] {
+	for i, e := range v {
+		m[i] = T(e)
+	}
+	return m
 }

@@ -224,10 +224,7 @@ func newQConvKernel(p qconvParams, epi *qconvEpi) (*qconvKernel, error) {
 	}
 	k.tiles = (p.oh*p.ow + k.np - 1) / k.np
 	if d := qconvDirectFor(p, k.np); d != nil {
-		k.dir, k.np, k.mr, k.tiles = d, d.np, 64/d.np, d.rows*d.tpr
-		if d.pairs {
-			k.tiles = d.rows / 2 * d.tpr
-		}
+		k.dir, k.np, k.mr, k.tiles = d, d.np, 64/d.np, d.tiles()
 	}
 	k.w16 = p.isa == qconvAVX2 && !p.maddubs && k.tiles >= qconvW16MinTiles
 	if k.k4*4 > qconvMaxK || k.k4*k.np*4 > qconvMaxTile {
@@ -601,12 +598,12 @@ func (k *qconvKernel) dot256(acc, x, b string) string {
 }
 
 // mainAVX2 is the AVX-VNNI (or AVX2) block: 4 channels x 16 pixels in 8
-// ymm accumulators (the direct form: 8 channels x 8 pixels); a partial
-// tile is stored through a buffer.
+// ymm accumulators (the direct form's eight-pixel tiles: 8 channels x 8
+// pixels); a partial tile is stored through a buffer.
 func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	mr, izpu := k.mr, k.p.izpu()
-	// nv: the tile's vectors of eight pixels (two in the usual form, one
-	// in the direct form).
+	// nv: the tile's vectors of eight pixels (one for the direct form's
+	// eight-pixel tiles, else two).
 	nv := k.np / 8
 	// pairs: x1 is the next row's eight pixels (qconvDirect.pairs), and
 	// the second vector's results go to that row.
@@ -812,21 +809,12 @@ func (k *qconvKernel) Eval(args []tir.KernelArg) error {
 		return fmt.Errorf("qnn.conv2d kernel: output: %v", err)
 	}
 	t, izpu := tArg.Int, p.izpu()
-	p0, np := t*k.np, min(k.np, pix-t*k.np)
-	// lane maps the tile's lane j to its output position.
-	lane := func(j int64) (int64, bool) { return p0 + j, j < np }
-	if d := k.dir; d != nil && d.pairs {
-		rr, c0 := t/d.tpr*2, t%d.tpr*8
-		lane = func(j int64) (int64, bool) {
-			r, c := rr+j/8, c0+j%8
-			return r*d.rl + c, r < d.rows && c < d.rl
-		}
-	} else if d != nil {
-		c0 := t % d.tpr * k.np
-		p0, np = t/d.tpr*d.rl+c0, min(k.np, d.rl-c0)
-	}
 	for j := int64(0); j < k.np; j++ {
-		q, ok := lane(j)
+		// The output position of lane j, and whether the tile stores it.
+		q, ok := t*k.np+j, t*k.np+j < pix
+		if k.dir != nil {
+			q, ok = k.dir.lane(t, j)
+		}
 		if !ok {
 			continue
 		}

@@ -17,7 +17,7 @@ import (
 )
 
 // sliceMem is Go memory of one element type for Eval.
-type sliceMem[T float32 | int8 | uint8] []T
+type sliceMem[T float32 | int8 | uint8 | int32] []T
 
 func (m sliceMem[T]) Len() int64                  { return int64(len(m)) }
 func (m sliceMem[T]) Float(i int64) float64       { return float64(m[i]) }
