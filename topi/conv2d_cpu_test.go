@@ -198,10 +198,17 @@ func TestConvCPUFusedEpilogue(t *testing.T) {
 		w      []int64
 		pack   int64
 		allocs []string // allocation that must appear (the tile)
+		target string   // the processor (default x86-avx512)
 	}{
-		{"packed_3x3", op.Conv2DPacked, ir.Attrs{"padding": p1}, nnInts(1, 4, 6, 20), nnInts(32, 4, 3, 3), 16, []string{`T.allocate((1, 8, 130), "float32", "local")`, `T.call_kernel("kiln_conv_mk_avx512_`}},
-		{"packed_1x1_s2", op.Conv2DPacked, ir.Attrs{"strides": nnInts(2, 2)}, nnInts(2, 8, 7, 7), nnInts(16, 8, 1, 1), 16, []string{`T.allocate((1, 8, 16), "float32", "local")`, `T.call_kernel("kiln_conv_mk_avx512_`}},
-		{"depthwise", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(6)}, nnInts(1, 6, 5, 9), nnInts(6, 1, 3, 3), 0, []string{`T.allocate((1, 1, 53), "float32", "local")`, `T.call_kernel("kiln_conv_mk_avx512_`}},
+		{"packed_3x3", op.Conv2DPacked, ir.Attrs{"padding": p1}, nnInts(1, 4, 6, 20), nnInts(32, 4, 3, 3), 16, []string{`T.allocate((1, 8, 130), "float32", "local")`, `T.call_kernel("kiln_conv_mk_avx512_`}, ""},
+		{"packed_1x1_s2", op.Conv2DPacked, ir.Attrs{"strides": nnInts(2, 2)}, nnInts(2, 8, 7, 7), nnInts(16, 8, 1, 1), 16, []string{`T.allocate((1, 8, 16), "float32", "local")`, `T.call_kernel("kiln_conv_mk_avx512_`}, ""},
+		{"depthwise", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(6)}, nnInts(1, 6, 5, 9), nnInts(6, 1, 3, 3), 0, []string{`T.allocate((1, 1, 53), "float32", "local")`, `T.call_kernel("kiln_conv_mk_avx512_`}, ""},
+		// The lanes form (dwconv_lanes.go): eight channels per tile, row
+		// tiles of 10 rows (V row stride 31), a partial last column group.
+		{"depthwise_lanes_s2", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(16), "strides": nnInts(2, 2)}, nnInts(1, 16, 40, 60), nnInts(16, 1, 3, 3), 0,
+			[]string{`T.allocate((1, 8, 309), "float32", "local")`, `T.call_kernel("kiln_dwlanes_avx2fma_`}, "c -mcpu=haswell"},
+		{"depthwise_lanes_5x5", op.Conv2D, ir.Attrs{"padding": nnInts(2, 1, 2, 3), "groups": int64(16), "dilation": nnInts(1, 2)}, nnInts(1, 16, 5, 57), nnInts(16, 1, 5, 5), 0,
+			[]string{`T.call_kernel("kiln_dwlanes_avx2fma_`}, "c -mcpu=haswell"},
 	}
 	for k, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -237,7 +244,11 @@ func TestConvCPUFusedEpilogue(t *testing.T) {
 
 			// A fixed processor, so that the tiles do not depend on the
 			// machine running the test.
-			tgt, err := targets.Default.Parse("x86-avx512")
+			tname := c.target
+			if tname == "" {
+				tname = "x86-avx512"
+			}
+			tgt, err := targets.Default.Parse(tname)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -787,6 +787,13 @@ func scheduleDepthwiseCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.T
 	if err != nil {
 		return err
 	}
+	if dwLanesFor(p, x.Shape) {
+		// Eight channels per tile (dwconv_lanes.go); with one channel
+		// tile, the row tiles are the parallel loop.
+		p.mr, p.rows = dwLanes, p.lanesRows()
+		p.rowsOuter = x.Shape[1] <= dwLanes && p.g.oh/p.rows >= 2
+		return p.scheduleTiles(s, outs, anchor[0], vT, dwLanes, func(cols int64) te.TensorIntrin { return p.lanesTile(x, w, cols) })
+	}
 	return p.scheduleTiles(s, outs, anchor[0], vT, 1, func(cols int64) te.TensorIntrin { return p.depthwiseTile(x, w, cols) })
 }
 

@@ -47,7 +47,7 @@ func runCVariants(t *testing.T, cc, src string, want []int64) {
 		t.Fatal(err)
 	}
 	for _, march := range []string{"-march=haswell", "-march=x86-64"} {
-		build := exec.Command(cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", march, "k.c", "-o", "k")
+		build := exec.Command(cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", march, "k.c", "-o", "k", "-lm")
 		build.Dir = dir
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", march, err, out)

@@ -1,0 +1,313 @@
+package topi
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/te"
+	"github.com/kiln-dev/kiln/tir"
+)
+
+// The depthwise convolution's lanes form (AVX2 with FMA): eight channels
+// per micro-kernel call, one in each lane of a 256-bit vector. The
+// columns form (depthwiseTile) puts a row's output columns in the lanes,
+// one channel per call, and reads the taps at column offsets of a local
+// copy of the tile's input rows, which a strided convolution splits into
+// column phases. The lanes form lays eight channels' input rows out
+// interleaved and padded (ring[row][col][lane], an 8x8 transpose per
+// eight columns) in a ring of (KH-1)*DH+1 rows, so that every output
+// pixel of the eight channels is one vector of multiply-adds over the
+// taps, whatever the stride (a tap is a whole vector at any column), and
+// transposes the sums back into V's rows, eight pixels at a time.
+//
+// The transposes cost about as much as the multiply-adds, so the form
+// pays where the columns form's phase split and long planes cost more:
+// measured on AVX2 (Zen 3, 1 thread, mobilenet_v2's layers with their
+// bias and clip, the generated library called in a loop) it took 0.24 ->
+// 0.15 ms at stride 2 from 112x112 (96 channels), 0.086 -> 0.078 from
+// 56x56, 0.029 -> 0.025 from 28x28, and at stride 1 0.18 -> 0.14 ms on
+// 112x112 (32 channels), 0.20 -> 0.16 on 56x56 (144); at stride 1 on
+// 28x28 and smaller maps it was 17-50 % slower, and at stride 2 from
+// 14x14 even. Hence dwLanesMinRow. A ring kept from one row tile's call
+// to the next (thread-local) saved nothing measurable over copying each
+// tile's few shared rows again.
+
+// dwLanes is the number of channels per call of the lanes form.
+const dwLanes = 8
+
+// dwLanesMinRow is the least input width times column stride for which
+// the lanes form is chosen (see above: stride 1 from 56 columns, stride
+// 2 from 28).
+const dwLanesMinRow = 56
+
+// dwLanesMaxRing bounds the ring (bytes, on the kernel's stack).
+const dwLanesMaxRing = 32 << 10
+
+// dwLanesMaxTaps bounds the taps of the lanes form (the weight vectors
+// live on the kernel's stack).
+const dwLanesMaxTaps = 64
+
+// dwLanesKernel computes V for eight channels and rows output rows:
+//
+//	v[c*LDV + r*VROW + ox] = sum over (ky, kx) of
+//	    x[c*H*W + iy*W + ix] * w[c*KH*KW + ky*KW + kx]
+//
+// with iy = (oy0+r)*SH - PH + ky*DH and ix = ox*SW - PW + kx*DW (zero
+// outside the input), for c < 8, r < rows, ox < OW, the taps summed in
+// order with the instruction set's multiply-add from zero — the
+// depthwise TE reduction's arithmetic, bit for bit. Arguments: v, x (the
+// first channel's plane), w (the first channel's taps), oy0.
+type dwLanesKernel struct {
+	kernelBase
+	g         convGeom
+	h, w      int64 // input
+	rows      int64 // output rows per call
+	ldv, vrow int64 // V's channel and row strides
+	ns, wpl   int64 // ring rows, ring row columns
+	taps, hw  int64 // KH*KW; H*W
+}
+
+// dwLanesFor reports whether the lanes form applies to a depthwise
+// convolution of x (float32, NCHW) planned as p.
+func dwLanesFor(p *convPlan, x ir.Shape) bool {
+	g := p.g
+	if p.isa.name != "avx2fma" || len(x) != 4 || x[1]%dwLanes != 0 || x[3]*g.sw < dwLanesMinRow {
+		return false
+	}
+	if g.kh*g.kw > dwLanesMaxTaps || g.ph < 0 || g.pw < 0 || g.oh < 1 || g.ow < 1 {
+		return false
+	}
+	ns, wpl := (g.kh-1)*g.dh+1, (g.ow-1)*g.sw+(g.kw-1)*g.dw+1
+	return ns*wpl*dwLanes*4 <= dwLanesMaxRing
+}
+
+// lanesRows is the lanes form's output rows per V tile: the most that
+// divide the map with eight channels' tile within vTileBytes.
+func (p *convPlan) lanesRows() int64 {
+	for r := p.g.oh; r > 1; r-- {
+		if p.g.oh%r == 0 && dwLanes*p.tileCols(r)*4 <= vTileBytes {
+			return r
+		}
+	}
+	return 1
+}
+
+func newDWLanesKernel(isa vecISA, g convGeom, h, w, rows, ldv, vrow int64) (*dwLanesKernel, error) {
+	k := &dwLanesKernel{kernelBase: kernelBase{isa: isa}, g: g, h: h, w: w, rows: rows, ldv: ldv, vrow: vrow,
+		ns: (g.kh-1)*g.dh + 1, wpl: (g.ow-1)*g.sw + (g.kw-1)*g.dw + 1, taps: g.kh * g.kw, hw: h * w}
+	if rows < 1 || (rows-1)*vrow+g.ow > ldv {
+		return nil, fmt.Errorf("depthwise lanes kernel: %d rows of %d columns (row stride %d) exceed the channel stride %d", rows, g.ow, vrow, ldv)
+	}
+	k.vSpan = (dwLanes-1)*ldv + (rows-1)*vrow + g.ow
+	k.xSpan = dwLanes * h * w
+	k.wSpan = dwLanes * k.taps
+	return k, k.finish("depthwise lanes kernel", "kiln_dwlanes_", k.source)
+}
+
+// Includes implements tir.Kernel.
+func (k *dwLanesKernel) Includes() []string {
+	return append(k.kernelBase.Includes(), "<math.h>", "<stdint.h>", "<string.h>")
+}
+
+func (k *dwLanesKernel) source(sym string) string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	g := k.g
+	p("/* Depthwise convolution, lanes form: 8 channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d) to %d rows of %d, V strides %d and %d. */\n",
+		k.h, k.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, k.rows, g.ow, k.ldv, k.vrow)
+	p("enum { %s_NS = %d, %s_WPL = %d };\n", sym, k.ns, sym, k.wpl)
+	p("#if %s\n", k.isa.guard)
+	p("static inline void %s_tr8(__m256 r[8]) {\n", sym)
+	p("  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);\n")
+	p("  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);\n")
+	p("  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);\n")
+	p("  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);\n")
+	p("  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);\n")
+	p("  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);\n")
+	p("  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);\n")
+	p("  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);\n")
+	p("  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20); r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);\n")
+	p("  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20); r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);\n")
+	p("  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31); r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);\n")
+	p("  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);\n}\n")
+	p("#endif\n")
+	p("%sstatic void %s(float* restrict v, const float* restrict x, const float* restrict w, int32_t oy0) {\n", noInline, sym)
+	p("  enum { NS = %s_NS, WPL = %s_WPL, KK = %d };\n", sym, sym, k.taps)
+	p("  float ring[NS * WPL * 8] __attribute__((aligned(32)));\n")
+	p("  int32_t tag[NS];\n")
+	p("  for (int32_t i = 0; i < NS; ++i) tag[i] = INT32_MIN;\n")
+	// N input columns land in the ring row, from column PW.
+	n := min(k.wpl-g.pw, k.w)
+	p("#if %s\n", k.isa.guard)
+	p("  __m256 wv[KK];\n")
+	p("  for (int32_t t = 0; t < KK; ++t) {\n")
+	p("    float l[8];\n")
+	p("    for (int32_t i = 0; i < 8; ++i) l[i] = w[i * KK + t];\n")
+	p("    wv[t] = _mm256_loadu_ps(l);\n  }\n")
+	p("#endif\n")
+	p("  for (int32_t r = 0; r < %d; ++r) {\n", k.rows)
+	p("    const float* rp[%d];\n", g.kh)
+	p("    for (int32_t ky = 0; ky < %d; ++ky) {\n", g.kh)
+	p("      const int32_t iy = (oy0 + r) * %d - %d + ky * %d;\n", g.sh, g.ph, g.dh)
+	p("      const int32_t sl = (int32_t)(((int64_t)iy %% NS + NS) %% NS);\n")
+	p("      float* restrict d = ring + (int64_t)sl * WPL * 8;\n")
+	p("      rp[ky] = d;\n")
+	p("      if (tag[sl] == iy) continue;\n")
+	p("      tag[sl] = iy;\n")
+	p("      if (iy < 0 || iy >= %d) {\n        memset(d, 0, sizeof(float) * WPL * 8);\n        continue;\n      }\n", k.h)
+	if g.pw > 0 {
+		p("      memset(d, 0, sizeof(float) * %d * 8);\n", min(g.pw, k.wpl))
+	}
+	if end := g.pw + max(n, 0); end < k.wpl {
+		p("      memset(d + %d * 8, 0, sizeof(float) * %d * 8);\n", end, k.wpl-end)
+	}
+	if n > 0 {
+		p("      const float* restrict s = x + (int64_t)iy * %d;\n", k.w)
+		p("      int32_t c = 0;\n")
+		p("#if %s\n", k.isa.guard)
+		p("      for (; c + 8 <= %d; c += 8) {\n", n)
+		p("        __m256 q[8];\n")
+		p("        for (int32_t i = 0; i < 8; ++i) q[i] = _mm256_loadu_ps(s + (int64_t)i * %d + c);\n", k.hw)
+		p("        %s_tr8(q);\n", sym)
+		p("        for (int32_t i = 0; i < 8; ++i) _mm256_store_ps(d + (int64_t)(%d + c + i) * 8, q[i]);\n", g.pw)
+		p("      }\n")
+		if t := n % 8; t > 0 {
+			// The last columns: masked loads (no access past the row),
+			// the same transpose, and a store per valid column.
+			p("      {\n")
+			p("        const __m256i km = _mm256_setr_epi32(%s);\n", laneMask(t))
+			p("        __m256 q[8];\n")
+			p("        for (int32_t i = 0; i < 8; ++i) q[i] = _mm256_maskload_ps(s + (int64_t)i * %d + c, km);\n", k.hw)
+			p("        %s_tr8(q);\n", sym)
+			p("        for (int32_t i = 0; i < %d; ++i) _mm256_store_ps(d + (int64_t)(%d + c + i) * 8, q[i]);\n", t, g.pw)
+			p("        c += %d;\n", t)
+			p("      }\n")
+		}
+		p("#endif\n")
+		p("      for (; c < %d; ++c)\n", n)
+		p("        for (int32_t i = 0; i < 8; ++i) d[(int64_t)(%d + c) * 8 + i] = s[(int64_t)i * %d + c];\n", g.pw, k.hw)
+	}
+	p("    }\n")
+	p("    float* restrict vr = v + (int64_t)r * %d;\n", k.vrow)
+	p("#if %s\n", k.isa.guard)
+	full := g.ow / 8 * 8
+	k.lanesGroup(p, sym, "0", fmt.Sprint(full), 8)
+	if t := g.ow - full; t > 0 {
+		k.lanesGroup(p, sym, fmt.Sprint(full), fmt.Sprint(g.ow), t)
+	}
+	p("#else\n")
+	p("    for (int32_t c = 0; c < 8; ++c)\n")
+	p("      for (int32_t ox = 0; ox < %d; ++ox) {\n", g.ow)
+	p("        float a = 0.0f;\n")
+	p("        for (int32_t ky = 0; ky < %d; ++ky)\n", g.kh)
+	p("          for (int32_t kx = 0; kx < %d; ++kx)\n", g.kw)
+	p("            a = fmaf(rp[ky][(ox * %d + kx * %d) * 8 + c], w[c * KK + ky * %d + kx], a);\n", g.sw, g.dw, g.kw)
+	p("        vr[(int64_t)c * %d + ox] = a;\n", k.ldv)
+	p("      }\n")
+	p("#endif\n")
+	p("  }\n}\n")
+	return b.String()
+}
+
+// lanesGroup writes the loop over groups of eight output columns in
+// [from, to) with nb valid columns per group: eight accumulators (one per
+// column, eight channels each), the taps in order, then a transpose to
+// eight channels' runs of columns and a store of nb of them per channel.
+func (k *dwLanesKernel) lanesGroup(p func(string, ...any), sym, from, to string, nb int64) {
+	g := k.g
+	p("    for (int32_t ox = %s; ox < %s; ox += 8) {\n", from, to)
+	p("      __m256 a[8];\n")
+	p("      for (int32_t i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();\n")
+	p("      for (int32_t ky = 0; ky < %d; ++ky)\n", g.kh)
+	p("        for (int32_t kx = 0; kx < %d; ++kx) {\n", g.kw)
+	p("          const float* restrict q = rp[ky] + (int64_t)(ox * %d + kx * %d) * 8;\n", g.sw, g.dw)
+	p("          const __m256 wt = wv[ky * %d + kx];\n", g.kw)
+	p("          for (int32_t i = 0; i < %d; ++i) a[i] = _mm256_fmadd_ps(_mm256_load_ps(q + i * %d), wt, a[i]);\n", nb, g.sw*8)
+	p("        }\n")
+	p("      %s_tr8(a);\n", sym)
+	if nb == 8 {
+		p("      for (int32_t c = 0; c < 8; ++c) _mm256_storeu_ps(vr + (int64_t)c * %d + ox, a[c]);\n", k.ldv)
+	} else {
+		p("      const __m256i km = _mm256_setr_epi32(%s);\n", laneMask(nb))
+		p("      for (int32_t c = 0; c < 8; ++c) _mm256_maskstore_ps(vr + (int64_t)c * %d + ox, km, a[c]);\n", k.ldv)
+	}
+	p("    }\n")
+}
+
+// laneMask is the eight int32 lanes of a mask of the first n.
+func laneMask(n int64) string {
+	l := make([]string, 8)
+	for i := range l {
+		l[i] = "0"
+		if int64(i) < n {
+			l[i] = "-1"
+		}
+	}
+	return strings.Join(l, ", ")
+}
+
+// Eval implements tir.Kernel: the sums as the C computes them.
+func (k *dwLanesKernel) Eval(args []tir.KernelArg) error {
+	if len(args) != 4 {
+		return fmt.Errorf("depthwise lanes kernel: want 3 pointers and a row, got %d arguments", len(args))
+	}
+	mem, off, err := k.operands(args[:3])
+	if err != nil {
+		return fmt.Errorf("depthwise lanes kernel: %v", err)
+	}
+	g := k.g
+	oy0 := args[3].Int
+	if oy0 < 0 || oy0+k.rows > g.oh {
+		return fmt.Errorf("depthwise lanes kernel: rows %d to %d outside the output's %d", oy0, oy0+k.rows, g.oh)
+	}
+	vm, xm, wm := mem[0], mem[1], mem[2]
+	for c := int64(0); c < dwLanes; c++ {
+		for r := int64(0); r < k.rows; r++ {
+			for ox := int64(0); ox < g.ow; ox++ {
+				acc := 0.0
+				for ky := int64(0); ky < g.kh; ky++ {
+					iy := (oy0+r)*g.sh - g.ph + ky*g.dh
+					for kx := int64(0); kx < g.kw; kx++ {
+						ix := ox*g.sw - g.pw + kx*g.dw
+						xv := 0.0
+						if iy >= 0 && iy < k.h && ix >= 0 && ix < k.w {
+							xv = xm.Float(off[1] + c*k.hw + iy*k.w + ix)
+						}
+						acc = k.isa.madd(wm.Float(off[2]+c*k.taps+ky*g.kw+kx), xv, acc)
+					}
+				}
+				vm.SetFloat(off[0]+c*k.ldv+r*k.vrow+ox, acc)
+			}
+		}
+	}
+	return nil
+}
+
+// lanesTile is the TensorIntrin of the depthwise V stage in the lanes
+// form: eight channels' cols virtual columns per call.
+func (p *convPlan) lanesTile(x, w *te.Tensor, cols int64) te.TensorIntrin {
+	g := p.g
+	rows := (cols-g.ow)/p.wq + 1
+	return func(ctx *te.TensorizeContext) (tir.Stmt, error) {
+		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != dwLanes || ctx.Extent[2] != cols {
+			return nil, fmt.Errorf("depthwise lanes tile: extents %v, want [1 %d %d]", ctx.Extent, dwLanes, cols)
+		}
+		k, err := newDWLanesKernel(p.isa, g, x.Shape[2], x.Shape[3], rows, ctx.Out.Shape[len(ctx.Out.Shape)-1], p.wq)
+		if err != nil {
+			return nil, err
+		}
+		n0, c0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
+		xl, err := ctx.Load(x, n0, c0, tir.Idx(0), tir.Idx(0))
+		if err != nil {
+			return nil, err
+		}
+		wl, err := ctx.Load(w, c0, tir.Idx(0), tir.Idx(0), tir.Idx(0))
+		if err != nil {
+			return nil, err
+		}
+		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
+		oy0 := tir.FloorDiv(j0, tir.Idx(p.wq))
+		return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(xl), tir.AddressOf(wl), oy0)), nil
+	}
+}
