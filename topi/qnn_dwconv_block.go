@@ -11,35 +11,48 @@ import (
 // per call, one in each lane. The row form (qdwRows) puts a row's output
 // columns in the lanes, one channel per call; on small maps that leaves
 // lanes idle (a 7x7 map's row fills seven of eight) and pays a row's
-// layout, tap loop and requantization for every seven outputs, which made
-// mobilenet_v2's int8 depthwise layers about a third of its time. The
-// block form lays the eight channels' planes out interleaved and padded,
-// centred, as float32 (buf[y][x][lane], exact as in the row form: every
-// product and partial sum is an integer below 2^24), so that every
-// output pixel of the eight channels is one vector of multiply-adds over
-// the taps, whose weights are vectors of the eight channels' weights. The
-// sums are requantized with a bias and a multiplier per lane
-// (KILN_SYMBOL_rq8v) and stored a channel at a time.
+// layout, tap loop and requantization for every seven outputs, and on
+// large ones a stride splits its rows into phases. The block form lays
+// the eight channels' input rows out interleaved and padded, centred, as
+// float32 (ring[row][col][lane], exact as in the row form: every product
+// and partial sum is an integer below 2^24), in a ring of (KH-1)*DH+1
+// rows: eight columns of the eight channels are widened, centred,
+// converted and transposed (8x8) at a time. Every output pixel of the
+// eight channels is then one vector of multiply-adds over the taps,
+// whose weights are vectors of the eight channels' weights, whatever the
+// stride. The sums are requantized with a bias and a multiplier per lane
+// (KILN_SYMBOL_rq8v), transposed back to eight pixels of each channel and
+// narrowed to bytes, eight at a time (the float form's lanes kernel,
+// dwconv_lanes.go, does the same with float32 data).
 //
-// It applies to outputs narrower than qdwBlockMaxWidth whose interleaved
-// input planes fit qdwBlockMaxBuffer, with at most qdwRowsMaxTaps taps.
-// mobilenet_v2 (AVX2, 7-bit weights), per layer: 14x14 and 7x7 outputs
-// 39-56 % less time (960 channels on 7x7 0.21 -> 0.093-0.096 ms, 576 on
-// 14x14 0.37-0.38 -> 0.22, 192 at stride 2 from 28x28 0.20 -> 0.12);
-// 28x28 outputs were 1-3 % slower (the row form's rows of 28 fill
-// their vectors but for four lanes, and the block form stores a byte
-// per channel at a time), so wider outputs keep the row form.
+// mobilenet_v2 (AVX2, 7-bit weights): the first block form, which
+// converted its whole padded planes a value at a time and stored a byte
+// per channel at a time (only for outputs narrower than 16 columns),
+// took 14x14 and 7x7 outputs 39-56 % below the row form's time and was
+// 1-3 % slower on 28x28; the ring form's figures are in
+// docs/performance.md.
 
-// qdwBlockMaxWidth bounds the output width of the block form.
-const qdwBlockMaxWidth = 16
+// qdwBlockMaxRing bounds the block form's ring, which lives on the stack
+// of the thread running the kernel.
+const qdwBlockMaxRing = 32 << 10
 
-// qdwBlockMaxBuffer bounds the block form's interleaved planes, which
-// live on the stack of the thread running the kernel.
-const qdwBlockMaxBuffer = 32 << 10
+// qdwBlockPlaneWidth: outputs narrower than this take the plane variant
+// of the block form, which converts its eight channels' whole padded
+// planes (at most qdwBlockMaxRing bytes) a value at a time instead of
+// rows eight columns at a time, and stores a byte per channel per pixel
+// instead of transposing its sums back; on mobilenet_v2's 7x7 outputs
+// (960 channels at stride 1, 576 at stride 2 from 14x14) it took 0.042
+// and 0.045 ms where the ring took 0.056 and 0.055, while on 14x14 the
+// ring was faster (0.055 against 0.062).
+const qdwBlockPlaneWidth = 8
 
-// qdwBlock is the block form's geometry: the padded plane, Hp x Wp.
+// qdwBlock is the block form's geometry: the ring's rows and the columns
+// of a ring row, or for the plane variant (plane) the padded plane, hp x
+// wp.
 type qdwBlock struct {
-	hp, wp int64
+	ns, wpl int64
+	plane   bool
+	hp, wp  int64
 }
 
 // newQDWBlock returns the block form for p, or false where it does not
@@ -48,9 +61,12 @@ func newQDWBlock(p qconvParams) (qdwBlock, bool) {
 	if p.isa != qconvAVX2 && p.isa != qconvAVXVNNI {
 		return qdwBlock{}, false
 	}
-	b := qdwBlock{hp: (p.oh-1)*p.sh + (p.kh-1)*p.dh + 1, wp: (p.ow-1)*p.sw + (p.kw-1)*p.dw + 1}
-	if p.ow >= qdwBlockMaxWidth || p.ph < 0 || p.pw < 0 || p.kh*p.kw > qdwRowsMaxTaps || b.hp*b.wp*8*4 > qdwBlockMaxBuffer {
+	b := qdwBlock{ns: (p.kh-1)*p.dh + 1, wpl: (p.ow-1)*p.sw + (p.kw-1)*p.dw + 1}
+	if p.ph < 0 || p.pw < 0 || p.kh*p.kw > qdwRowsMaxTaps || b.ns*b.wpl*8*4 > qdwBlockMaxRing {
 		return qdwBlock{}, false
+	}
+	if hp := (p.oh-1)*p.sh + (p.kh-1)*p.dh + 1; p.ow < qdwBlockPlaneWidth && hp*b.wpl*8*4 <= qdwBlockMaxRing {
+		b.plane, b.hp, b.wp = true, hp, b.wpl
 	}
 	return b, true
 }
@@ -61,6 +77,208 @@ func (b qdwBlock) blocks(p qconvParams) int64 { return (p.c + 7) / 8 }
 // source is the block form's C (named KILN_SYMBOL): the kernel of
 // qdwconvKernel with the channel block cb as its last argument.
 func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
+	if b.plane {
+		return b.planeSource(p, epi)
+	}
+	var s strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&s, format, a...) }
+	xt, widen := "uint8_t", "_mm256_cvtepu8_epi32"
+	if p.signed {
+		xt, widen = "int8_t", "_mm256_cvtepi8_epi32"
+	}
+	ot := "int32_t"
+	if epi != nil {
+		ot = map[bool]string{true: "int8_t", false: "uint8_t"}[epi.signed]
+	}
+	taps := p.kh * p.kw
+	plane, oplane := p.h*p.w, p.oh*p.ow
+	w("/* Depthwise qnn.conv2d, block form: eight of %d channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d). */\n",
+		p.c, p.h, p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw)
+	w("#if %s\n", p.isa.guard())
+	w("static inline void KILN_SYMBOL_tr8(__m256 r[8]) {\n")
+	w("  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);\n")
+	w("  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);\n")
+	w("  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);\n")
+	w("  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);\n")
+	w("  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);\n")
+	w("  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);\n")
+	w("  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);\n")
+	w("  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);\n")
+	w("  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20); r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);\n")
+	w("  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20); r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);\n")
+	w("  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31); r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);\n")
+	w("  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);\n}\n")
+	w("#endif\n")
+	if epi != nil {
+		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t cb) {\n", xt, ot)
+	} else {
+		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, %s* restrict out, int32_t cb) {\n", xt, ot)
+	}
+	w("  enum { NS = %d, WPL = %d, KK = %d };\n", b.ns, b.wpl, taps)
+	w("  float ring[NS * WPL * 8] __attribute__((aligned(32)));\n")
+	w("  int32_t tag[NS];\n")
+	w("  for (int32_t i = 0; i < NS; ++i) tag[i] = INT32_MIN;\n")
+	if p.c%8 == 0 {
+		// Every block is whole: the loops over its channels unroll.
+		w("  const int32_t c0 = cb * 8, nc = 8;\n")
+	} else {
+		w("  const int32_t c0 = cb * 8, nc = %d - c0 < 8 ? %d - c0 : 8;\n", p.c, p.c)
+	}
+	w("  float wl[KK][8];\n")
+	w("  for (int32_t t = 0; t < KK; ++t)\n")
+	w("    for (int32_t i = 0; i < 8; ++i) wl[t][i] = i < nc ? (float)w[(int64_t)(c0 + i) * KK + t] : 0.0f;\n")
+	if epi != nil {
+		w("  int32_t bl[8], ml[8];\n")
+		w("  for (int32_t i = 0; i < 8; ++i) {\n")
+		w("    const int32_t c = c0 + (i < nc ? i : 0);\n")
+		if epi.perChannel {
+			w("    bl[i] = bias[c];\n    ml[i] = mult[c];\n  }\n")
+		} else {
+			w("    bl[i] = bias[c];\n    ml[i] = mult[0];\n  }\n")
+		}
+	}
+	w("#if %s\n", p.isa.guard())
+	w("  __m256 wv[KK];\n")
+	w("  for (int32_t t = 0; t < KK; ++t) wv[t] = _mm256_loadu_ps(wl[t]);\n")
+	if epi != nil {
+		w("  const __m256i bv = _mm256_loadu_si256((const __m256i*)(const void*)bl), mv = _mm256_loadu_si256((const __m256i*)(const void*)ml);\n")
+	}
+	w("#endif\n")
+	w("  for (int32_t oy = 0; oy < %d; ++oy) {\n", p.oh)
+	w("    const float* rp[%d];\n", p.kh)
+	w("    for (int32_t ky = 0; ky < %d; ++ky) {\n", p.kh)
+	w("      const int32_t iy = oy * %d - %d + ky * %d;\n", p.sh, p.ph, p.dh)
+	w("      const int32_t sl = (int32_t)(((int64_t)iy %% NS + NS) %% NS);\n")
+	w("      float* restrict d = ring + (int64_t)sl * WPL * 8;\n")
+	w("      rp[ky] = d;\n")
+	w("      if (tag[sl] == iy) continue;\n")
+	w("      tag[sl] = iy;\n")
+	// The padding (and the lanes past the last channel) hold zero, the
+	// centred zero point.
+	w("      if (iy < 0 || iy >= %d) {\n        memset(d, 0, sizeof(float) * WPL * 8);\n        continue;\n      }\n", p.h)
+	n := min(b.wpl-p.pw, p.w)
+	if p.pw > 0 {
+		w("      memset(d, 0, sizeof(float) * %d * 8);\n", min(p.pw, b.wpl))
+	}
+	if end := p.pw + max(n, 0); end < b.wpl {
+		w("      memset(d + %d * 8, 0, sizeof(float) * %d * 8);\n", end, b.wpl-end)
+	}
+	if n > 0 {
+		w("      const %s* restrict s = x + (int64_t)c0 * %d + (int64_t)iy * %d;\n", xt, plane, p.w)
+		w("#if %s\n", p.isa.guard())
+		w("      const __m256i zp = _mm256_set1_epi32(%d);\n", p.izp)
+		// col(c, t) converts t columns from c of the eight channels
+		// into ring columns PW+c...
+		col := func(c string, t int64) {
+			w("        __m256 q[8];\n")
+			w("        for (int32_t i = 0; i < 8; ++i) {\n")
+			if t == 8 {
+				w("          const __m128i by = i < nc ? _mm_loadl_epi64((const __m128i*)(const void*)(s + (int64_t)i * %d + %s)) : _mm_setzero_si128();\n", plane, c)
+			} else {
+				w("          uint64_t u = 0;\n")
+				w("          if (i < nc) memcpy(&u, s + (int64_t)i * %d + %s, %d);\n", plane, c, t)
+				w("          const __m128i by = _mm_cvtsi64_si128((long long)u);\n")
+			}
+			w("          const __m256i v = %s(by);\n", widen)
+			w("          q[i] = i < nc ? _mm256_cvtepi32_ps(_mm256_sub_epi32(v, zp)) : _mm256_setzero_ps();\n")
+			w("        }\n")
+			w("        KILN_SYMBOL_tr8(q);\n")
+			w("        for (int32_t i = 0; i < %d; ++i) _mm256_store_ps(d + (int64_t)(%d + %s + i) * 8, q[i]);\n", t, p.pw, c)
+		}
+		w("      for (int32_t c = 0; c < %d; c += 8) {\n", n/8*8)
+		col("c", 8)
+		w("      }\n")
+		if t := n % 8; t > 0 {
+			w("      {\n")
+			col(fmt.Sprint(n/8*8), t)
+			w("      }\n")
+		}
+		w("#else\n")
+		w("      for (int32_t i = 0; i < 8; ++i)\n")
+		w("        for (int32_t c = 0; c < %d; ++c) d[(int64_t)(%d + c) * 8 + i] = i < nc ? (float)((int32_t)s[(int64_t)i * %d + c] - (%d)) : 0.0f;\n", n, p.pw, plane, p.izp)
+		w("#endif\n")
+	}
+	w("    }\n")
+	w("    %s* restrict o = out + (int64_t)c0 * %d + (int64_t)oy * %d;\n", ot, oplane, p.ow)
+	w("#if %s\n", p.isa.guard())
+	full := p.ow / 8 * 8
+	b.group(w, p, epi, ot, "0", fmt.Sprint(full), 8)
+	if t := p.ow - full; t > 0 {
+		b.group(w, p, epi, ot, fmt.Sprint(full), fmt.Sprint(p.ow), t)
+	}
+	w("#else\n")
+	w("    for (int32_t i = 0; i < nc; ++i)\n")
+	w("      for (int32_t ox = 0; ox < %d; ++ox) {\n", p.ow)
+	w("        float a = 0.0f;\n")
+	w("        for (int32_t ky = 0; ky < %d; ++ky)\n", p.kh)
+	w("          for (int32_t kx = 0; kx < %d; ++kx) a += rp[ky][(ox * %d + kx * %d) * 8 + i] * wl[ky * %d + kx][i];\n", p.kw, p.sw, p.dw, p.kw)
+	if epi != nil {
+		w("        o[(int64_t)i * %d + ox] = (%s)KILN_SYMBOL_rq((int32_t)a, bl[i], ml[i]);\n", oplane, ot)
+	} else {
+		w("        o[(int64_t)i * %d + ox] = (int32_t)a;\n", oplane)
+	}
+	w("      }\n")
+	w("#endif\n")
+	w("  }\n}\n")
+	return s.String()
+}
+
+// group writes the loop over groups of eight output columns in
+// [from, to) with nb valid columns per group: eight accumulators (one per
+// column, eight channels each), the taps in order, the requantization per
+// column, a transpose to eight columns per channel, and a store of nb of
+// them per channel.
+func (b qdwBlock) group(w func(string, ...any), p qconvParams, epi *qconvEpi, ot, from, to string, nb int64) {
+	w("    for (int32_t ox = %s; ox < %s; ox += 8) {\n", from, to)
+	w("      __m256 a[8];\n")
+	w("      for (int32_t i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();\n")
+	w("      for (int32_t ky = 0; ky < %d; ++ky)\n", p.kh)
+	w("        for (int32_t kx = 0; kx < %d; ++kx) {\n", p.kw)
+	w("          const float* restrict q = rp[ky] + (int64_t)(ox * %d + kx * %d) * 8;\n", p.sw, p.dw)
+	w("          const __m256 wt = wv[ky * %d + kx];\n", p.kw)
+	w("#if %s\n", fmaGuard)
+	w("          for (int32_t i = 0; i < %d; ++i) a[i] = _mm256_fmadd_ps(_mm256_load_ps(q + i * %d), wt, a[i]);\n", nb, p.sw*8)
+	w("#else\n")
+	w("          for (int32_t i = 0; i < %d; ++i) a[i] = _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(q + i * %d), wt), a[i]);\n", nb, p.sw*8)
+	w("#endif\n")
+	w("        }\n")
+	// The sums are integers: the conversion is exact.
+	w("      for (int32_t i = 0; i < 8; ++i) {\n")
+	w("        __m256i r = _mm256_cvtps_epi32(a[i]);\n")
+	if epi != nil {
+		w("        r = KILN_SYMBOL_rq8v(r, bv, mv);\n")
+	}
+	w("        a[i] = _mm256_castsi256_ps(r);\n")
+	w("      }\n")
+	w("      KILN_SYMBOL_tr8(a);\n")
+	w("      for (int32_t i = 0; i < nc; ++i) {\n")
+	w("        %s* restrict d = o + (int64_t)i * %d + ox;\n", ot, p.oh*p.ow)
+	w("        const __m256i r = _mm256_castps_si256(a[i]);\n")
+	if epi != nil {
+		// The values are within the output type's range: the
+		// saturating packs are exact.
+		pack := map[bool]string{true: "_mm_packs_epi16", false: "_mm_packus_epi16"}[epi.signed]
+		w("        const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));\n")
+		w("        const __m128i v = %s(h, h);\n", pack)
+		if nb == 8 {
+			w("        _mm_storel_epi64((__m128i*)(void*)d, v);\n")
+		} else {
+			w("        const uint64_t u = (uint64_t)_mm_cvtsi128_si64(v);\n")
+			w("        memcpy(d, &u, %d);\n", nb)
+		}
+	} else if nb == 8 {
+		w("        _mm256_storeu_si256((__m256i*)(void*)d, r);\n")
+	} else {
+		w("        _mm256_maskstore_epi32((int*)(void*)d, _mm256_setr_epi32(%s), r);\n", laneMask(nb))
+	}
+	w("      }\n")
+	w("    }\n")
+}
+
+// planeSource is the plane variant's C: the eight channels' whole padded
+// planes converted a value at a time, each output pixel requantized and
+// stored a byte per channel.
+func (b qdwBlock) planeSource(p qconvParams, epi *qconvEpi) string {
 	var s strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&s, format, a...) }
 	xt := "uint8_t"
@@ -72,7 +290,7 @@ func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 		ot = map[bool]string{true: "int8_t", false: "uint8_t"}[epi.signed]
 	}
 	taps := p.kh * p.kw
-	w("/* Depthwise qnn.conv2d, block form: eight of %d channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d). */\n",
+	w("/* Depthwise qnn.conv2d, block form (whole planes): eight of %d channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d). */\n",
 		p.c, p.h, p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw)
 	if epi != nil {
 		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t cb) {\n", xt, ot)

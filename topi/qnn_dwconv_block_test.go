@@ -11,12 +11,13 @@ import (
 )
 
 // TestQDWBlockPortable: the depthwise kernel's block form
-// (qnn_dwconv_block.go), built with AVX2 and built for a plain x86-64
-// (the portable C under its guards, as an exported project may be
-// built), gives a plain depthwise convolution's values exactly: int32
-// sums, and requantized bytes with a bias and a multiplier per channel,
-// over channel counts that leave a partial block, stride 2, dilation and
-// asymmetric padding.
+// (qnn_dwconv_block.go), its ring and its plane variant, built with AVX2
+// and built for a plain x86-64 (the portable C under its guards, as an
+// exported project may be built), gives a plain depthwise convolution's
+// values exactly: int32 sums, and requantized bytes with a bias and a
+// multiplier per channel, over channel counts that leave a partial block
+// or none, stride 2, dilation, asymmetric padding and rows that end in a
+// partial group of eight columns.
 func TestQDWBlockPortable(t *testing.T) {
 	cc := testenv.Tool(t, "gcc")
 	for _, tc := range []struct {
@@ -29,6 +30,9 @@ func TestQDWBlockPortable(t *testing.T) {
 		{"stride 2 int8 data, int32 sums", qconvParams{c: 8, h: 11, w: 9, oc: 8, oh: 6, ow: 5, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, izp: -7, signed: true}, nil},
 		{"dilated 5x3, asymmetric padding, int8 out", qconvParams{c: 5, h: 9, w: 10, oc: 5, oh: 9, ow: 9, kh: 5, kw: 3, sh: 1, sw: 1, ph: 4, pw: 1, dh: 2, dw: 1, izp: 40},
 			&qconvEpi{shift: 33, zp: -5, lo: -128, hi: 127, signed: true}},
+		{"30 columns requantized, 16 channels", qconvParams{c: 16, h: 6, w: 30, oc: 16, oh: 6, ow: 30, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 128},
+			&qconvEpi{shift: 35, zp: 2, lo: 0, hi: 255, perChannel: true}},
+		{"stride 2 from 37 columns, int8 data, int32 sums, 11 channels", qconvParams{c: 11, h: 9, w: 37, oc: 11, oh: 5, ow: 19, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, izp: 5, signed: true}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
@@ -36,6 +40,9 @@ func TestQDWBlockPortable(t *testing.T) {
 			k := newQDWConvKernel(p, tc.epi)
 			if k.block == nil {
 				t.Fatal("the block form is not used")
+			}
+			if plane := p.ow < qdwBlockPlaneWidth; k.block.plane != plane {
+				t.Fatalf("plane variant: %v, want %v", k.block.plane, plane)
 			}
 			rng := rand.New(rand.NewSource(11))
 			x := make([]int64, p.c*p.h*p.w)
