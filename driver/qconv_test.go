@@ -179,6 +179,9 @@ func TestQConv2DDifferential(t *testing.T) {
 				if used := strings.Contains(src, kernel); used != tc.fast {
 					t.Errorf("the CPU kernel %s used: %v, want %v", kernel, used, tc.fast)
 				}
+				if strings.Contains(src, "qconv_wsum") {
+					t.Error("the constant weight is summed at run time (qnn_kernel_sums gives its sums)")
+				}
 				feats := l.Host.Processor().Features
 				if tc.fast && !dw && strings.Contains(strings.Join(feats, " "), "vnni") != strings.Contains(src, "dpbusd") {
 					t.Errorf("features %v, but vpdpbusd used: %v", feats, strings.Contains(src, "dpbusd"))
@@ -279,6 +282,11 @@ func TestQDenseDifferential(t *testing.T) {
 		got, src := compileRun(t, mod, hostTarget(t), map[string]*tensor.Tensor{"x": x})
 		if used := strings.Contains(src, "kiln_qdense_"); used != tc.fast {
 			t.Errorf("%dx%dx%d: the CPU kernel used %v, want %v", tc.m, tc.k, tc.n, used, tc.fast)
+		}
+		// The constant weight's row sums come from compile time
+		// (qnn_kernel_sums), not from a loop in the function.
+		if strings.Contains(src, "qdense_wsum") {
+			t.Errorf("%dx%dx%d: the weight is summed at run time", tc.m, tc.k, tc.n)
 		}
 		if !got[0].Equal(want.Flatten()[0]) {
 			t.Errorf("%dx%dx%d %s x %s: compiled and reference differ", tc.m, tc.k, tc.n, tc.x, tc.w)

@@ -136,9 +136,9 @@ func newQConvParams(c *strategy.Call, x, w *te.Tensor) (qconvParams, error) {
 	}, nil
 }
 
-// qconvCPU builds the CPU kernel's stages: the weight sums, the input in
-// channel groups of four and the tiles; with epi, in[2] and in[3] are
-// the bias and the multipliers.
+// qconvCPU builds the CPU kernel's stages: the weight sums (unless the
+// call has them), the input in channel groups of four and the tiles;
+// with epi, in[2] and in[3] are the bias and the multipliers.
 func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, error) {
 	x, w := in[0], in[1]
 	ot := c.OutTensor()
@@ -151,10 +151,22 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 		return nil, err
 	}
 	c4 := (p.c + 3) / 4
-	rc, rh, rw, ri := te.ReduceAxis(c4, "rc"), te.ReduceAxis(p.kh, "rh"), te.ReduceAxis(p.kw, "rw"), te.ReduceAxis(4, "ri")
-	wsum := te.ComputeReduce("qconv_wsum", ir.Shape{p.oc}, te.Sum, []*te.IterVar{rc, rh, rw, ri}, func(i []tir.PrimExpr) tir.PrimExpr {
-		return tir.NewCast(tir.Int32T, w.At(i[0], rc.Var, rh.Var, rw.Var, ri.Var))
-	})
+	// The weight's sums per output channel: the call's kernel sums (the
+	// last argument, computed at compile time: qnn_kernel_sums), or
+	// summed here, on every run.
+	nargs := 2
+	if epi != nil {
+		nargs = 4
+	}
+	var wsum *te.Tensor
+	if len(in) > nargs {
+		wsum = in[nargs]
+	} else {
+		rc, rh, rw, ri := te.ReduceAxis(c4, "rc"), te.ReduceAxis(p.kh, "rh"), te.ReduceAxis(p.kw, "rw"), te.ReduceAxis(4, "ri")
+		wsum = te.ComputeReduce("qconv_wsum", ir.Shape{p.oc}, te.Sum, []*te.IterVar{rc, rh, rw, ri}, func(i []tir.PrimExpr) tir.PrimExpr {
+			return tir.NewCast(tir.Int32T, w.At(i[0], rc.Var, rh.Var, rw.Var, ri.Var))
+		})
+	}
 	n := x.Shape[0]
 	// The input, channels in fours: X4[n, c/4, y, x, c%4] as uint8 (int8
 	// data plus 128), channels beyond C zero; for the direct form, each

@@ -49,7 +49,7 @@ func computeQDense(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 }
 
 func validQDenseCPU(c *strategy.Call) bool {
-	if c.Target == nil || len(c.ArgTypes) != 2 || c.Attrs.Int("kernel_zero_point") != 0 {
+	if c.Target == nil || (len(c.ArgTypes) != 2 && len(c.ArgTypes) != 3) || c.Attrs.Int("kernel_zero_point") != 0 {
 		return false
 	}
 	xt, ok1 := c.ArgTypes[0].(*ir.TensorType)
@@ -67,10 +67,17 @@ func computeQDenseCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 	ot := c.OutTensor()
 	m, k, n := x.Shape[0], x.Shape[1], w.Shape[0]
 	kern := newQDenseKernel(k, n, c.Attrs.Int("input_zero_point"), x.DType == ir.Int8)
-	rk := te.ReduceAxis(k, "rk")
-	wsum := te.ComputeReduce("qdense_wsum", ir.Shape{n}, te.Sum, []*te.IterVar{rk}, func(i []tir.PrimExpr) tir.PrimExpr {
-		return tir.NewCast(tir.Int32T, w.At(i[0], rk.Var))
-	})
+	// The weight's row sums: the call's kernel sums (computed at compile
+	// time), or summed here on every run.
+	var wsum *te.Tensor
+	if len(in) > 2 {
+		wsum = in[2]
+	} else {
+		rk := te.ReduceAxis(k, "rk")
+		wsum = te.ComputeReduce("qdense_wsum", ir.Shape{n}, te.Sum, []*te.IterVar{rk}, func(i []tir.PrimExpr) tir.PrimExpr {
+			return tir.NewCast(tir.Int32T, w.At(i[0], rk.Var))
+		})
+	}
 	blocks := (n + qdenseBlock - 1) / qdenseBlock
 	return te.Extern(nnName(c), []ir.Shape{ot.Shape}, []ir.DType{ir.Int32}, []*te.Tensor{x, w, wsum}, func(ins, outs []*tir.Buffer) tir.Stmt {
 		mv, bv := tir.NewVar("m", tir.Int32T), tir.NewVar("nb", tir.Int32T)

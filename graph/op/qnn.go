@@ -135,7 +135,14 @@ func RequantizeValue(x, multiplier, shift, zp, lo, hi int64) int64 {
 // uint8 data with vpmaddubsw, whose 16-bit pair sums then cannot
 // saturate. The reference executor checks the claim (ref.QPairBound
 // computes it).
-var QConv2D = declare(&Op{Name: "qnn.conv2d", NumArgs: 2, Pattern: OutEWiseFusable,
+//
+// An optional third argument, kernel sums (int32 [O]), holds every
+// output channel's sum of its weight values in the weight's layout: what
+// kernels need to subtract input_zero_point's share from uncentred sums,
+// computed once at compile time from a constant weight (the pass
+// qnn_kernel_sums) instead of on every run. It does not change the
+// result; the reference executor ignores it.
+var QConv2D = declare(&Op{Name: "qnn.conv2d", NumArgs: -1, MinArgs: 2, Pattern: OutEWiseFusable,
 	Attrs: append(convAttrs(2),
 		AttrSpec{Name: "input_zero_point", Kind: ir.AttrInt, Default: int64(0)},
 		AttrSpec{Name: "kernel_zero_point", Kind: ir.AttrInt, Default: int64(0)},
@@ -144,9 +151,17 @@ var QConv2D = declare(&Op{Name: "qnn.conv2d", NumArgs: 2, Pattern: OutEWiseFusab
 	Rel: qconvRel, Doc: "2-D convolution of int8/uint8 with int32 accumulation (NCHW, OIHW)"})
 
 func qconvRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
+	if len(args) > 3 {
+		return nil, fmt.Errorf("want data, weight and optional kernel sums, got %d arguments", len(args))
+	}
 	ts, err := Tensors(args)
 	if err != nil {
 		return nil, err
+	}
+	if len(ts) == 3 {
+		if err := checkKernelSums(ts[2], ts[1]); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkQOperands(ts, attrs); err != nil {
 		return nil, err
@@ -161,6 +176,16 @@ func qconvRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 	// The shape rule is nn.conv2d's, on int32 stand-ins.
 	as := []ir.Type{ir.NewTensorType(ir.Int32, ts[0].Shape), ir.NewTensorType(ir.Int32, ws)}
 	return convRel(2)(as, attrs)
+}
+
+// checkKernelSums checks an integer product's optional kernel sums
+// against its weight: int32, one per output channel (the weight's first
+// dimension).
+func checkKernelSums(sums, weight *ir.TensorType) error {
+	if len(weight.Shape) == 0 || sums.DType != ir.Int32 || !sums.Shape.Equal(ir.Shape{weight.Shape[0]}) {
+		return fmt.Errorf("kernel sums %s: want int32 [%d] (one per output channel of weight %s)", sums, weight.Shape[0], weight)
+	}
+	return nil
 }
 
 // checkQOperands checks the data and weight of an integer product
@@ -211,15 +236,24 @@ func QConvWeightShape(data, weight ir.Shape, attrs ir.Attrs) (ir.Shape, error) {
 //
 // bias is int32 [O]; multiplier is int32 [O] or a scalar. The attributes
 // are qnn.conv2d's and qnn.requantize's (shift, out_zero_point, out_min,
-// out_max, out_dtype), with the same meaning.
-var QConv2DRequantize = declare(&Op{Name: "qnn.conv2d_requantize", NumArgs: 4, Pattern: OutEWiseFusable,
+// out_max, out_dtype), with the same meaning. An optional fifth
+// argument is qnn.conv2d's kernel sums.
+var QConv2DRequantize = declare(&Op{Name: "qnn.conv2d_requantize", NumArgs: -1, MinArgs: 4, Pattern: OutEWiseFusable,
 	Attrs: append(append([]AttrSpec{}, QConv2D.Attrs...), Requantize.Attrs...),
 	Rel:   qconvRequantizeRel, Doc: "requantize(qnn.conv2d(data, weight) + bias, multiplier)"})
 
 func qconvRequantizeRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
+	if len(args) > 5 {
+		return nil, fmt.Errorf("want data, weight, bias, multiplier and optional kernel sums, got %d arguments", len(args))
+	}
 	ts, err := Tensors(args)
 	if err != nil {
 		return nil, err
+	}
+	if len(ts) == 5 {
+		if err := checkKernelSums(ts[4], ts[1]); err != nil {
+			return nil, err
+		}
 	}
 	acc, err := qconvRel(args[:2], attrs)
 	if err != nil {
@@ -244,8 +278,9 @@ func qconvRequantizeRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 //	                          (weight[n, k] - kernel_zero_point)
 //
 // data [M, K] and weight [N, K] (a row per output column, as nn.dense)
-// are int8 or uint8.
-var QDense = declare(&Op{Name: "qnn.dense", NumArgs: 2, Pattern: OutEWiseFusable,
+// are int8 or uint8. An optional third argument holds the kernel sums
+// (int32 [N], each weight row's sum), as qnn.conv2d's.
+var QDense = declare(&Op{Name: "qnn.dense", NumArgs: -1, MinArgs: 2, Pattern: OutEWiseFusable,
 	Attrs: []AttrSpec{
 		{Name: "input_zero_point", Kind: ir.AttrInt, Default: int64(0)},
 		{Name: "kernel_zero_point", Kind: ir.AttrInt, Default: int64(0)},
@@ -253,9 +288,17 @@ var QDense = declare(&Op{Name: "qnn.dense", NumArgs: 2, Pattern: OutEWiseFusable
 	Rel: qdenseRel, Doc: "int8/uint8 matrix product with int32 sums (data [M, K], weight [N, K])"})
 
 func qdenseRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
+	if len(args) > 3 {
+		return nil, fmt.Errorf("want data, weight and optional kernel sums, got %d arguments", len(args))
+	}
 	ts, err := Tensors(args)
 	if err != nil {
 		return nil, err
+	}
+	if len(ts) == 3 {
+		if err := checkKernelSums(ts[2], ts[1]); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkQOperands(ts, attrs); err != nil {
 		return nil, err

@@ -40,6 +40,7 @@ func Passes(fuse FuseOptions) []Pass {
 		{Name: "conv1d_as_conv2d", Run: Conv1DAsConv2D, OptLevel: 2},
 		{Name: "alter_conv_layout", Run: AlterConvLayout, OptLevel: 3},
 		{Name: "alter_dense_layout", Run: AlterDenseLayout, OptLevel: 3},
+		{Name: "qnn_kernel_sums", Run: QNNKernelSums, OptLevel: 1},
 		{Name: "fuse_ops", Run: func(m *graph.Module) (*graph.Module, error) { return FuseOpsWith(m, fuse) }, Required: true},
 	}
 }
@@ -65,6 +66,8 @@ var passOrder = []constraint{
 	{"fold_constant", "alter_dense_layout", "only dense calls with constant weights are transposed"},
 	{"simplify_expr", "alter_dense_layout", "simplification matches nn.dense, not the rewritten matmul"},
 	{"alter_dense_layout", "fuse_ops", "fused primitive functions are opaque to the layout rewrite"},
+	{"fold_constant", "qnn_kernel_sums", "only integer products with constant weights get their sums"},
+	{"qnn_kernel_sums", "fuse_ops", "fused primitive functions are opaque to the rewrite"},
 }
 
 // CheckOrder reports an error when passes violates an ordering constraint
