@@ -118,19 +118,7 @@ func (k *dwLanesKernel) source(sym string) string {
 		k.h, k.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, k.rows, g.ow, k.ldv, k.vrow)
 	p("enum { %s_NS = %d, %s_WPL = %d };\n", sym, k.ns, sym, k.wpl)
 	p("#if %s\n", k.isa.guard)
-	p("static inline void %s_tr8(__m256 r[8]) {\n", sym)
-	p("  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);\n")
-	p("  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);\n")
-	p("  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);\n")
-	p("  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);\n")
-	p("  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);\n")
-	p("  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);\n")
-	p("  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);\n")
-	p("  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);\n")
-	p("  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20); r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);\n")
-	p("  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20); r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);\n")
-	p("  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31); r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);\n")
-	p("  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);\n}\n")
+	writeTranspose8(p, sym+"_tr8")
 	p("#endif\n")
 	p("%sstatic void %s(float* restrict v, const float* restrict x, const float* restrict w, int32_t oy0) {\n", noInline, sym)
 	p("  enum { NS = %s_NS, WPL = %s_WPL, KK = %d };\n", sym, sym, k.taps)
@@ -310,4 +298,25 @@ func (p *convPlan) lanesTile(x, w *te.Tensor, cols int64) te.TensorIntrin {
 		oy0 := tir.FloorDiv(j0, tir.Idx(p.wq))
 		return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(xl), tir.AddressOf(wl), oy0)), nil
 	}
+}
+
+// writeTranspose8 writes the C of NAME(__m256 r[8]) (AVX), which
+// transposes the 8x8 matrix of floats whose rows are r[0..7] in place:
+// unpacks, shuffles and 128-bit permutes, 24 in all. The depthwise lanes
+// kernels move eight channels between their planes and the lanes with
+// it (integer vectors pass as their bits).
+func writeTranspose8(p func(string, ...any), name string) {
+	p("static inline void %s(__m256 r[8]) {\n", name)
+	p("  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);\n")
+	p("  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);\n")
+	p("  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);\n")
+	p("  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);\n")
+	p("  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);\n")
+	p("  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);\n")
+	p("  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);\n")
+	p("  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);\n")
+	p("  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20); r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);\n")
+	p("  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20); r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);\n")
+	p("  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31); r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);\n")
+	p("  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);\n}\n")
 }
