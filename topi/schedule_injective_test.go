@@ -72,3 +72,52 @@ func TestScheduleInjectiveKeepsCostlyBroadcast(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleInjectiveByteRows: an injective stage writing bytes in rows
+// shorter than byteMinRow fuses its last two axes into the vectorised
+// loop (a [3, 14, 14] uint8 output: one loop of 196), and computes the
+// same values; a float32 output of the same shape keeps its rows.
+func TestScheduleInjectiveByteRows(t *testing.T) {
+	shape := ir.Shape{3, 14, 14}
+	for _, dt := range []ir.DType{ir.Uint8, nnTF32} {
+		impl := strategy.Implementation{Name: "byte_rows", Compute: func(_ *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+			x := in[0]
+			out := te.Compute("scaled", shape, func(i []tir.PrimExpr) tir.PrimExpr {
+				// (x - 3) * 5 + 7 through int64, as a requantization's
+				// product is.
+				v := tir.Add(tir.Mul(tir.Sub(tir.NewCast(tir.Scalar(ir.Int64), x.At(i...)), tir.IntConst(ir.Int64, 3)), tir.IntConst(ir.Int64, 5)), tir.IntConst(ir.Int64, 7))
+				return tir.NewCast(tir.Scalar(dt), v)
+			})
+			return []*te.Tensor{out}, nil
+		}, Schedule: ScheduleInjective}
+		call := &strategy.Call{Op: op.Add, ArgTypes: []ir.Type{ir.NewTensorType(ir.Uint8, shape)},
+			OutType: ir.NewTensorType(dt, shape), Target: topitest.HostTarget()}
+		f, err := topitest.Lower(call, impl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := f.String()
+		fused := strings.Contains(text, "T.vectorized(196)")
+		if want := dt == ir.Uint8; fused != want {
+			t.Errorf("%s: fused rows %v, want %v:\n%s", dt, fused, want, text)
+		}
+		x := tensor.New(ir.Uint8, shape)
+		for i := range x.Data {
+			x.Data[i] = byte(i * 7)
+		}
+		outs, err := topitest.Run(call, impl, []*tensor.Tensor{x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < x.Len(); i++ {
+			v := (int64(x.Data[i])-3)*5 + 7
+			want := float64(v)
+			if dt == ir.Uint8 {
+				want = float64(uint8(v))
+			}
+			if g := outs[0].Float(i); g != want {
+				t.Fatalf("%s: element %d is %v, want %v", dt, i, g, want)
+			}
+		}
+	}
+}
