@@ -49,11 +49,16 @@ func flattenParallel(st *te.Stage) {
 	if len(axes) == 0 || len(st.ReduceAxes()) > 0 {
 		return
 	}
-	if len(axes) >= 2 && byteRows(st, axes[len(axes)-1].Extent) {
-		// Rows of bytes shorter than a vector of them: the last two
-		// axes become one loop (see byteRows).
-		fused := st.Fuse(axes[len(axes)-2], axes[len(axes)-1])
-		axes = append(axes[:len(axes)-2:len(axes)-2], fused)
+	vw := int64(vectorWidth)
+	if writesBytes(st) {
+		// Bytes: vectorised loops of at least byteMinRow iterations, and
+		// rows shorter than that fused with the axis before them (see
+		// byteMinRow).
+		vw = byteMinRow
+		if len(axes) >= 2 && axes[len(axes)-1].Extent < byteMinRow {
+			fused := st.Fuse(axes[len(axes)-2], axes[len(axes)-1])
+			axes = append(axes[:len(axes)-2:len(axes)-2], fused)
+		}
 	}
 	if last := axes[len(axes)-1]; len(axes) >= 2 && last.Extent >= vectorWidth/2 {
 		total := int64(1)
@@ -61,8 +66,8 @@ func flattenParallel(st *te.Stage) {
 			total *= a.Extent
 		}
 		loops := axes[: len(axes)-1 : len(axes)-1]
-		if last.Extent%vectorWidth == 0 {
-			outer, inner := st.Split(last, vectorWidth)
+		if last.Extent%vw == 0 {
+			outer, inner := st.Split(last, vw)
 			st.Vectorize(inner)
 			loops = append(loops, outer)
 		} else {
@@ -83,8 +88,8 @@ func flattenParallel(st *te.Stage) {
 	for _, a := range axes[1:] {
 		fused = st.Fuse(fused, a)
 	}
-	if fused.Extent >= 2*vectorWidth && fused.Extent%vectorWidth == 0 {
-		outer, inner := st.Split(fused, vectorWidth)
+	if fused.Extent >= 2*vw && fused.Extent%vw == 0 {
+		outer, inner := st.Split(fused, vw)
 		st.Vectorize(inner)
 		if outer.Extent >= parallelGrain {
 			st.Parallel(outer)
@@ -96,20 +101,20 @@ func flattenParallel(st *te.Stage) {
 	}
 }
 
-// byteMinRow is the row length from which an injective stage writing
-// bytes keeps its last axis as the vectorised loop.
+// byteMinRow is the fewest iterations of an injective stage's vectorised
+// loop when it writes bytes: a 256-bit vector holds 32 of them, and gcc
+// does not vectorise a loop of fewer iterations that also widens them to
+// 64 bits (an int8 requantization's products: mobilenet_v2's int8
+// residual adds ran scalar on rows of 28, 14 and 7 and on the 16-column
+// pieces a split made of them). Shorter rows are fused with the axis
+// before them; the outputs' rows are contiguous, so the fused loop
+// indexes them without division.
 const byteMinRow = 32
 
-// byteRows reports whether st writes 8-bit elements in rows of n, fewer
-// than byteMinRow: a 256-bit vector holds 32 of them, and gcc does not
-// vectorise a loop of fewer iterations that also widens them to 64 bits
-// (an int8 requantization's products; mobilenet_v2's int8 residual adds
-// on 14x14 and 7x7 maps ran scalar), so the stage's last two axes are
-// fused. The outputs' rows are contiguous, so the fused loop indexes
-// them without division.
-func byteRows(st *te.Stage, n int64) bool {
+// writesBytes reports whether st's output holds 8-bit elements.
+func writesBytes(st *te.Stage) bool {
 	co, ok := st.Op().(*te.ComputeOp)
-	return ok && n < byteMinRow && len(co.Outputs()) > 0 && co.Outputs()[0].DType.Size() == 1
+	return ok && len(co.Outputs()) > 0 && co.Outputs()[0].DType.Size() == 1
 }
 
 // ScheduleReduce is the generic schedule of a group whose anchor is a

@@ -75,11 +75,20 @@ func TestScheduleInjectiveKeepsCostlyBroadcast(t *testing.T) {
 
 // TestScheduleInjectiveByteRows: an injective stage writing bytes in rows
 // shorter than byteMinRow fuses its last two axes into the vectorised
-// loop (a [3, 14, 14] uint8 output: one loop of 196), and computes the
-// same values; a float32 output of the same shape keeps its rows.
+// loop, without splitting it into pieces shorter than byteMinRow (uint8
+// [3, 14, 14]: one loop of 196; [2, 28, 28]: 784, not 49 x 16), and
+// computes the same values; a float32 output keeps its rows of 14.
 func TestScheduleInjectiveByteRows(t *testing.T) {
-	shape := ir.Shape{3, 14, 14}
-	for _, dt := range []ir.DType{ir.Uint8, nnTF32} {
+	for _, c := range []struct {
+		shape ir.Shape
+		dt    ir.DType
+		loop  string
+	}{
+		{ir.Shape{3, 14, 14}, ir.Uint8, "T.vectorized(196)"},
+		{ir.Shape{2, 28, 28}, ir.Int8, "T.vectorized(784)"},
+		{ir.Shape{3, 14, 14}, nnTF32, "T.vectorized(14)"},
+	} {
+		shape, dt := c.shape, c.dt
 		impl := strategy.Implementation{Name: "byte_rows", Compute: func(_ *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 			x := in[0]
 			out := te.Compute("scaled", shape, func(i []tir.PrimExpr) tir.PrimExpr {
@@ -96,10 +105,8 @@ func TestScheduleInjectiveByteRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := f.String()
-		fused := strings.Contains(text, "T.vectorized(196)")
-		if want := dt == ir.Uint8; fused != want {
-			t.Errorf("%s: fused rows %v, want %v:\n%s", dt, fused, want, text)
+		if text := f.String(); !strings.Contains(text, c.loop) {
+			t.Errorf("%s %v: want %s:\n%s", dt, shape, c.loop, text)
 		}
 		x := tensor.New(ir.Uint8, shape)
 		for i := range x.Data {
@@ -112,11 +119,14 @@ func TestScheduleInjectiveByteRows(t *testing.T) {
 		for i := 0; i < x.Len(); i++ {
 			v := (int64(x.Data[i])-3)*5 + 7
 			want := float64(v)
-			if dt == ir.Uint8 {
+			switch dt {
+			case ir.Uint8:
 				want = float64(uint8(v))
+			case ir.Int8:
+				want = float64(int8(v))
 			}
 			if g := outs[0].Float(i); g != want {
-				t.Fatalf("%s: element %d is %v, want %v", dt, i, g, want)
+				t.Fatalf("%s %v: element %d is %v, want %v", dt, shape, i, g, want)
 			}
 		}
 	}
