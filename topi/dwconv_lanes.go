@@ -136,14 +136,7 @@ func (k *dwLanesKernel) source(sym string) string {
 	p("#endif\n")
 	p("  for (int32_t r = 0; r < %d; ++r) {\n", k.rows)
 	p("    const float* rp[%d];\n", g.kh)
-	p("    for (int32_t ky = 0; ky < %d; ++ky) {\n", g.kh)
-	p("      const int32_t iy = (oy0 + r) * %d - %d + ky * %d;\n", g.sh, g.ph, g.dh)
-	p("      const int32_t sl = (int32_t)(((int64_t)iy %% NS + NS) %% NS);\n")
-	p("      float* restrict d = ring + (int64_t)sl * WPL * 8;\n")
-	p("      rp[ky] = d;\n")
-	p("      if (tag[sl] == iy) continue;\n")
-	p("      tag[sl] = iy;\n")
-	p("      if (iy < 0 || iy >= %d) {\n        memset(d, 0, sizeof(float) * WPL * 8);\n        continue;\n      }\n", k.h)
+	writeRingRow(p, "(oy0 + r)", g.kh, g.sh, g.ph, g.dh, k.h)
 	if g.pw > 0 {
 		p("      memset(d, 0, sizeof(float) * %d * 8);\n", min(g.pw, k.wpl))
 	}
@@ -319,4 +312,21 @@ func writeTranspose8(p func(string, ...any), name string) {
 	p("  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20); r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);\n")
 	p("  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31); r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);\n")
 	p("  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);\n}\n")
+}
+
+// writeRingRow writes the start of a lanes kernel's loop over the taps'
+// rows for output row oy (a C expression): each input row's slot in the
+// ring (NS rows of WPL columns of eight lanes, tags in tag), rp[ky]
+// pointing at it, nothing more when the slot holds the row already, and
+// zeros when the row is padding. The caller writes the copy of an input
+// row into d and closes the loop.
+func writeRingRow(p func(string, ...any), oy string, kh, sh, ph, dh, h int64) {
+	p("    for (int32_t ky = 0; ky < %d; ++ky) {\n", kh)
+	p("      const int32_t iy = %s * %d - %d + ky * %d;\n", oy, sh, ph, dh)
+	p("      const int32_t sl = (int32_t)(((int64_t)iy %% NS + NS) %% NS);\n")
+	p("      float* restrict d = ring + (int64_t)sl * WPL * 8;\n")
+	p("      rp[ky] = d;\n")
+	p("      if (tag[sl] == iy) continue;\n")
+	p("      tag[sl] = iy;\n")
+	p("      if (iy < 0 || iy >= %d) {\n        memset(d, 0, sizeof(float) * WPL * 8);\n        continue;\n      }\n", h)
 }

@@ -116,14 +116,7 @@ func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 	w("  for (int32_t t = 0; t < KK; ++t)\n")
 	w("    for (int32_t i = 0; i < 8; ++i) wl[t][i] = i < nc ? (float)w[(int64_t)(c0 + i) * KK + t] : 0.0f;\n")
 	if epi != nil {
-		w("  int32_t bl[8], ml[8];\n")
-		w("  for (int32_t i = 0; i < 8; ++i) {\n")
-		w("    const int32_t c = c0 + (i < nc ? i : 0);\n")
-		if epi.perChannel {
-			w("    bl[i] = bias[c];\n    ml[i] = mult[c];\n  }\n")
-		} else {
-			w("    bl[i] = bias[c];\n    ml[i] = mult[0];\n  }\n")
-		}
+		epi.writeLaneParams(w)
 	}
 	w("#if %s\n", p.isa.guard())
 	w("  __m256 wv[KK];\n")
@@ -134,16 +127,9 @@ func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 	w("#endif\n")
 	w("  for (int32_t oy = 0; oy < %d; ++oy) {\n", p.oh)
 	w("    const float* rp[%d];\n", p.kh)
-	w("    for (int32_t ky = 0; ky < %d; ++ky) {\n", p.kh)
-	w("      const int32_t iy = oy * %d - %d + ky * %d;\n", p.sh, p.ph, p.dh)
-	w("      const int32_t sl = (int32_t)(((int64_t)iy %% NS + NS) %% NS);\n")
-	w("      float* restrict d = ring + (int64_t)sl * WPL * 8;\n")
-	w("      rp[ky] = d;\n")
-	w("      if (tag[sl] == iy) continue;\n")
-	w("      tag[sl] = iy;\n")
 	// The padding (and the lanes past the last channel) hold zero, the
 	// centred zero point.
-	w("      if (iy < 0 || iy >= %d) {\n        memset(d, 0, sizeof(float) * WPL * 8);\n        continue;\n      }\n", p.h)
+	writeRingRow(w, "oy", p.kh, p.sh, p.ph, p.dh, p.h)
 	n := min(b.wpl-p.pw, p.w)
 	if p.pw > 0 {
 		w("      memset(d, 0, sizeof(float) * %d * 8);\n", min(p.pw, b.wpl))
@@ -306,14 +292,7 @@ func (b qdwBlock) planeSource(p qconvParams, epi *qconvEpi) string {
 	w("    for (int32_t i = 0; i < 8; ++i) l[i] = i < nc ? (float)w[(int64_t)(c0 + i) * KK + t] : 0.0f;\n")
 	w("    memcpy(&wv[t], l, sizeof l);\n  }\n")
 	if epi != nil {
-		w("  int32_t bl[8], ml[8];\n")
-		w("  for (int32_t i = 0; i < 8; ++i) {\n")
-		w("    const int32_t c = c0 + (i < nc ? i : 0);\n")
-		if epi.perChannel {
-			w("    bl[i] = bias[c];\n    ml[i] = mult[c];\n  }\n")
-		} else {
-			w("    bl[i] = bias[c];\n    ml[i] = mult[0];\n  }\n")
-		}
+		epi.writeLaneParams(w)
 		w("#if %s\n", p.isa.guard())
 		w("  __m256i bv, mv;\n  memcpy(&bv, bl, sizeof bl);\n  memcpy(&mv, ml, sizeof ml);\n")
 		w("#endif\n")
@@ -361,4 +340,18 @@ func (k *qdwconvKernel) evalBlock(args []tir.KernelArg, cb int64) error {
 		}
 	}
 	return nil
+}
+
+// writeLaneParams writes the block form's bias and multiplier per lane,
+// bl[8] and ml[8], for the channels c0 + i (the last channel's for lanes
+// past nc).
+func (e *qconvEpi) writeLaneParams(w func(string, ...any)) {
+	m := "mult[0]"
+	if e.perChannel {
+		m = "mult[c]"
+	}
+	w("  int32_t bl[8], ml[8];\n")
+	w("  for (int32_t i = 0; i < 8; ++i) {\n")
+	w("    const int32_t c = c0 + (i < nc ? i : 0);\n")
+	w("    bl[i] = bias[c];\n    ml[i] = %s;\n  }\n", m)
 }
