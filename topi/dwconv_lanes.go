@@ -64,8 +64,35 @@ type dwLanesKernel struct {
 	h, w      int64 // input
 	rows      int64 // output rows per call
 	ldv, vrow int64 // V's channel and row strides
-	ns, wpl   int64 // ring rows, ring row columns
+	ring      lanesRing
 	taps, hw  int64 // KH*KW; H*W
+}
+
+// lanesRing is the ring of interleaved input rows of the lanes kernels
+// (this file's and the int8 block form's): ns rows, enough for one
+// output row's taps, of wpl columns (those the output row's taps read,
+// padding included) of eight lanes, float32.
+type lanesRing struct {
+	ns, wpl int64
+}
+
+// newLanesRing is the ring of a kh x kw kernel with dilation dh x dw
+// and column stride sw, for output rows of ow.
+func newLanesRing(kh, kw, dh, dw, sw, ow int64) lanesRing {
+	return lanesRing{ns: (kh-1)*dh + 1, wpl: (ow-1)*sw + (kw-1)*dw + 1}
+}
+
+// bytes is the ring's size.
+func (r lanesRing) bytes() int64 { return r.ns * r.wpl * dwLanes * 4 }
+
+// writeDecl writes the kernel's ring (NS rows of WPL columns, its
+// constants with KK = taps) and the tags of the rows its slots hold, all
+// empty.
+func (r lanesRing) writeDecl(p func(string, ...any), taps int64) {
+	p("  enum { NS = %d, WPL = %d, KK = %d };\n", r.ns, r.wpl, taps)
+	p("  float ring[NS * WPL * 8] __attribute__((aligned(32)));\n")
+	p("  int32_t tag[NS];\n")
+	p("  for (int32_t i = 0; i < NS; ++i) tag[i] = INT32_MIN;\n")
 }
 
 // dwLanesFor reports whether the lanes form applies to a depthwise
@@ -78,8 +105,7 @@ func dwLanesFor(p *convPlan, x ir.Shape) bool {
 	if g.kh*g.kw > dwLanesMaxTaps || g.ph < 0 || g.pw < 0 || g.oh < 1 || g.ow < 1 {
 		return false
 	}
-	ns, wpl := (g.kh-1)*g.dh+1, (g.ow-1)*g.sw+(g.kw-1)*g.dw+1
-	return ns*wpl*dwLanes*4 <= dwLanesMaxRing
+	return newLanesRing(g.kh, g.kw, g.dh, g.dw, g.sw, g.ow).bytes() <= dwLanesMaxRing
 }
 
 // lanesRows is the lanes form's output rows per V tile: the most that
@@ -95,7 +121,7 @@ func (p *convPlan) lanesRows() int64 {
 
 func newDWLanesKernel(isa vecISA, g convGeom, h, w, rows, ldv, vrow int64) (*dwLanesKernel, error) {
 	k := &dwLanesKernel{kernelBase: kernelBase{isa: isa}, g: g, h: h, w: w, rows: rows, ldv: ldv, vrow: vrow,
-		ns: (g.kh-1)*g.dh + 1, wpl: (g.ow-1)*g.sw + (g.kw-1)*g.dw + 1, taps: g.kh * g.kw, hw: h * w}
+		ring: newLanesRing(g.kh, g.kw, g.dh, g.dw, g.sw, g.ow), taps: g.kh * g.kw, hw: h * w}
 	if rows < 1 || (rows-1)*vrow+g.ow > ldv {
 		return nil, fmt.Errorf("depthwise lanes kernel: %d rows of %d columns (row stride %d) exceed the channel stride %d", rows, g.ow, vrow, ldv)
 	}
@@ -116,17 +142,11 @@ func (k *dwLanesKernel) source(sym string) string {
 	g := k.g
 	p("/* Depthwise convolution, lanes form: 8 channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d) to %d rows of %d, V strides %d and %d. */\n",
 		k.h, k.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, k.rows, g.ow, k.ldv, k.vrow)
-	p("enum { %s_NS = %d, %s_WPL = %d };\n", sym, k.ns, sym, k.wpl)
 	p("#if %s\n", k.isa.guard)
 	writeTranspose8(p, sym+"_tr8")
 	p("#endif\n")
 	p("%sstatic void %s(float* restrict v, const float* restrict x, const float* restrict w, int32_t oy0) {\n", noInline, sym)
-	p("  enum { NS = %s_NS, WPL = %s_WPL, KK = %d };\n", sym, sym, k.taps)
-	p("  float ring[NS * WPL * 8] __attribute__((aligned(32)));\n")
-	p("  int32_t tag[NS];\n")
-	p("  for (int32_t i = 0; i < NS; ++i) tag[i] = INT32_MIN;\n")
-	// N input columns land in the ring row, from column PW.
-	n := min(k.wpl-g.pw, k.w)
+	k.ring.writeDecl(p, k.taps)
 	p("#if %s\n", k.isa.guard)
 	p("  __m256 wv[KK];\n")
 	p("  for (int32_t t = 0; t < KK; ++t) {\n")
@@ -136,14 +156,7 @@ func (k *dwLanesKernel) source(sym string) string {
 	p("#endif\n")
 	p("  for (int32_t r = 0; r < %d; ++r) {\n", k.rows)
 	p("    const float* rp[%d];\n", g.kh)
-	writeRingRow(p, "(oy0 + r)", g.kh, g.sh, g.ph, g.dh, k.h)
-	if g.pw > 0 {
-		p("      memset(d, 0, sizeof(float) * %d * 8);\n", min(g.pw, k.wpl))
-	}
-	if end := g.pw + max(n, 0); end < k.wpl {
-		p("      memset(d + %d * 8, 0, sizeof(float) * %d * 8);\n", end, k.wpl-end)
-	}
-	if n > 0 {
+	if n := k.ring.writeRow(p, "(oy0 + r)", g.kh, g.sh, g.ph, g.dh, g.pw, k.h, k.w); n > 0 {
 		p("      const float* restrict s = x + (int64_t)iy * %d;\n", k.w)
 		p("      int32_t c = 0;\n")
 		p("#if %s\n", k.isa.guard)
@@ -172,11 +185,7 @@ func (k *dwLanesKernel) source(sym string) string {
 	p("    }\n")
 	p("    float* restrict vr = v + (int64_t)r * %d;\n", k.vrow)
 	p("#if %s\n", k.isa.guard)
-	full := g.ow / 8 * 8
-	k.lanesGroup(p, sym, "0", fmt.Sprint(full), 8)
-	if t := g.ow - full; t > 0 {
-		k.lanesGroup(p, sym, fmt.Sprint(full), fmt.Sprint(g.ow), t)
-	}
+	forLanesGroups(g.ow, func(from, to string, nb int64) { k.lanesGroup(p, sym, from, to, nb) })
 	p("#else\n")
 	p("    for (int32_t c = 0; c < 8; ++c)\n")
 	p("      for (int32_t ox = 0; ox < %d; ++ox) {\n", g.ow)
@@ -197,15 +206,7 @@ func (k *dwLanesKernel) source(sym string) string {
 // eight channels' runs of columns and a store of nb of them per channel.
 func (k *dwLanesKernel) lanesGroup(p func(string, ...any), sym, from, to string, nb int64) {
 	g := k.g
-	p("    for (int32_t ox = %s; ox < %s; ox += 8) {\n", from, to)
-	p("      __m256 a[8];\n")
-	p("      for (int32_t i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();\n")
-	p("      for (int32_t ky = 0; ky < %d; ++ky)\n", g.kh)
-	p("        for (int32_t kx = 0; kx < %d; ++kx) {\n", g.kw)
-	p("          const float* restrict q = rp[ky] + (int64_t)(ox * %d + kx * %d) * 8;\n", g.sw, g.dw)
-	p("          const __m256 wt = wv[ky * %d + kx];\n", g.kw)
-	p("          for (int32_t i = 0; i < %d; ++i) a[i] = _mm256_fmadd_ps(_mm256_load_ps(q + i * %d), wt, a[i]);\n", nb, g.sw*8)
-	p("        }\n")
+	writeLanesTaps(p, from, to, g.kh, g.kw, g.sw, g.dw, nb, "")
 	p("      %s_tr8(a);\n", sym)
 	if nb == 8 {
 		p("      for (int32_t c = 0; c < 8; ++c) _mm256_storeu_ps(vr + (int64_t)c * %d + ox, a[c]);\n", k.ldv)
@@ -314,13 +315,15 @@ func writeTranspose8(p func(string, ...any), name string) {
 	p("  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);\n}\n")
 }
 
-// writeRingRow writes the start of a lanes kernel's loop over the taps'
-// rows for output row oy (a C expression): each input row's slot in the
-// ring (NS rows of WPL columns of eight lanes, tags in tag), rp[ky]
-// pointing at it, nothing more when the slot holds the row already, and
-// zeros when the row is padding. The caller writes the copy of an input
-// row into d and closes the loop.
-func writeRingRow(p func(string, ...any), oy string, kh, sh, ph, dh, h int64) {
+// writeRow writes the start of a lanes kernel's loop over the taps' rows
+// for output row oy (a C expression), for a kernel of kh rows (stride sh,
+// padding ph, dilation dh) on an input of h rows: each input row's slot
+// in the ring, rp[ky] pointing at it (d), nothing more when the slot
+// holds the row already, zeros when the row is padding, and else the
+// zeros of the row's pw padding columns and of the columns past the
+// input's w. It returns how many input columns the caller copies into d
+// from column pw, before it closes the loop.
+func (r lanesRing) writeRow(p func(string, ...any), oy string, kh, sh, ph, dh, pw, h, w int64) int64 {
 	p("    for (int32_t ky = 0; ky < %d; ++ky) {\n", kh)
 	p("      const int32_t iy = %s * %d - %d + ky * %d;\n", oy, sh, ph, dh)
 	p("      const int32_t sl = (int32_t)(((int64_t)iy %% NS + NS) %% NS);\n")
@@ -329,4 +332,50 @@ func writeRingRow(p func(string, ...any), oy string, kh, sh, ph, dh, h int64) {
 	p("      if (tag[sl] == iy) continue;\n")
 	p("      tag[sl] = iy;\n")
 	p("      if (iy < 0 || iy >= %d) {\n        memset(d, 0, sizeof(float) * WPL * 8);\n        continue;\n      }\n", h)
+	n := min(r.wpl-pw, w)
+	if pw > 0 {
+		p("      memset(d, 0, sizeof(float) * %d * 8);\n", min(pw, r.wpl))
+	}
+	if end := pw + max(n, 0); end < r.wpl {
+		p("      memset(d + %d * 8, 0, sizeof(float) * %d * 8);\n", end, r.wpl-end)
+	}
+	return n
+}
+
+// forLanesGroups calls group for a lanes kernel's output row of ow
+// columns: whole groups of eight, then the partial last group.
+func forLanesGroups(ow int64, group func(from, to string, nb int64)) {
+	full := ow / 8 * 8
+	group("0", fmt.Sprint(full), 8)
+	if t := ow - full; t > 0 {
+		group(fmt.Sprint(full), fmt.Sprint(ow), t)
+	}
+}
+
+// writeLanesTaps opens a lanes kernel's loop over groups of eight output
+// columns ox in [from, to) (C expressions) and writes the group's sums
+// over the taps (kh x kw, dilation dw, column stride sw) for its nb
+// valid columns: the accumulators a[i] of column ox + i, from the ring
+// rows rp[ky] and the weight vectors wv. The multiply-adds are fused, or
+// under guard (when not empty) fused where it holds and a multiply and
+// an add elsewhere. The caller finishes the group and closes the loop.
+func writeLanesTaps(p func(string, ...any), from, to string, kh, kw, sw, dw, nb int64, guard string) {
+	p("    for (int32_t ox = %s; ox < %s; ox += 8) {\n", from, to)
+	p("      __m256 a[8];\n")
+	p("      for (int32_t i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();\n")
+	p("      for (int32_t ky = 0; ky < %d; ++ky)\n", kh)
+	p("        for (int32_t kx = 0; kx < %d; ++kx) {\n", kw)
+	p("          const float* restrict q = rp[ky] + (int64_t)(ox * %d + kx * %d) * 8;\n", sw, dw)
+	p("          const __m256 wt = wv[ky * %d + kx];\n", kw)
+	fused := fmt.Sprintf("          for (int32_t i = 0; i < %d; ++i) a[i] = _mm256_fmadd_ps(_mm256_load_ps(q + i * %d), wt, a[i]);\n", nb, sw*8)
+	if guard == "" {
+		p("%s", fused)
+	} else {
+		p("#if %s\n", guard)
+		p("%s", fused)
+		p("#else\n")
+		p("          for (int32_t i = 0; i < %d; ++i) a[i] = _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(q + i * %d), wt), a[i]);\n", nb, sw*8)
+		p("#endif\n")
+	}
+	p("        }\n")
 }

@@ -210,6 +210,24 @@ type qconvEpi struct {
 	signed            bool // int8 output
 }
 
+// outType is the C type of the requantized output.
+func (e *qconvEpi) outType() string {
+	if e.signed {
+		return "int8_t"
+	}
+	return "uint8_t"
+}
+
+// pack16 is the SSE intrinsic that narrows two vectors of int16 to the
+// output's bytes with saturation (exact for requantized values, which
+// lie within the output type's range).
+func (e *qconvEpi) pack16() string {
+	if e.signed {
+		return "_mm_packs_epi16"
+	}
+	return "_mm_packus_epi16"
+}
+
 func newQConvKernel(p qconvParams, epi *qconvEpi) (*qconvKernel, error) {
 	k := &qconvKernel{p: p, epi: epi}
 	k.c4 = (p.c + 3) / 4
@@ -260,11 +278,7 @@ func (k *qconvKernel) source() string {
 		wt = "int16_t" // widened and reordered by the caller (qconvW16)
 	}
 	if e := k.epi; e != nil {
-		ot := "uint8_t"
-		if e.signed {
-			ot = "int8_t"
-		}
-		w("static void KILN_SYMBOL(const uint8_t* restrict x4, const %s* restrict w, const int32_t* restrict wsum, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t t) {\n", wt, ot)
+		w("static void KILN_SYMBOL(const uint8_t* restrict x4, const %s* restrict w, const int32_t* restrict wsum, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t t) {\n", wt, e.outType())
 	} else {
 		w("static void KILN_SYMBOL(const uint8_t* restrict x4, const %s* restrict w, const int32_t* restrict wsum, int32_t* restrict out, int32_t t) {\n", wt)
 	}
@@ -618,7 +632,7 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 			// so the saturating packs are exact) narrowed to bytes in
 			// pixel order: packs_epi32 interleaves the two vectors'
 			// halves, the permute puts them back in order.
-			pack := map[bool]string{true: "_mm_packs_epi16", false: "_mm_packus_epi16"}[e.signed]
+			pack := e.pack16()
 			w("%s{ const int32_t b = bias[%s], mm = %s;\n", ind, o, k.multExpr(o))
 			w("%s  void* d = (void*)(out + (int64_t)(%s) * P + p0);\n", ind, o)
 			if nv == 1 {
@@ -730,7 +744,7 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 func (k *qconvKernel) storePairs(w func(string, ...any), ind, acc, o string) {
 	rl := k.dir.rl
 	if e := k.epi; e != nil {
-		pack := map[bool]string{true: "_mm_packs_epi16", false: "_mm_packus_epi16"}[e.signed]
+		pack := e.pack16()
 		w("%s{ const int32_t b = bias[%s], mm = %s;\n", ind, o, k.multExpr(o))
 		w("%s  unsigned char* d = (unsigned char*)(void*)(out + (int64_t)(%s) * P + p0);\n", ind, o)
 		// The packs interleave the two vectors' 128-bit halves: the

@@ -84,7 +84,7 @@ func (k *qconvKernel) mainNEON(w func(string, ...any)) {
 // partial tile goes through a buffer.
 func (k *qconvKernel) storeNEON(w func(string, ...any), o string, vs []string) {
 	if e := k.epi; e != nil {
-		ot := map[bool]string{true: "int8_t", false: "uint8_t"}[e.signed]
+		ot := e.outType()
 		w("      const int32_t b = bias[%s], mm = %s;\n", o, k.multExpr(o))
 		for i, v := range vs {
 			w("      const int32x4_t q%d = KILN_SYMBOL_rq4(%s, b, mm);\n", i, v)

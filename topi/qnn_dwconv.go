@@ -139,11 +139,7 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 	w("/* Depthwise qnn.conv2d: one of %d channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d). */\n",
 		p.c, p.h, p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw)
 	if epi != nil {
-		ot := "uint8_t"
-		if epi.signed {
-			ot = "int8_t"
-		}
-		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t c) {\n", xt, ot)
+		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t c) {\n", xt, epi.outType())
 	} else {
 		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, int32_t* restrict out, int32_t c) {\n", xt)
 	}
@@ -179,7 +175,7 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 		w("      }\n    }\n")
 	}
 	if epi != nil {
-		ot := map[bool]string{true: "int8_t", false: "uint8_t"}[epi.signed]
+		ot := epi.outType()
 		w("    %s* restrict d = out + (int64_t)c * %d + oy * %d;\n", ot, p.oh*p.ow, p.ow)
 		w("    int32_t ox = 0;\n")
 		// Vector code under the ISA's guard (qconvISA.guard), then
@@ -196,7 +192,7 @@ func newQDWConvKernel(p qconvParams, epi *qconvEpi) *qdwconvKernel {
 				// Eight lanes, narrowed to bytes: the values are within
 				// the output type's range, so the saturating packs are
 				// exact.
-				pack := map[bool]string{true: "_mm_packs_epi16", false: "_mm_packus_epi16"}[epi.signed]
+				pack := epi.pack16()
 				// bytes8 declares v, acc[ox..ox+7] requantized and
 				// narrowed to eight bytes in its low half.
 				bytes8 := func() {

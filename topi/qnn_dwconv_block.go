@@ -46,13 +46,12 @@ const qdwBlockMaxRing = 32 << 10
 // ring was faster (0.055 against 0.062).
 const qdwBlockPlaneWidth = 8
 
-// qdwBlock is the block form's geometry: the ring's rows and the columns
-// of a ring row, or for the plane variant (plane) the padded plane, hp x
-// wp.
+// qdwBlock is the block form's geometry: its ring of input rows, or for
+// the plane variant (plane) the padded plane, hp x the ring's columns.
 type qdwBlock struct {
-	ns, wpl int64
-	plane   bool
-	hp, wp  int64
+	ring  lanesRing
+	plane bool
+	hp    int64
 }
 
 // newQDWBlock returns the block form for p, or false where it does not
@@ -61,12 +60,12 @@ func newQDWBlock(p qconvParams) (qdwBlock, bool) {
 	if p.isa != qconvAVX2 && p.isa != qconvAVXVNNI {
 		return qdwBlock{}, false
 	}
-	b := qdwBlock{ns: (p.kh-1)*p.dh + 1, wpl: (p.ow-1)*p.sw + (p.kw-1)*p.dw + 1}
-	if p.ph < 0 || p.pw < 0 || p.kh*p.kw > qdwRowsMaxTaps || b.ns*b.wpl*8*4 > qdwBlockMaxRing {
+	b := qdwBlock{ring: newLanesRing(p.kh, p.kw, p.dh, p.dw, p.sw, p.ow)}
+	if p.ph < 0 || p.pw < 0 || p.kh*p.kw > qdwRowsMaxTaps || b.ring.bytes() > qdwBlockMaxRing {
 		return qdwBlock{}, false
 	}
-	if hp := (p.oh-1)*p.sh + (p.kh-1)*p.dh + 1; p.ow < qdwBlockPlaneWidth && hp*b.wpl*8*4 <= qdwBlockMaxRing {
-		b.plane, b.hp, b.wp = true, hp, b.wpl
+	if hp := (p.oh-1)*p.sh + (p.kh-1)*p.dh + 1; p.ow < qdwBlockPlaneWidth && hp*b.ring.wpl*dwLanes*4 <= qdwBlockMaxRing {
+		b.plane, b.hp = true, hp
 	}
 	return b, true
 }
@@ -88,7 +87,7 @@ func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 	}
 	ot := "int32_t"
 	if epi != nil {
-		ot = map[bool]string{true: "int8_t", false: "uint8_t"}[epi.signed]
+		ot = epi.outType()
 	}
 	taps := p.kh * p.kw
 	plane, oplane := p.h*p.w, p.oh*p.ow
@@ -102,10 +101,7 @@ func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 	} else {
 		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, %s* restrict out, int32_t cb) {\n", xt, ot)
 	}
-	w("  enum { NS = %d, WPL = %d, KK = %d };\n", b.ns, b.wpl, taps)
-	w("  float ring[NS * WPL * 8] __attribute__((aligned(32)));\n")
-	w("  int32_t tag[NS];\n")
-	w("  for (int32_t i = 0; i < NS; ++i) tag[i] = INT32_MIN;\n")
+	b.ring.writeDecl(w, taps)
 	if p.c%8 == 0 {
 		// Every block is whole: the loops over its channels unroll.
 		w("  const int32_t c0 = cb * 8, nc = 8;\n")
@@ -129,15 +125,7 @@ func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 	w("    const float* rp[%d];\n", p.kh)
 	// The padding (and the lanes past the last channel) hold zero, the
 	// centred zero point.
-	writeRingRow(w, "oy", p.kh, p.sh, p.ph, p.dh, p.h)
-	n := min(b.wpl-p.pw, p.w)
-	if p.pw > 0 {
-		w("      memset(d, 0, sizeof(float) * %d * 8);\n", min(p.pw, b.wpl))
-	}
-	if end := p.pw + max(n, 0); end < b.wpl {
-		w("      memset(d + %d * 8, 0, sizeof(float) * %d * 8);\n", end, b.wpl-end)
-	}
-	if n > 0 {
+	if n := b.ring.writeRow(w, "oy", p.kh, p.sh, p.ph, p.dh, p.pw, p.h, p.w); n > 0 {
 		w("      const %s* restrict s = x + (int64_t)c0 * %d + (int64_t)iy * %d;\n", xt, plane, p.w)
 		w("#if %s\n", p.isa.guard())
 		w("      const __m256i zp = _mm256_set1_epi32(%d);\n", p.izp)
@@ -175,11 +163,7 @@ func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 	w("    }\n")
 	w("    %s* restrict o = out + (int64_t)c0 * %d + (int64_t)oy * %d;\n", ot, oplane, p.ow)
 	w("#if %s\n", p.isa.guard())
-	full := p.ow / 8 * 8
-	b.group(w, p, epi, ot, "0", fmt.Sprint(full), 8)
-	if t := p.ow - full; t > 0 {
-		b.group(w, p, epi, ot, fmt.Sprint(full), fmt.Sprint(p.ow), t)
-	}
+	forLanesGroups(p.ow, func(from, to string, nb int64) { b.group(w, p, epi, ot, from, to, nb) })
 	w("#else\n")
 	w("    for (int32_t i = 0; i < nc; ++i)\n")
 	w("      for (int32_t ox = 0; ox < %d; ++ox) {\n", p.ow)
@@ -203,19 +187,7 @@ func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 // column, a transpose to eight columns per channel, and a store of nb of
 // them per channel.
 func (b qdwBlock) group(w func(string, ...any), p qconvParams, epi *qconvEpi, ot, from, to string, nb int64) {
-	w("    for (int32_t ox = %s; ox < %s; ox += 8) {\n", from, to)
-	w("      __m256 a[8];\n")
-	w("      for (int32_t i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();\n")
-	w("      for (int32_t ky = 0; ky < %d; ++ky)\n", p.kh)
-	w("        for (int32_t kx = 0; kx < %d; ++kx) {\n", p.kw)
-	w("          const float* restrict q = rp[ky] + (int64_t)(ox * %d + kx * %d) * 8;\n", p.sw, p.dw)
-	w("          const __m256 wt = wv[ky * %d + kx];\n", p.kw)
-	w("#if %s\n", fmaGuard)
-	w("          for (int32_t i = 0; i < %d; ++i) a[i] = _mm256_fmadd_ps(_mm256_load_ps(q + i * %d), wt, a[i]);\n", nb, p.sw*8)
-	w("#else\n")
-	w("          for (int32_t i = 0; i < %d; ++i) a[i] = _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(q + i * %d), wt), a[i]);\n", nb, p.sw*8)
-	w("#endif\n")
-	w("        }\n")
+	writeLanesTaps(w, from, to, p.kh, p.kw, p.sw, p.dw, nb, fmaGuard)
 	// The sums are integers: the conversion is exact.
 	w("      for (int32_t i = 0; i < 8; ++i) {\n")
 	w("        __m256i r = _mm256_cvtps_epi32(a[i]);\n")
@@ -231,7 +203,7 @@ func (b qdwBlock) group(w func(string, ...any), p qconvParams, epi *qconvEpi, ot
 	if epi != nil {
 		// The values are within the output type's range: the
 		// saturating packs are exact.
-		pack := map[bool]string{true: "_mm_packs_epi16", false: "_mm_packus_epi16"}[epi.signed]
+		pack := epi.pack16()
 		w("        const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));\n")
 		w("        const __m128i v = %s(h, h);\n", pack)
 		if nb == 8 {
@@ -261,7 +233,7 @@ func (b qdwBlock) planeSource(p qconvParams, epi *qconvEpi) string {
 	}
 	ot := "int32_t"
 	if epi != nil {
-		ot = map[bool]string{true: "int8_t", false: "uint8_t"}[epi.signed]
+		ot = epi.outType()
 	}
 	taps := p.kh * p.kw
 	w("/* Depthwise qnn.conv2d, block form (whole planes): eight of %d channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d). */\n",
@@ -273,7 +245,7 @@ func (b qdwBlock) planeSource(p qconvParams, epi *qconvEpi) string {
 	}
 	w("  typedef float v8sf __attribute__((vector_size(32)));\n")
 	w("  typedef int32_t v8si __attribute__((vector_size(32)));\n")
-	w("  enum { HP = %d, WP = %d, KK = %d };\n", b.hp, b.wp, taps)
+	w("  enum { HP = %d, WP = %d, KK = %d };\n", b.hp, b.ring.wpl, taps)
 	w("  float buf[HP * WP * 8] __attribute__((aligned(32)));\n")
 	w("  const int32_t c0 = cb * 8, nc = %d - c0 < 8 ? %d - c0 : 8;\n", p.c, p.c)
 	// The padding (and the lanes past the last channel) hold zero, the
@@ -284,7 +256,7 @@ func (b qdwBlock) planeSource(p qconvParams, epi *qconvEpi) string {
 	// Input rows and columns inside the padded plane: iy + PH < HP.
 	w("    for (int32_t iy = 0; iy < %d; ++iy) {\n", min(p.h, b.hp-p.ph))
 	w("      float* restrict d = buf + ((int64_t)(iy + %d) * WP + %d) * 8 + i;\n", p.ph, p.pw)
-	w("      for (int32_t ix = 0; ix < %d; ++ix) d[ix * 8] = (float)((int32_t)s[iy * %d + ix] - (%d));\n", min(p.w, b.wp-p.pw), p.w, p.izp)
+	w("      for (int32_t ix = 0; ix < %d; ++ix) d[ix * 8] = (float)((int32_t)s[iy * %d + ix] - (%d));\n", min(p.w, b.ring.wpl-p.pw), p.w, p.izp)
 	w("    }\n  }\n")
 	w("  v8sf wv[KK];\n")
 	w("  for (int32_t t = 0; t < KK; ++t) {\n")

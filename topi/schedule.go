@@ -43,7 +43,9 @@ func ScheduleInjective(_ *strategy.Call, s *te.Schedule, outs, _ []*te.Tensor) e
 // arithmetic into the inner loop, which costs more than the short vectors
 // it avoids. Otherwise (short rows) all data-parallel axes are fused, a
 // vectorised inner loop is split off when the extent allows and the rest
-// is parallelised.
+// is parallelised. A stage writing bytes first fuses rows shorter than
+// byteMinRow with the axis before them, and splits off vectorised loops
+// of byteMinRow instead of vectorWidth.
 func flattenParallel(st *te.Stage) {
 	axes := st.Axis()
 	if len(axes) == 0 || len(st.ReduceAxes()) > 0 {
