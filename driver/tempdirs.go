@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"os"
 	"sync"
@@ -14,12 +16,21 @@ import (
 var temps struct {
 	sync.Mutex
 	dirs map[string]bool
+	// closed is set by RemoveTempDirs: the process is ending, and a
+	// directory registered afterwards is removed at once.
+	closed bool
 }
 
-// TrackTemp registers a temporary directory for RemoveTempDirs.
+// TrackTemp registers a temporary directory for RemoveTempDirs. After
+// RemoveTempDirs has run (the process is being interrupted) it removes
+// dir instead.
 func TrackTemp(dir string) {
 	temps.Lock()
 	defer temps.Unlock()
+	if temps.closed {
+		removeWhileWritten(dir)
+		return
+	}
 	if temps.dirs == nil {
 		temps.dirs = map[string]bool{}
 	}
@@ -37,13 +48,38 @@ func UntrackTemp(dir string) {
 // RemoveTempDirs removes every registered temporary directory: what a
 // signal handler calls before the process exits (the CLI does on SIGINT
 // and SIGTERM), so that an interrupted compile leaves no .kiln-build-*
-// or kiln-hooks-* directory behind.
+// or kiln-hooks-* directory behind. The build goroutines keep running
+// while it does, so each directory is first renamed (files they create
+// afterwards under the old path fail instead of refilling it); a
+// directory registered later is removed when it is registered.
 func RemoveTempDirs() {
 	temps.Lock()
 	defer temps.Unlock()
+	temps.closed = true
 	for d := range temps.dirs {
-		os.RemoveAll(d)
+		removeWhileWritten(d)
 		delete(temps.dirs, d)
+	}
+}
+
+// removeWhileWritten removes dir, which another goroutine or a compiler
+// process may still be writing into: it renames dir to a fresh sibling
+// name first, so that entries created under the old path fail, then
+// removes the renamed tree, retrying a few times in case an entry was
+// created through a descriptor opened before the rename (os.RemoveAll
+// fails with ENOTEMPTY when its directory gains an entry meanwhile).
+func removeWhileWritten(dir string) {
+	var b [8]byte
+	rand.Read(b[:])
+	moved := dir + ".rm-" + hex.EncodeToString(b[:])
+	if os.Rename(dir, moved) == nil {
+		dir = moved
+	}
+	for i := 0; i < 20; i++ {
+		if os.RemoveAll(dir) == nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

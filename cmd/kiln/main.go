@@ -10,5 +10,5 @@ import (
 
 func main() {
 	cli.HandleSignals()
-	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+	cli.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }
