@@ -17,7 +17,7 @@ tan tanf asin asinf acos acosf atan atanf sinh sinhf cosh coshf pow powf atan2 a
 ldexp ldexpf frexp frexpf fmin fminf fmax fmaxf copysign copysignf expm1 expm1f log1p log1pf cbrt cbrtf
 hypot hypotf erfc erfcf lround lrint llround llrint
 malloc free calloc realloc abort memcpy memset memmove memcmp strlen strcmp strncpy snprintf printf fprintf
-puts omp_get_num_procs omp_set_num_threads omp_get_thread_num omp_get_num_threads`)
+puts omp_get_num_procs omp_get_max_threads omp_set_num_threads omp_get_thread_num omp_get_num_threads`)
 
 func wordSet(s string) map[string]bool {
 	m := map[string]bool{}

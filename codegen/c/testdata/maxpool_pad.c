@@ -75,9 +75,11 @@ const char* kiln_get_last_error(void) { return kiln_last_error; }
 static int32_t kiln_threads = 0;
 static KILN_THREAD_LOCAL int32_t kiln_threads_here = 0;
 
+/* The set count, else OpenMP's (OMP_NUM_THREADS, or the processors
+   available). */
 int32_t kiln_thread_count(void) {
   int32_t n = kiln_threads_here > 0 ? kiln_threads_here : kiln_threads;
-  return n > 0 ? n : omp_get_num_procs();
+  return n > 0 ? n : omp_get_max_threads();
 }
 #endif
 
