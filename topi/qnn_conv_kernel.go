@@ -429,26 +429,10 @@ func (k *qconvKernel) vectorEpilogue() string {
 		w("  return _mm256_add_epi64(_mm256_add_epi64(p, _mm256_set1_epi64x(INT64_C(%d))), b);\n}\n", roundBias(e.shift))
 		zpb := e.zp - int64(1)<<(62-e.shift)
 		// rq8v: a bias and a multiplier per lane (the depthwise block
-		// form's eight channels); rq8: one of each for all lanes; rq8vf:
-		// rq8v, or rq8n when the caller found its multipliers free of
-		// ties (rqn), given the odd lanes' multipliers too.
+		// form's eight channels); rq8: one of each for all lanes.
 		w("static inline __m256i KILN_SYMBOL_rq8v(__m256i v, __m256i bv, __m256i mv);\n")
-		if e.shift >= 32 {
-			k.tieFree(w, zpb)
-		}
 		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
-		w("  const __m256i bv = _mm256_set1_epi32(b), mv = _mm256_set1_epi32(m);\n")
-		if e.shift >= 33 {
-			w("  if (KILN_SYMBOL_rqn(m)) return KILN_SYMBOL_rq8n(v, bv, mv, mv);\n")
-		}
-		w("  return KILN_SYMBOL_rq8v(v, bv, mv);\n}\n")
-		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8vf(__m256i v, __m256i bv, __m256i mv, __m256i mvo, int fast) {\n")
-		if e.shift >= 33 {
-			w("  if (fast) return KILN_SYMBOL_rq8n(v, bv, mv, mvo);\n")
-		} else {
-			w("  (void)mvo; (void)fast;\n")
-		}
-		w("  return KILN_SYMBOL_rq8v(v, bv, mv);\n}\n")
+		w("  return KILN_SYMBOL_rq8v(v, _mm256_set1_epi32(b), _mm256_set1_epi32(m));\n}\n")
 		w("static inline __m256i KILN_SYMBOL_rq8v(__m256i v, __m256i bv, __m256i mv) {\n")
 		w("  v = _mm256_add_epi32(v, bv);\n")
 		w("  const __m256i pe = _mm256_mul_epi32(v, mv), po = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), _mm256_srli_epi64(mv, 32));\n")
@@ -459,7 +443,8 @@ func (k *qconvKernel) vectorEpilogue() string {
 			// shifted by s - 32, straight into the upper halves the
 			// blend takes; the bias leaves modulo 2^32.
 			w("  const __m256i qe = _mm256_srli_epi64(KILN_SYMBOL_rsum(pe), %d), qo = _mm256_srli_epi64(KILN_SYMBOL_rsum(po), %d);\n", e.shift, e.shift-32)
-			w("  return KILN_SYMBOL_clamp8(_mm256_add_epi32(_mm256_blend_epi32(qe, qo, 0xAA), _mm256_set1_epi32((int32_t)%dU)));\n}\n", uint32(zpb))
+			w("  const __m256i q = _mm256_add_epi32(_mm256_blend_epi32(qe, qo, 0xAA), _mm256_set1_epi32((int32_t)%dU));\n", uint32(zpb))
+			w("  return _mm256_min_epi32(_mm256_max_epi32(q, _mm256_set1_epi32(%d)), _mm256_set1_epi32(%d));\n}\n", e.lo, e.hi)
 			return b.String()
 		}
 		// Below shift 32 a quotient can pass int32: the zero point and
@@ -469,8 +454,6 @@ func (k *qconvKernel) vectorEpilogue() string {
 		w("  qe = _mm256_blendv_epi8(_mm256_blendv_epi8(qe, lo, _mm256_cmpgt_epi64(lo, qe)), hi, _mm256_cmpgt_epi64(qe, hi));\n")
 		w("  qo = _mm256_blendv_epi8(_mm256_blendv_epi8(qo, lo, _mm256_cmpgt_epi64(lo, qo)), hi, _mm256_cmpgt_epi64(qo, hi));\n")
 		w("  return _mm256_blend_epi32(qe, _mm256_slli_epi64(qo, 32), 0xAA);\n}\n")
-		// Already within [lo, hi].
-		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_sat8(__m256i q) { return q; }\n")
 		return b.String()
 	}
 	if k.p.isa == qconvNEONDot || k.p.isa == qconvNEON {
@@ -495,70 +478,6 @@ func (k *qconvKernel) vectorEpilogue() string {
 	w("  const __m512i qo = KILN_SYMBOL_rq64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), mv));\n")
 	w("  return _mm512_cvtepi32_epi8(_mm512_mask_blend_epi32((__mmask16)0xAAAA, qe, _mm512_slli_epi64(qo, 32)));\n}\n")
 	return b.String()
-}
-
-// tieFree writes, for shifts from 32 on, the AVX2 requantization's
-// helpers on 32-bit lanes:
-//
-//   - KILN_SYMBOL_clamp8 clamps to [lo, hi] where a bound is narrower
-//     than the output type's range: the callers narrow with saturating
-//     packs, which apply the type's own limits;
-//   - KILN_SYMBOL_sat8 clamps to all of [lo, hi], for callers that store
-//     without saturation;
-//
-// and, from shift 33 on, the requantization without the tie test:
-//
-//   - KILN_SYMBOL_rqn(m) reports whether multiplier m rules ties out: m
-//     has a set bit below bit s-32 (or is 0). A product p of such an m
-//     and an int32 sum (whose trailing zeros number at most 31) then has
-//     at most s-2 trailing zeros, so p / 2^s is never a tie (p mod 2^s =
-//     2^(s-1) would take s-1), and rounding half to even is rounding
-//     half up, floor((p + 2^(s-1)) / 2^s): op.RequantizeValue's result
-//     without the parity bit's two operations per half.
-//   - KILN_SYMBOL_rq8n(v, bv, mv, mvo) is that rounding for eight lanes,
-//     with the odd lanes' multipliers mvo (mv itself when every lane has
-//     the same).
-//
-// Quantizers' multipliers (31 significant bits, scales that are no power
-// of two) pass rqn with probability 1 - 2^-(s-32) each; a multiplier
-// that does not (a scale of 2^-k) takes the exact rq8v.
-func (k *qconvKernel) tieFree(w func(string, ...any), zpb int64) {
-	e := k.epi
-	tlo, thi := int64(0), int64(255)
-	if e.signed {
-		tlo, thi = -128, 127
-	}
-	w("static inline __m256i KILN_SYMBOL_clamp8(__m256i q) {\n")
-	if e.lo > tlo {
-		w("  q = _mm256_max_epi32(q, _mm256_set1_epi32(%d));\n", e.lo)
-	}
-	if e.hi < thi {
-		w("  q = _mm256_min_epi32(q, _mm256_set1_epi32(%d));\n", e.hi)
-	}
-	w("  return q;\n}\n")
-	w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_sat8(__m256i q) {\n")
-	w("  return _mm256_min_epi32(_mm256_max_epi32(q, _mm256_set1_epi32(%d)), _mm256_set1_epi32(%d));\n}\n", e.lo, e.hi)
-	if e.shift < 33 {
-		return
-	}
-	w("static inline __attribute__((unused)) int KILN_SYMBOL_rqn(int32_t m) { return ((uint32_t)m & %dU) != 0U || m == 0; }\n", uint32(1)<<(e.shift-32)-1)
-	// floor((p + 2^(s-1)) / 2^s) by a logical shift of p + 2^(s-1) +
-	// 2^62 (in [0, 2^64) as in rsum), 2^(62-s) leaving with the zero
-	// point (zpb).
-	w("static inline __m256i KILN_SYMBOL_rq8n(__m256i v, __m256i bv, __m256i mv, __m256i mvo) {\n")
-	w("  v = _mm256_add_epi32(v, bv);\n")
-	w("  const __m256i r = _mm256_set1_epi64x(INT64_C(%d));\n", int64(1)<<62+int64(1)<<(e.shift-1))
-	w("  const __m256i qe = _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(v, mv), r), %d);\n", e.shift)
-	w("  const __m256i qo = _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), mvo), r), %d);\n", e.shift-32)
-	w("  return KILN_SYMBOL_clamp8(_mm256_add_epi32(_mm256_blend_epi32(qe, qo, 0xAA), _mm256_set1_epi32((int32_t)%dU)));\n}\n", uint32(zpb))
-}
-
-// foldedBias is the AVX2 store's bias of output channel o: bias[o] less
-// the zero point's share of the sums, izp times the weight sum, modulo
-// 2^32 like every step of the sum, so that the requantization's one
-// addition applies both.
-func (k *qconvKernel) foldedBias(o string) string {
-	return fmt.Sprintf("(int32_t)((uint32_t)bias[%s] - (uint32_t)(%d * wsum[%s]))", o, k.p.izpu(), o)
 }
 
 // multExpr is the multiplier of output channel o in the kernel's C.
@@ -714,7 +633,7 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 			// pixel order: packs_epi32 interleaves the two vectors'
 			// halves, the permute puts them back in order.
 			pack := e.pack16()
-			w("%s{ const int32_t b = %s, mm = %s;\n", ind, k.foldedBias(o), k.multExpr(o))
+			w("%s{ const int32_t b = bias[%s], mm = %s;\n", ind, o, k.multExpr(o))
 			w("%s  void* d = (void*)(out + (int64_t)(%s) * P + p0);\n", ind, o)
 			if nv == 1 {
 				w("%s  const __m256i r = KILN_SYMBOL_rq8(%s0, b, mm);\n", ind, acc)
@@ -770,12 +689,7 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 			w("%s__m256i %s0 = _mm256_setzero_si256();\n", ind, acc)
 		}
 	}
-	// comp subtracts the zero point's share from channel o's sums; a
-	// requantizing store folds it into the bias instead (foldedBias).
 	comp := func(ind, acc, o string) {
-		if k.epi != nil {
-			return
-		}
 		w("%sconst __m256i c = _mm256_set1_epi32(%d * wsum[%s]); %s0 = _mm256_sub_epi32(%s0, c);", ind, izpu, o, acc, acc)
 		if nv == 2 {
 			w(" %s1 = _mm256_sub_epi32(%s1, c);", acc, acc)
@@ -831,7 +745,7 @@ func (k *qconvKernel) storePairs(w func(string, ...any), ind, acc, o string) {
 	rl := k.dir.rl
 	if e := k.epi; e != nil {
 		pack := e.pack16()
-		w("%s{ const int32_t b = %s, mm = %s;\n", ind, k.foldedBias(o), k.multExpr(o))
+		w("%s{ const int32_t b = bias[%s], mm = %s;\n", ind, o, k.multExpr(o))
 		w("%s  unsigned char* d = (unsigned char*)(void*)(out + (int64_t)(%s) * P + p0);\n", ind, o)
 		// The packs interleave the two vectors' 128-bit halves: the
 		// permute puts row rr's eight values in the low half.
