@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -135,5 +136,54 @@ func TestQuantizedFoldFlag(t *testing.T) {
 	}
 	if !(scale > 0) || diff > 0.05*scale {
 		t.Errorf("integer and float-emulated outputs differ by %g (values up to %g)", diff, scale)
+	}
+}
+
+// TestQuantizedKernelsKeepSources: every kernel of a compiled quantized
+// model (the importer's folded integer operators and the passes after
+// it) still names the ONNX nodes it came from, which profiles, traces
+// and the partition report show.
+func TestQuantizedKernelsKeepSources(t *testing.T) {
+	testenv.Cgo(t)
+	dir := t.TempDir()
+	for _, name := range []string{"mlp", "lenet"} {
+		q := filepath.Join(dir, name+".onnx")
+		model := filepath.Join("..", "examples", "models", name, "model.onnx")
+		if code, _, stderr := kiln("quantize", model, "-o", q, "--eval", "0"); code != 0 {
+			t.Fatalf("%s: quantize: %s", name, stderr)
+		}
+		art := filepath.Join(dir, name)
+		if code, _, stderr := kiln("compile", q, "-t", "c", "-o", art, "--quiet"); code != 0 {
+			t.Fatalf("%s: compile: %s", name, stderr)
+		}
+		data, err := os.ReadFile(filepath.Join(art, "graph.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g struct {
+			Nodes []struct {
+				Op    string `json:"op"`
+				Name  string `json:"name"`
+				Attrs struct {
+					Sources []string `json:"sources"`
+				} `json:"attrs"`
+			} `json:"nodes"`
+		}
+		if err := json.Unmarshal(data, &g); err != nil {
+			t.Fatal(err)
+		}
+		kernels := 0
+		for _, n := range g.Nodes {
+			if n.Op != "kiln_op" {
+				continue
+			}
+			kernels++
+			if len(n.Attrs.Sources) == 0 {
+				t.Errorf("%s: kernel %s names no ONNX node", name, n.Name)
+			}
+		}
+		if kernels == 0 {
+			t.Errorf("%s: no kernels in graph.json", name)
+		}
 	}
 }

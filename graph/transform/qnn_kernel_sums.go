@@ -65,6 +65,8 @@ func kernelSums(e graph.Expr, sums map[*tensor.Tensor]*graph.Constant) (graph.Ex
 	if err != nil {
 		return nil, err
 	}
+	// The call's ONNX node, for profiles and the report.
+	nc.Span = c.Span
 	return nc, nil
 }
 

@@ -112,3 +112,25 @@ func TestQNNKernelSumsType(t *testing.T) {
 		}
 	}
 }
+
+// The rewritten call keeps its span (the ONNX node it came from), which
+// profiles and the partition report name kernels by.
+func TestQNNKernelSumsSpan(t *testing.T) {
+	m := parse(t, `def @main(%x: Tensor[(2, 3), uint8]) {
+  qnn.dense(%x, constant(int8, [2, 3], [1, -2, 3, -128, 127, 5]), input_zero_point=7) /* span="fc1/Gemm" */
+}`)
+	if m.Main().Body.(*graph.Call).Span != "fc1/Gemm" {
+		t.Fatal("the parser dropped the span")
+	}
+	got, err := QNNKernelSums(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := got.Main().Body.(*graph.Call)
+	if !ok || len(c.Args) != 3 {
+		t.Fatalf("want the dense call with its sums, got %T", got.Main().Body)
+	}
+	if c.Span != "fc1/Gemm" {
+		t.Errorf("span %q, want %q", c.Span, "fc1/Gemm")
+	}
+}
