@@ -232,7 +232,7 @@ func (d *qconvDirect) lane(t, j int64) (int64, bool) {
 // position p0, its pixels np, and xd, the first word its first tap reads.
 func (d *qconvDirect) tileHeader(w func(string, ...any), p qconvParams) {
 	w("  enum { KK = %d, PLANE = %d };\n", p.kh*p.kw, d.planeWords())
-	w("  static const int32_t koff[KK] = {%s};\n", joinInts(d.koff))
+	w("  static const int32_t __attribute__((unused)) koff[KK] = {%s};\n", joinInts(d.koff))
 	if d.pairs {
 		// Rows rr and rr+1, eight columns each: np is the columns in
 		// the row.

@@ -301,13 +301,14 @@ func (k *qconvKernel) source() string {
 	// architecture, a microcontroller building an exported AOT project)
 	// the same sums in portable C.
 	guard := p.isa.guard()
+	var helper string // the AVX2 kernel's multiply function (macAVX2)
 	if guard != "" {
 		w("#if %s\n", guard)
 		switch p.isa {
 		case qconvAVX512VNNI:
 			k.mainAVX512(w)
 		case qconvAVXVNNI, qconvAVX2:
-			k.mainAVX2(w)
+			helper = k.mainAVX2(w)
 		case qconvNEONDot, qconvNEON:
 			k.mainNEON(w)
 		}
@@ -332,6 +333,9 @@ func (k *qconvKernel) source() string {
 			"  int32_t v;\n  memcpy(&v, w + ((int64_t)o * %d + k4) * 4 + 2 * h, 4);\n  return v;\n}\n", k.k4)
 	}
 	pre += k.epilogueHelpers()
+	if helper != "" {
+		pre += "#if " + guard + "\n" + helper + "#endif\n"
+	}
 	pre = strings.ReplaceAll(pre, "kiln_qw(", "KILN_SYMBOL_w(")
 	return pre + strings.ReplaceAll(b.String(), "kiln_qw(", "KILN_SYMBOL_w(")
 }
@@ -429,10 +433,26 @@ func (k *qconvKernel) vectorEpilogue() string {
 		w("  return _mm256_add_epi64(_mm256_add_epi64(p, _mm256_set1_epi64x(INT64_C(%d))), b);\n}\n", roundBias(e.shift))
 		zpb := e.zp - int64(1)<<(62-e.shift)
 		// rq8v: a bias and a multiplier per lane (the depthwise block
-		// form's eight channels); rq8: one of each for all lanes.
+		// form's eight channels); rq8: one of each for all lanes; rq8vf:
+		// rq8v, or rq8n when the caller found its multipliers free of
+		// ties (rqn), given the odd lanes' multipliers too.
 		w("static inline __m256i KILN_SYMBOL_rq8v(__m256i v, __m256i bv, __m256i mv);\n")
+		if e.shift >= 32 {
+			k.tieFree(w, zpb)
+		}
 		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
-		w("  return KILN_SYMBOL_rq8v(v, _mm256_set1_epi32(b), _mm256_set1_epi32(m));\n}\n")
+		w("  const __m256i bv = _mm256_set1_epi32(b), mv = _mm256_set1_epi32(m);\n")
+		if e.shift >= 33 {
+			w("  if (KILN_SYMBOL_rqn(m)) return KILN_SYMBOL_rq8n(v, bv, mv, mv);\n")
+		}
+		w("  return KILN_SYMBOL_rq8v(v, bv, mv);\n}\n")
+		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8vf(__m256i v, __m256i bv, __m256i mv, __m256i mvo, int fast) {\n")
+		if e.shift >= 33 {
+			w("  if (fast) return KILN_SYMBOL_rq8n(v, bv, mv, mvo);\n")
+		} else {
+			w("  (void)mvo; (void)fast;\n")
+		}
+		w("  return KILN_SYMBOL_rq8v(v, bv, mv);\n}\n")
 		w("static inline __m256i KILN_SYMBOL_rq8v(__m256i v, __m256i bv, __m256i mv) {\n")
 		w("  v = _mm256_add_epi32(v, bv);\n")
 		w("  const __m256i pe = _mm256_mul_epi32(v, mv), po = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), _mm256_srli_epi64(mv, 32));\n")
@@ -443,8 +463,7 @@ func (k *qconvKernel) vectorEpilogue() string {
 			// shifted by s - 32, straight into the upper halves the
 			// blend takes; the bias leaves modulo 2^32.
 			w("  const __m256i qe = _mm256_srli_epi64(KILN_SYMBOL_rsum(pe), %d), qo = _mm256_srli_epi64(KILN_SYMBOL_rsum(po), %d);\n", e.shift, e.shift-32)
-			w("  const __m256i q = _mm256_add_epi32(_mm256_blend_epi32(qe, qo, 0xAA), _mm256_set1_epi32((int32_t)%dU));\n", uint32(zpb))
-			w("  return _mm256_min_epi32(_mm256_max_epi32(q, _mm256_set1_epi32(%d)), _mm256_set1_epi32(%d));\n}\n", e.lo, e.hi)
+			w("  return KILN_SYMBOL_clamp8(_mm256_add_epi32(_mm256_blend_epi32(qe, qo, 0xAA), _mm256_set1_epi32((int32_t)%dU)));\n}\n", uint32(zpb))
 			return b.String()
 		}
 		// Below shift 32 a quotient can pass int32: the zero point and
@@ -454,6 +473,8 @@ func (k *qconvKernel) vectorEpilogue() string {
 		w("  qe = _mm256_blendv_epi8(_mm256_blendv_epi8(qe, lo, _mm256_cmpgt_epi64(lo, qe)), hi, _mm256_cmpgt_epi64(qe, hi));\n")
 		w("  qo = _mm256_blendv_epi8(_mm256_blendv_epi8(qo, lo, _mm256_cmpgt_epi64(lo, qo)), hi, _mm256_cmpgt_epi64(qo, hi));\n")
 		w("  return _mm256_blend_epi32(qe, _mm256_slli_epi64(qo, 32), 0xAA);\n}\n")
+		// Already within [lo, hi].
+		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_sat8(__m256i q) { return q; }\n")
 		return b.String()
 	}
 	if k.p.isa == qconvNEONDot || k.p.isa == qconvNEON {
@@ -478,6 +499,70 @@ func (k *qconvKernel) vectorEpilogue() string {
 	w("  const __m512i qo = KILN_SYMBOL_rq64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), mv));\n")
 	w("  return _mm512_cvtepi32_epi8(_mm512_mask_blend_epi32((__mmask16)0xAAAA, qe, _mm512_slli_epi64(qo, 32)));\n}\n")
 	return b.String()
+}
+
+// tieFree writes, for shifts from 32 on, the AVX2 requantization's
+// helpers on 32-bit lanes:
+//
+//   - KILN_SYMBOL_clamp8 clamps to [lo, hi] where a bound is narrower
+//     than the output type's range: the callers narrow with saturating
+//     packs, which apply the type's own limits;
+//   - KILN_SYMBOL_sat8 clamps to all of [lo, hi], for callers that store
+//     without saturation;
+//
+// and, from shift 33 on, the requantization without the tie test:
+//
+//   - KILN_SYMBOL_rqn(m) reports whether multiplier m rules ties out: m
+//     has a set bit below bit s-32 (or is 0). A product p of such an m
+//     and an int32 sum (whose trailing zeros number at most 31) then has
+//     at most s-2 trailing zeros, so p / 2^s is never a tie (p mod 2^s =
+//     2^(s-1) would take s-1), and rounding half to even is rounding
+//     half up, floor((p + 2^(s-1)) / 2^s): op.RequantizeValue's result
+//     without the parity bit's two operations per half.
+//   - KILN_SYMBOL_rq8n(v, bv, mv, mvo) is that rounding for eight lanes,
+//     with the odd lanes' multipliers mvo (mv itself when every lane has
+//     the same).
+//
+// Quantizers' multipliers (31 significant bits, scales that are no power
+// of two) pass rqn with probability 1 - 2^-(s-32) each; a multiplier
+// that does not (a scale of 2^-k) takes the exact rq8v.
+func (k *qconvKernel) tieFree(w func(string, ...any), zpb int64) {
+	e := k.epi
+	tlo, thi := int64(0), int64(255)
+	if e.signed {
+		tlo, thi = -128, 127
+	}
+	w("static inline __m256i KILN_SYMBOL_clamp8(__m256i q) {\n")
+	if e.lo > tlo {
+		w("  q = _mm256_max_epi32(q, _mm256_set1_epi32(%d));\n", e.lo)
+	}
+	if e.hi < thi {
+		w("  q = _mm256_min_epi32(q, _mm256_set1_epi32(%d));\n", e.hi)
+	}
+	w("  return q;\n}\n")
+	w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_sat8(__m256i q) {\n")
+	w("  return _mm256_min_epi32(_mm256_max_epi32(q, _mm256_set1_epi32(%d)), _mm256_set1_epi32(%d));\n}\n", e.lo, e.hi)
+	if e.shift < 33 {
+		return
+	}
+	w("static inline __attribute__((unused)) int KILN_SYMBOL_rqn(int32_t m) { return ((uint32_t)m & %dU) != 0U || m == 0; }\n", uint32(1)<<(e.shift-32)-1)
+	// floor((p + 2^(s-1)) / 2^s) by a logical shift of p + 2^(s-1) +
+	// 2^62 (in [0, 2^64) as in rsum), 2^(62-s) leaving with the zero
+	// point (zpb).
+	w("static inline __m256i KILN_SYMBOL_rq8n(__m256i v, __m256i bv, __m256i mv, __m256i mvo) {\n")
+	w("  v = _mm256_add_epi32(v, bv);\n")
+	w("  const __m256i r = _mm256_set1_epi64x(INT64_C(%d));\n", int64(1)<<62+int64(1)<<(e.shift-1))
+	w("  const __m256i qe = _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(v, mv), r), %d);\n", e.shift)
+	w("  const __m256i qo = _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), mvo), r), %d);\n", e.shift-32)
+	w("  return KILN_SYMBOL_clamp8(_mm256_add_epi32(_mm256_blend_epi32(qe, qo, 0xAA), _mm256_set1_epi32((int32_t)%dU)));\n}\n", uint32(zpb))
+}
+
+// foldedBias is the AVX2 store's bias of output channel o: bias[o] less
+// the zero point's share of the sums, izp times the weight sum, modulo
+// 2^32 like every step of the sum, so that the requantization's one
+// addition applies both.
+func (k *qconvKernel) foldedBias(o string) string {
+	return fmt.Sprintf("(int32_t)((uint32_t)bias[%s] - (uint32_t)(%d * wsum[%s]))", o, k.p.izpu(), o)
 }
 
 // multExpr is the multiplier of output channel o in the kernel's C.
@@ -614,8 +699,20 @@ func (k *qconvKernel) dot256(acc, x, b string) string {
 // mainAVX2 is the AVX-VNNI (or AVX2) block: 4 channels x 16 pixels in 8
 // ymm accumulators (the direct form's eight-pixel tiles: 8 channels x 8
 // pixels); a partial tile is stored through a buffer.
-func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
+//
+// With requantization the multiplications are a function of their own,
+// KILN_SYMBOL_mac (returned, for the source's prelude), kept out of line:
+// it computes the sums of a chunk of channels into a buffer, and the
+// kernel then requantizes and stores them channel by channel. Written in
+// one loop nest, the epilogue decided the multiply loop's registers: gcc
+// 12 held its constants across the loop, and a change to the
+// requantization made resnet18's eight-channel kernels spill
+// accumulators there (docs/performance.md, 2026-11-27).
+func (k *qconvKernel) mainAVX2(kw func(string, ...any)) string {
 	mr, izpu := k.mr, k.p.izpu()
+	// w writes to the kernel, or to the multiply function while it is
+	// written.
+	w := kw
 	// nv: the tile's vectors of eight pixels (one for the direct form's
 	// eight-pixel tiles, else two).
 	nv := k.np / 8
@@ -633,7 +730,7 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 			// pixel order: packs_epi32 interleaves the two vectors'
 			// halves, the permute puts them back in order.
 			pack := e.pack16()
-			w("%s{ const int32_t b = bias[%s], mm = %s;\n", ind, o, k.multExpr(o))
+			w("%s{ const int32_t b = %s, mm = %s;\n", ind, k.foldedBias(o), k.multExpr(o))
 			w("%s  void* d = (void*)(out + (int64_t)(%s) * P + p0);\n", ind, o)
 			if nv == 1 {
 				w("%s  const __m256i r = KILN_SYMBOL_rq8(%s0, b, mm);\n", ind, acc)
@@ -689,18 +786,50 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 			w("%s__m256i %s0 = _mm256_setzero_si256();\n", ind, acc)
 		}
 	}
+	// comp subtracts the zero point's share from channel o's sums; a
+	// requantizing store folds it into the bias instead (foldedBias).
 	comp := func(ind, acc, o string) {
+		if k.epi != nil {
+			return
+		}
 		w("%sconst __m256i c = _mm256_set1_epi32(%d * wsum[%s]); %s0 = _mm256_sub_epi32(%s0, c);", ind, izpu, o, acc, acc)
 		if nv == 2 {
 			w(" %s1 = _mm256_sub_epi32(%s1, c);", acc, acc)
 		}
 		w("\n")
 	}
+	// keep is what the group loops do with channel o's sums acc:
+	// subtract the zero point's share and store them, or (the multiply
+	// function) leave them in the chunk's buffer.
+	keep := func(ind, acc, o string) {
+		w("%s{\n", ind)
+		comp(ind+"  ", acc, o)
+		store(ind+"  ", acc, o)
+		w("%s}\n", ind)
+	}
+	o1 := fmt.Sprint(k.p.oc)
+	var helper string
+	var hb strings.Builder
+	if k.epi != nil {
+		w = func(format string, a ...any) { fmt.Fprintf(&hb, format, a...) }
+		k.macHeader(w)
+		o1 = "o1"
+		keep = func(ind, acc, o string) {
+			w("%s_mm256_store_si256(buf + ((int64_t)(%s) - o0) * %d, %s0);\n", ind, o, nv, acc)
+			if nv == 2 {
+				w("%s_mm256_store_si256(buf + ((int64_t)(%s) - o0) * 2 + 1, %s1);\n", ind, o, acc)
+			}
+		}
+	}
 	if k.p.maddubs {
 		w("  const __m256i ones16 = _mm256_set1_epi16(1);\n")
 	}
-	w("  int32_t o = 0;\n")
-	w("  for (; o + %d <= %d; o += %d) {\n", mr, k.p.oc, mr)
+	if k.epi != nil {
+		w("  int32_t o = o0;\n")
+	} else {
+		w("  int32_t o = 0;\n")
+	}
+	w("  for (; o + %d <= %s; o += %d) {\n", mr, o1, mr)
 	for m := int64(0); m < mr; m++ {
 		zero("    ", fmt.Sprintf("a%d", m))
 	}
@@ -722,20 +851,72 @@ func (k *qconvKernel) mainAVX2(w func(string, ...any)) {
 	}
 	w("    }\n")
 	for m := int64(0); m < mr; m++ {
-		w("    {\n")
-		comp("      ", fmt.Sprintf("a%d", m), fmt.Sprintf("o + %d", m))
-		store("      ", fmt.Sprintf("a%d", m), fmt.Sprintf("o + %d", m))
-		w("    }\n")
+		keep("    ", fmt.Sprintf("a%d", m), fmt.Sprintf("o + %d", m))
 	}
 	w("  }\n")
-	w("  for (; o < %d; ++o) {\n", k.p.oc)
+	w("  for (; o < %s; ++o) {\n", o1)
 	zero("    ", "a")
 	k.kLoop(w, "    ")
 	loads("      ")
 	w("      { %s }\n    }\n", dots("a", "o"))
-	comp("    ", "a", "o")
-	store("    ", "a", "o")
+	keep("    ", "a", "o")
 	w("  }\n")
+	if k.epi == nil {
+		return ""
+	}
+	if k.w16 {
+		w("#undef KILN_QW2\n")
+	} else {
+		w("#undef KILN_QW\n")
+	}
+	w("}\n")
+	helper = hb.String()
+	// The kernel: chunks of channels whose sums fill at most 16 KiB.
+	w = kw
+	ch := max(16384/(32*nv)/mr*mr, mr)
+	src := "xd"
+	if k.dir == nil {
+		src = "(const uint8_t*)(const void*)xp"
+	}
+	w("  __m256i buf[%d];\n", ch*nv)
+	w("  for (int32_t o0 = 0; o0 < %d; o0 += %d) {\n", k.p.oc, ch)
+	w("    const int32_t o1 = o0 + %d < %d ? o0 + %d : %d;\n", ch, k.p.oc, ch, k.p.oc)
+	w("    KILN_SYMBOL_mac(%s, w, o0, o1, buf);\n", src)
+	w("    for (int32_t o = o0; o < o1; ++o) {\n")
+	w("      __m256i s0 = buf[(o - o0) * %d]", nv)
+	if nv == 2 {
+		w(", s1 = buf[(o - o0) * 2 + 1]")
+	}
+	w(";\n")
+	comp("      ", "s", "o")
+	store("      ", "s", "o")
+	w("    }\n  }\n")
+	return helper
+}
+
+// macHeader opens the AVX2 kernel's multiply function (mainAVX2): the
+// sums of channels [o0, o1) of the tile whose words start at src (the
+// tile's copy xp, or the direct form's xd), into buf, nv vectors per
+// channel.
+func (k *qconvKernel) macHeader(w func(string, ...any)) {
+	wt := "int8_t"
+	if k.w16 {
+		wt = "int16_t"
+	}
+	w("static __attribute__((noinline)) void KILN_SYMBOL_mac(const uint8_t* restrict src, const %s* restrict w, int32_t o0, int32_t o1, __m256i* restrict buf) {\n", wt)
+	w("  enum { K4 = %d, NP = %d };\n", k.k4, k.np)
+	if d := k.dir; d != nil {
+		w("  enum { KK = %d, PLANE = %d };\n", k.p.kh*k.p.kw, d.planeWords())
+		w("  static const int32_t koff[KK] = {%s};\n", joinInts(d.koff))
+		w("  const uint8_t* restrict xd = src;\n")
+	} else {
+		w("  const uint32_t* restrict xp = (const uint32_t*)(const void*)src;\n")
+	}
+	if k.w16 {
+		w("#define KILN_QW2(o, k4, h) kiln_qw(w, (o), (k4), (h))\n")
+	} else {
+		w("#define KILN_QW(o, k4) kiln_qw(w, (o), (k4))\n")
+	}
 }
 
 // storePairs stores channel o's results of a tile of two rows
@@ -745,7 +926,7 @@ func (k *qconvKernel) storePairs(w func(string, ...any), ind, acc, o string) {
 	rl := k.dir.rl
 	if e := k.epi; e != nil {
 		pack := e.pack16()
-		w("%s{ const int32_t b = bias[%s], mm = %s;\n", ind, o, k.multExpr(o))
+		w("%s{ const int32_t b = %s, mm = %s;\n", ind, k.foldedBias(o), k.multExpr(o))
 		w("%s  unsigned char* d = (unsigned char*)(void*)(out + (int64_t)(%s) * P + p0);\n", ind, o)
 		// The packs interleave the two vectors' 128-bit halves: the
 		// permute puts row rr's eight values in the low half.

@@ -119,6 +119,7 @@ func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 	w("  for (int32_t t = 0; t < KK; ++t) wv[t] = _mm256_loadu_ps(wl[t]);\n")
 	if epi != nil {
 		w("  const __m256i bv = _mm256_loadu_si256((const __m256i*)(const void*)bl), mv = _mm256_loadu_si256((const __m256i*)(const void*)ml);\n")
+		epi.writeLaneFast(w)
 	}
 	w("#endif\n")
 	w("  for (int32_t oy = 0; oy < %d; ++oy) {\n", p.oh)
@@ -192,7 +193,7 @@ func (b qdwBlock) group(w func(string, ...any), p qconvParams, epi *qconvEpi, ot
 	w("      for (int32_t i = 0; i < 8; ++i) {\n")
 	w("        __m256i r = _mm256_cvtps_epi32(a[i]);\n")
 	if epi != nil {
-		w("        r = KILN_SYMBOL_rq8v(r, bv, mv);\n")
+		w("        r = KILN_SYMBOL_rq8vf(r, bv, mv, mvo, fast);\n")
 	}
 	w("        a[i] = _mm256_castsi256_ps(r);\n")
 	w("      }\n")
@@ -267,6 +268,7 @@ func (b qdwBlock) planeSource(p qconvParams, epi *qconvEpi) string {
 		epi.writeLaneParams(w)
 		w("#if %s\n", p.isa.guard())
 		w("  __m256i bv, mv;\n  memcpy(&bv, bl, sizeof bl);\n  memcpy(&mv, ml, sizeof ml);\n")
+		epi.writeLaneFast(w)
 		w("#endif\n")
 	}
 	w("  for (int32_t oy = 0; oy < %d; ++oy)\n", p.oh)
@@ -288,7 +290,8 @@ func (b qdwBlock) planeSource(p qconvParams, epi *qconvEpi) string {
 	if epi != nil {
 		w("#if %s\n", p.isa.guard())
 		w("    __m256i q;\n    memcpy(&q, &ai, sizeof q);\n")
-		w("    q = KILN_SYMBOL_rq8v(q, bv, mv);\n")
+		// Stored a byte at a time without saturation: clamped in full.
+		w("    q = KILN_SYMBOL_sat8(KILN_SYMBOL_rq8vf(q, bv, mv, mvo, fast));\n")
 		w("    memcpy(r, &q, sizeof r);\n")
 		w("#else\n")
 		w("    memcpy(r, &ai, sizeof r);\n")
@@ -312,6 +315,18 @@ func (k *qdwconvKernel) evalBlock(args []tir.KernelArg, cb int64) error {
 		}
 	}
 	return nil
+}
+
+// writeLaneFast writes, after writeLaneParams and the vectors bv and mv,
+// the odd lanes' multipliers mvo and whether every lane's multiplier
+// rules ties out (fast: KILN_SYMBOL_rqn), for KILN_SYMBOL_rq8vf.
+func (e *qconvEpi) writeLaneFast(w func(string, ...any)) {
+	w("  const __m256i mvo = _mm256_srli_epi64(mv, 32);\n")
+	if e.shift < 33 {
+		w("  const int fast = 0;\n")
+		return
+	}
+	w("  int fast = 1;\n  for (int32_t i = 0; i < 8; ++i) fast &= KILN_SYMBOL_rqn(ml[i]);\n")
 }
 
 // writeLaneParams writes the block form's bias and multiplier per lane,

@@ -15,9 +15,12 @@ import (
 
 // TestRequantizeAVX2 runs the AVX2 kernels' eight-lane requantization
 // (KILN_SYMBOL_rq8: 64-bit products, the biased logical shift AVX2 needs
-// for an arithmetic one) on small and large sums, at the ends of int32,
-// on ties of either sign and past the clamp, and requires
-// op.RequantizeValue's results bit for bit.
+// for an arithmetic one; without the tie test when the multiplier rules
+// ties out, KILN_SYMBOL_rqn) on small and large sums, at the ends of
+// int32, on ties of either sign and past the clamp, and requires
+// op.RequantizeValue's results bit for bit: rq8's after the saturating
+// narrowing its callers apply, the exact rq8vf's likewise, and sat8's
+// (the full clamp) as they are.
 func TestRequantizeAVX2(t *testing.T) {
 	p, err := targets.ResolveCPU("native", nil)
 	if err != nil {
@@ -45,9 +48,19 @@ func TestRequantizeAVX2(t *testing.T) {
 		{32, math.MinInt32, -3, -128, 127, 0}, // 2^62 / 2^32, the largest quotient
 		{33, -1500000000, 200, 0, 255, -7},    // negative multiplier, ties of both signs
 		{31, math.MinInt32, 0, -128, 127, 0},  // the last shift of the 64-bit clamp
+		// Multipliers that rule ties out take rq8n: odd, negative, and
+		// with s-33 trailing zeros, the most there may be.
+		{33, 1500000001, 5, -128, 127, 0},
+		{33, -1499999999, 0, 0, 255, 3},
+		{40, 384, 0, -128, 127, 0},
+		{40, 1500000128, 0, -128, 127, 0},
+		{40, 1500000001, 20, 20, 100, -9}, // a fused ReLU's lower bound and an upper one
+		// s-32 trailing zeros: -2^31 * 768 / 2^40 = -1.5 is a tie, so
+		// the exact form must be taken.
+		{40, 768, 0, -128, 127, 0},
 	} {
 		t.Run(fmt.Sprintf("shift%d", c.shift), func(t *testing.T) {
-			k := &qconvKernel{p: qconvParams{isa: qconvAVX2}, epi: &qconvEpi{shift: c.shift, zp: c.zp, lo: c.lo, hi: c.hi}}
+			k := &qconvKernel{p: qconvParams{isa: qconvAVX2}, epi: &qconvEpi{shift: c.shift, zp: c.zp, lo: c.lo, hi: c.hi, signed: c.lo < 0}}
 			var src strings.Builder
 			src.WriteString("#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <immintrin.h>\n")
 			src.WriteString(strings.ReplaceAll(k.epilogueHelpers(), "KILN_SYMBOL", "k"))
@@ -55,16 +68,47 @@ func TestRequantizeAVX2(t *testing.T) {
 			for _, v := range vals {
 				fmt.Fprintf(&src, "(int32_t)%dLL, ", v)
 			}
-			fmt.Fprintf(&src, "};\nint main(void) {\n  int32_t out[%d];\n", len(vals))
-			fmt.Fprintf(&src, "  for (int i = 0; i < %d; i += 8) _mm256_storeu_si256((__m256i*)(out + i), k_rq8(_mm256_loadu_si256((const __m256i*)(in + i)), %d, (int32_t)%dLL));\n", len(vals), c.bias, c.mult)
+			// out: rq8, rq8vf's exact form, and sat8 of the exact form; then
+			// whether rq8 took rq8n.
+			n := len(vals)
+			fmt.Fprintf(&src, "};\nint main(void) {\n  int32_t out[%d];\n", 3*n+1)
+			fmt.Fprintf(&src, "  const __m256i bv = _mm256_set1_epi32(%d), mv = _mm256_set1_epi32((int32_t)%dLL);\n", c.bias, c.mult)
+			fmt.Fprintf(&src, "  for (int i = 0; i < %d; i += 8) {\n", n)
+			src.WriteString("    const __m256i v = _mm256_loadu_si256((const __m256i*)(in + i));\n")
+			fmt.Fprintf(&src, "    _mm256_storeu_si256((__m256i*)(out + i), k_rq8(v, %d, (int32_t)%dLL));\n", c.bias, c.mult)
+			fmt.Fprintf(&src, "    _mm256_storeu_si256((__m256i*)(out + %d + i), k_rq8vf(v, bv, mv, mv, 0));\n", n)
+			fmt.Fprintf(&src, "    _mm256_storeu_si256((__m256i*)(out + %d + i), k_sat8(k_rq8vf(v, bv, mv, mv, 0)));\n  }\n", 2*n)
+			fast := "0"
+			if c.shift >= 33 {
+				fast = fmt.Sprintf("k_rqn((int32_t)%dLL)", c.mult)
+			}
+			fmt.Fprintf(&src, "  out[%d] = %s;\n", 3*n, fast)
 			src.WriteString("  FILE* f = fopen(\"out.bin\", \"wb\");\n  if (!f || fwrite(out, sizeof out, 1, f) != 1) return 3;\n  return fclose(f) != 0;\n}\n")
 			raw := runKernelProgram(t, cc, src.String(), nil, []string{"-O2", "-mavx2", "-std=c11"})
+			word := func(i int) int64 { return int64(int32(binary.LittleEndian.Uint32(raw[4*i:]))) }
+			// The saturating packs' clamp to the output type.
+			tlo, thi := int64(0), int64(255)
+			if c.lo < 0 {
+				tlo, thi = -128, 127
+			}
+			sat := func(v int64) int64 { return min(max(v, tlo), thi) }
 			for i, v := range vals {
 				x := int64(int32(v + c.bias))
 				want := op.RequantizeValue(x, c.mult, c.shift, c.zp, c.lo, c.hi)
-				if got := int64(int32(binary.LittleEndian.Uint32(raw[4*i:]))); got != want {
-					t.Errorf("sum %d (+ bias %d): %d, want %d", v, c.bias, got, want)
+				for j, name := range []string{"rq8", "rq8vf (exact)", "sat8"} {
+					got := word(j*n + i)
+					if j < 2 {
+						got = sat(got)
+					}
+					if got != want {
+						t.Errorf("%s: sum %d (+ bias %d): %d, want %d", name, v, c.bias, got, want)
+					}
 				}
+			}
+			m := uint32(int32(c.mult))
+			wantFast := c.shift >= 33 && (m&(1<<(c.shift-32)-1) != 0 || m == 0)
+			if got := word(3*n) != 0; got != wantFast {
+				t.Errorf("rqn(%d) = %v, want %v", c.mult, got, wantFast)
 			}
 		})
 	}
