@@ -301,7 +301,7 @@ func (k *qconvKernel) source() string {
 	// architecture, a microcontroller building an exported AOT project)
 	// the same sums in portable C.
 	guard := p.isa.guard()
-	var helper string // the AVX2 kernel's multiply function (macAVX2)
+	var helper string // the AVX2 kernel's multiply function (KILN_SYMBOL_mac, mainAVX2)
 	if guard != "" {
 		w("#if %s\n", guard)
 		switch p.isa {
