@@ -11,6 +11,7 @@ import (
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/internal/testenv"
+	krt "github.com/kiln-dev/kiln/runtime"
 	"github.com/kiln-dev/kiln/tensor"
 )
 
@@ -160,25 +161,23 @@ func TestQuantizedKernelsKeepSources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var g struct {
-			Nodes []struct {
-				Op    string `json:"op"`
-				Name  string `json:"name"`
-				Attrs struct {
-					Sources []string `json:"sources"`
-				} `json:"attrs"`
-			} `json:"nodes"`
-		}
-		if err := json.Unmarshal(data, &g); err != nil {
+		g, err := krt.DecodeGraphJSON(data)
+		if err != nil {
 			t.Fatal(err)
 		}
 		kernels := 0
 		for _, n := range g.Nodes {
-			if n.Op != "kiln_op" {
+			if n.Op != krt.OpKiln {
 				continue
 			}
 			kernels++
-			if len(n.Attrs.Sources) == 0 {
+			var sources []string
+			if raw, ok := n.Attrs["sources"]; ok {
+				if err := json.Unmarshal(raw, &sources); err != nil {
+					t.Fatalf("%s: kernel %s: sources: %v", name, n.Name, err)
+				}
+			}
+			if len(sources) == 0 {
 				t.Errorf("%s: kernel %s names no ONNX node", name, n.Name)
 			}
 		}

@@ -1,10 +1,9 @@
 package driver
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -69,10 +68,7 @@ func RemoveTempDirs() {
 // created through a descriptor opened before the rename (os.RemoveAll
 // fails with ENOTEMPTY when its directory gains an entry meanwhile).
 func removeWhileWritten(dir string) {
-	var b [8]byte
-	rand.Read(b[:])
-	moved := dir + ".rm-" + hex.EncodeToString(b[:])
-	if os.Rename(dir, moved) == nil {
+	if moved, err := siblingName(dir, filepath.Base(dir)+".rm-"); err == nil && os.Rename(dir, moved) == nil {
 		dir = moved
 	}
 	for i := 0; i < 20; i++ {

@@ -231,8 +231,7 @@ func (d *qconvDirect) lane(t, j int64) (int64, bool) {
 // tileHeader is the C opening the direct form's tile t: its output
 // position p0, its pixels np, and xd, the first word its first tap reads.
 func (d *qconvDirect) tileHeader(w func(string, ...any), p qconvParams) {
-	w("  enum { KK = %d, PLANE = %d };\n", p.kh*p.kw, d.planeWords())
-	w("  static const int32_t __attribute__((unused)) koff[KK] = {%s};\n", joinInts(d.koff))
+	d.taps(w, p)
 	if d.pairs {
 		// Rows rr and rr+1, eight columns each: np is the columns in
 		// the row.
@@ -245,6 +244,14 @@ func (d *qconvDirect) tileHeader(w func(string, ...any), p qconvParams) {
 		w("  const int32_t np = %d - c0 < NP ? %d - c0 : NP;\n", d.rl, d.rl)
 	}
 	w("  const uint8_t* restrict xd = x4 + ((int64_t)rr * %d + c0) * 4;\n", d.wp)
+}
+
+// taps declares the tap table kLoop reads: KK taps, PLANE words per
+// channel group's plane, and koff, each tap's offset in words (unused in
+// a kernel whose multiplications are a function of their own).
+func (d *qconvDirect) taps(w func(string, ...any), p qconvParams) {
+	w("  enum { KK = %d, PLANE = %d };\n", p.kh*p.kw, d.planeWords())
+	w("  static const int32_t __attribute__((unused)) koff[KK] = {%s};\n", joinInts(d.koff))
 }
 
 // kLoop opens the reduction loop of a kernel form: k4 runs over the

@@ -288,12 +288,11 @@ func (k *qconvKernel) source() string {
 	} else {
 		k.copyTaps(w)
 	}
+	k.defineQW(w)
 	if k.w16 {
-		w("#define KILN_QW2(o, k4, h) kiln_qw(w, (o), (k4), (h))\n")
 		// Channel i of (o, k4) in the widened weight (lanes 0, 2, 1, 3).
 		w("#define KILN_QB(o, k4, i) ((int32_t)w[((int64_t)(o) * K4 + (k4)) * 4 + (i) %% 2 * 2 + (i) / 2])\n")
 	} else {
-		w("#define KILN_QW(o, k4) kiln_qw(w, (o), (k4))\n")
 		w("#define KILN_QB(o, k4, i) ((int32_t)w[((int64_t)(o) * K4 + (k4)) * 4 + (i)])\n")
 	}
 	// The vector code only where the compiler targets the instruction set
@@ -318,11 +317,7 @@ func (k *qconvKernel) source() string {
 	if guard != "" {
 		w("#endif\n")
 	}
-	if k.w16 {
-		w("#undef KILN_QW2\n")
-	} else {
-		w("#undef KILN_QW\n")
-	}
+	k.undefQW(w)
 	w("#undef KILN_QB\n}\n")
 	pre := fmt.Sprintf("static inline __attribute__((unused)) int32_t kiln_qw(const int8_t* restrict w, int32_t o, int32_t k4) {\n"+
 		"  int32_t v;\n  memcpy(&v, w + ((int64_t)o * %d + k4) * 4, 4);\n  return v;\n}\n", k.k4)
@@ -440,19 +435,18 @@ func (k *qconvKernel) vectorEpilogue() string {
 		if e.shift >= 32 {
 			k.tieFree(w, zpb)
 		}
-		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
-		w("  const __m256i bv = _mm256_set1_epi32(b), mv = _mm256_set1_epi32(m);\n")
-		if e.shift >= 33 {
-			w("  if (KILN_SYMBOL_rqn(m)) return KILN_SYMBOL_rq8n(v, bv, mv, mv);\n")
-		}
-		w("  return KILN_SYMBOL_rq8v(v, bv, mv);\n}\n")
+		fast := "0"
 		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8vf(__m256i v, __m256i bv, __m256i mv, __m256i mvo, int fast) {\n")
 		if e.shift >= 33 {
+			fast = "KILN_SYMBOL_rqn(m)"
 			w("  if (fast) return KILN_SYMBOL_rq8n(v, bv, mv, mvo);\n")
 		} else {
 			w("  (void)mvo; (void)fast;\n")
 		}
 		w("  return KILN_SYMBOL_rq8v(v, bv, mv);\n}\n")
+		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
+		w("  const __m256i mv = _mm256_set1_epi32(m);\n")
+		w("  return KILN_SYMBOL_rq8vf(v, _mm256_set1_epi32(b), mv, mv, %s);\n}\n", fast)
 		w("static inline __m256i KILN_SYMBOL_rq8v(__m256i v, __m256i bv, __m256i mv) {\n")
 		w("  v = _mm256_add_epi32(v, bv);\n")
 		w("  const __m256i pe = _mm256_mul_epi32(v, mv), po = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), _mm256_srli_epi64(mv, 32));\n")
@@ -518,7 +512,7 @@ func (k *qconvKernel) vectorEpilogue() string {
 //     at most s-2 trailing zeros, so p / 2^s is never a tie (p mod 2^s =
 //     2^(s-1) would take s-1), and rounding half to even is rounding
 //     half up, floor((p + 2^(s-1)) / 2^s): op.RequantizeValue's result
-//     without the parity bit's two operations per half.
+//     without the parity bit's three operations per half.
 //   - KILN_SYMBOL_rq8n(v, bv, mv, mvo) is that rounding for eight lanes,
 //     with the odd lanes' multipliers mvo (mv itself when every lane has
 //     the same).
@@ -786,12 +780,9 @@ func (k *qconvKernel) mainAVX2(kw func(string, ...any)) string {
 			w("%s__m256i %s0 = _mm256_setzero_si256();\n", ind, acc)
 		}
 	}
-	// comp subtracts the zero point's share from channel o's sums; a
-	// requantizing store folds it into the bias instead (foldedBias).
+	// comp subtracts the zero point's share from channel o's int32 sums
+	// (a requantizing store folds it into the bias: foldedBias).
 	comp := func(ind, acc, o string) {
-		if k.epi != nil {
-			return
-		}
 		w("%sconst __m256i c = _mm256_set1_epi32(%d * wsum[%s]); %s0 = _mm256_sub_epi32(%s0, c);", ind, izpu, o, acc, acc)
 		if nv == 2 {
 			w(" %s1 = _mm256_sub_epi32(%s1, c);", acc, acc)
@@ -799,8 +790,8 @@ func (k *qconvKernel) mainAVX2(kw func(string, ...any)) string {
 		w("\n")
 	}
 	// keep is what the group loops do with channel o's sums acc:
-	// subtract the zero point's share and store them, or (the multiply
-	// function) leave them in the chunk's buffer.
+	// subtract the zero point's share and store them as int32, or (the
+	// multiply function) leave them in the chunk's buffer.
 	keep := func(ind, acc, o string) {
 		w("%s{\n", ind)
 		comp(ind+"  ", acc, o)
@@ -808,7 +799,6 @@ func (k *qconvKernel) mainAVX2(kw func(string, ...any)) string {
 		w("%s}\n", ind)
 	}
 	o1 := fmt.Sprint(k.p.oc)
-	var helper string
 	var hb strings.Builder
 	if k.epi != nil {
 		w = func(format string, a ...any) { fmt.Fprintf(&hb, format, a...) }
@@ -864,13 +854,8 @@ func (k *qconvKernel) mainAVX2(kw func(string, ...any)) string {
 	if k.epi == nil {
 		return ""
 	}
-	if k.w16 {
-		w("#undef KILN_QW2\n")
-	} else {
-		w("#undef KILN_QW\n")
-	}
+	k.undefQW(w)
 	w("}\n")
-	helper = hb.String()
 	// The kernel: chunks of channels whose sums fill at most 16 KiB.
 	w = kw
 	ch := max(16384/(32*nv)/mr*mr, mr)
@@ -883,15 +868,14 @@ func (k *qconvKernel) mainAVX2(kw func(string, ...any)) string {
 	w("    const int32_t o1 = o0 + %d < %d ? o0 + %d : %d;\n", ch, k.p.oc, ch, k.p.oc)
 	w("    KILN_SYMBOL_mac(%s, w, o0, o1, buf);\n", src)
 	w("    for (int32_t o = o0; o < o1; ++o) {\n")
-	w("      __m256i s0 = buf[(o - o0) * %d]", nv)
+	w("      const __m256i s0 = buf[(o - o0) * %d]", nv)
 	if nv == 2 {
 		w(", s1 = buf[(o - o0) * 2 + 1]")
 	}
 	w(";\n")
-	comp("      ", "s", "o")
 	store("      ", "s", "o")
 	w("    }\n  }\n")
-	return helper
+	return hb.String()
 }
 
 // macHeader opens the AVX2 kernel's multiply function (mainAVX2): the
@@ -906,16 +890,30 @@ func (k *qconvKernel) macHeader(w func(string, ...any)) {
 	w("static __attribute__((noinline)) void KILN_SYMBOL_mac(const uint8_t* restrict src, const %s* restrict w, int32_t o0, int32_t o1, __m256i* restrict buf) {\n", wt)
 	w("  enum { K4 = %d, NP = %d };\n", k.k4, k.np)
 	if d := k.dir; d != nil {
-		w("  enum { KK = %d, PLANE = %d };\n", k.p.kh*k.p.kw, d.planeWords())
-		w("  static const int32_t koff[KK] = {%s};\n", joinInts(d.koff))
+		d.taps(w, k.p)
 		w("  const uint8_t* restrict xd = src;\n")
 	} else {
 		w("  const uint32_t* restrict xp = (const uint32_t*)(const void*)src;\n")
 	}
+	k.defineQW(w)
+}
+
+// defineQW defines the kernel's weight-word macro over its parameter w:
+// KILN_QW(o, k4), or KILN_QW2(o, k4, h) for the widened weight (w16).
+func (k *qconvKernel) defineQW(w func(string, ...any)) {
 	if k.w16 {
 		w("#define KILN_QW2(o, k4, h) kiln_qw(w, (o), (k4), (h))\n")
 	} else {
 		w("#define KILN_QW(o, k4) kiln_qw(w, (o), (k4))\n")
+	}
+}
+
+// undefQW ends defineQW's macro.
+func (k *qconvKernel) undefQW(w func(string, ...any)) {
+	if k.w16 {
+		w("#undef KILN_QW2\n")
+	} else {
+		w("#undef KILN_QW\n")
 	}
 }
 

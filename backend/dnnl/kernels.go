@@ -19,21 +19,16 @@ typedef struct {
 
 static void* kd_allocate(void) { return DNNL_MEMORY_ALLOCATE; }
 
-// kd_default_threads is OpenMP's thread count before kd_set_threads
-// first changed it (OMP_NUM_THREADS, or the processors available).
-static int kd_default_threads = 0;
+// kd_default_threads is OpenMP's thread count (OMP_NUM_THREADS, or the
+// processors available), read by kd_init_threads when the package is
+// initialised, before kd_set_threads first changes it.
+static int kd_default_threads = 1;
+
+static void kd_init_threads(void) { kd_default_threads = omp_get_max_threads(); }
 
 // kd_set_threads sets the calling thread's OpenMP thread count (n <= 0:
 // OpenMP's default, kd_default_threads).
-static void kd_set_threads(int n) {
-	int d = __atomic_load_n(&kd_default_threads, __ATOMIC_RELAXED);
-	if (d == 0) {
-		d = omp_get_max_threads();
-		int z = 0;
-		if (!__atomic_compare_exchange_n(&kd_default_threads, &z, d, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) d = z;
-	}
-	omp_set_num_threads(n > 0 ? n : d);
-}
+static void kd_set_threads(int n) { omp_set_num_threads(n > 0 ? n : kd_default_threads); }
 
 // kd_run binds the run's buffers, sets the OpenMP thread count on this
 // OS thread and executes the steps in order.
@@ -89,6 +84,7 @@ func Unavailable() error { return unavailable }
 
 // loadDNNL opens libdnnl and resolves the functions the kernels call.
 func loadDNNL() (bool, error) {
+	C.kd_init_threads()
 	var msg [512]C.char
 	if C.kd_load(&msg[0], C.int(len(msg))) != 0 {
 		return false, fmt.Errorf("dnnl: %s", C.GoString(&msg[0]))
