@@ -68,7 +68,7 @@ func benchOps(o benchOpsOptions, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "operator suite on %q, %d threads, %d runs; peak %.1f GFLOP/s per core\n", rep.Target, o.threads, o.runs, rep.PeakGFLOPs)
 		fmt.Fprintf(stdout, "%-28s %-13s %10s %9s %7s %8s\n", "workload", "kind", "median ms", "GFLOP/s", "% peak", "GB/s")
 	}
-	for _, w := range opsuite.Suite() {
+	for _, w := range append(opsuite.Suite(), opsuite.Networks(224, 128)...) {
 		if o.filter != "" && !strings.Contains(w.Name, o.filter) && w.Kind != o.filter {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/backend/dnnl"
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/internal/opsuite"
 	"github.com/kiln-dev/kiln/internal/testenv"
@@ -67,6 +68,47 @@ func TestBenchOps(t *testing.T) {
 	for _, bad := range [][]string{{"bench", "--ops", "model.onnx"}, {"bench", "m.onnx", "--filter", "x"}} {
 		if code, _, _ := kiln(bad...); code != exitUsage {
 			t.Errorf("kiln %v: exit %d, want usage error %d", bad, code, exitUsage)
+		}
+	}
+}
+
+// TestNetworksMatchReference runs the networks of the suite (ResNet-50,
+// ShuffleNet v2, EfficientNet, RegNet, DenseNet, YOLO, ViT and GPT-2
+// styles, at 64x64 and 32 tokens) through the compiled engine on the
+// host target and on oneDNN with the host, against the reference
+// interpreter's outputs: architectures beyond the shared models compile
+// and compute right, whatever fusions and layouts they meet.
+func TestNetworksMatchReference(t *testing.T) {
+	testenv.Cgo(t)
+	root := t.TempDir()
+	var dirs []string
+	for _, w := range opsuite.Networks(64, 32) {
+		dir := filepath.Join(root, w.Name)
+		if err := w.Save(dir); err != nil {
+			t.Fatal(err)
+		}
+		m, err := onnx.Load(w.Model, onnx.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := ref.Run(m.Module, []*tensor.Tensor{w.Input})
+		if err != nil {
+			t.Fatalf("%s: reference: %v", w.Name, err)
+		}
+		if err := onnx.WriteTensorFile(filepath.Join(dir, "test_data_set_0", "output_0.pb"), res.Flatten()[0], "y"); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	tgts := []string{"c"}
+	if dnnl.Available {
+		tgts = append(tgts, "dnnl, c")
+	}
+	for _, tl := range tgts {
+		args := append([]string{"test-onnx", "--engine", "compiled", "-t", tl}, dirs...)
+		code, stdout, stderr := kiln(args...)
+		if code != 0 || !strings.Contains(stdout, fmt.Sprintf("%d passed, 0 failed", len(dirs))) {
+			t.Errorf("test-onnx -t %q on the networks: exit %d\n%s\n%s", tl, code, stdout, stderr)
 		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 func TestSuiteModels(t *testing.T) {
 	seen := map[string]bool{}
 	kinds := map[string]bool{}
-	for _, w := range Suite() {
+	for _, w := range append(Suite(), Networks(224, 128)...) {
 		if seen[w.Name] {
 			t.Errorf("workload %s appears twice", w.Name)
 		}
@@ -31,7 +31,7 @@ func TestSuiteModels(t *testing.T) {
 			t.Errorf("%s: %d bytes of traffic", w.Name, w.Bytes)
 		}
 	}
-	for _, k := range []string{"conv", "depthwise", "grouped", "conv1x1", "dense", "batch_matmul", "transpose", "shuffle", "split_concat", "softmax", "layernorm", "gelu"} {
+	for _, k := range []string{"conv", "depthwise", "grouped", "conv1x1", "dense", "batch_matmul", "transpose", "shuffle", "split_concat", "softmax", "layernorm", "gelu", "network"} {
 		if !kinds[k] {
 			t.Errorf("no workload of kind %s", k)
 		}
