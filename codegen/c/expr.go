@@ -605,11 +605,13 @@ func (fg *funcGen) call(c *tir.Call) string {
 	default:
 		name := info.Name + sfx
 		// Vectorisable replacements of libm calls, within 1 ulp as they
-		// are: erf always, exp where the loop is vectorized (elsewhere
+		// are: erf and tanh always, exp where the loop is vectorized (elsewhere
 		// glibc's expf is faster).
 		switch {
 		case c.Op == tir.IntrinErf && d == ir.Float32:
 			name = "kiln_erff"
+		case c.Op == tir.IntrinTanh && d == ir.Float32:
+			name = "kiln_tanhf"
 		case c.Op == tir.IntrinExp && d == ir.Float32 && fg.vector > 0:
 			name = "kiln_expf"
 		}

@@ -48,7 +48,7 @@ func mathInputs(edges []float32, lo, hi float64) []float32 {
 // TestMathHelpersF32 checks the float32 math helpers the generated code
 // uses instead of libm so that loops vectorise — kiln_erff for every
 // float32 erf, kiln_expf for exp inside vectorized loops, kiln_sigmoidf
-// for every float32 sigmoid — against the interpreter: at most 1 ulp
+// for every float32 sigmoid, kiln_tanhf for every float32 tanh — against the interpreter: at most 1 ulp
 // apart, with NaN, ±inf and ±0 exact, with and without fused
 // multiply-add. (The same check of kiln_erff and kiln_expf on every
 // float32, run once outside the test suite in both forms, found no input
@@ -64,6 +64,7 @@ func TestMathHelpersF32(t *testing.T) {
 		{tir.IntrinErf, tir.Serial, "kiln_erff", 1, mathInputs([]float32{1, 4, 3.92, 0.5, 2}, -5, 5)},
 		{tir.IntrinExp, tir.Vectorized, "kiln_expf", 1, mathInputs([]float32{128, 88.72284, 87.33655, 103.97208, 0.34657359, 1}, -110, 100)},
 		{tir.IntrinSigmoid, tir.Serial, "kiln_sigmoidf", 1, mathInputs([]float32{128, 88.72284, 87.33655, 103.97208, 17}, -110, 100)},
+		{tir.IntrinTanh, tir.Vectorized, "kiln_tanhf", 1, mathInputs([]float32{9.1, 9.01, 0x1p-12, 0.55, 1}, -12, 12)},
 	}
 	// The helpers use fused multiply-add where the processor has it:
 	// both forms are checked when this machine can run the fused one.

@@ -76,8 +76,8 @@ func TestSimplifyCases(t *testing.T) {
 	}
 }
 
-// TestSimplifyPowSquare: pow(x, 2) becomes x*x; other exponents and
-// operands with side effects stay calls.
+// TestSimplifyPowSquare: pow(x, 2) becomes x*x, pow(x, 3) x*x*x; other
+// exponents and operands with side effects stay calls.
 func TestSimplifyPowSquare(t *testing.T) {
 	x := tir.NewVar("x", tir.Float32T)
 	two := tir.FloatConst(ir.Float32, 2)
@@ -85,8 +85,12 @@ func TestSimplifyPowSquare(t *testing.T) {
 		t.Errorf("pow(x, 2) -> %v, want x*x", got)
 	}
 	three := tir.FloatConst(ir.Float32, 3)
-	if got := SimplifyExpr(tir.NewCall(tir.IntrinPow, x, three)); !tir.ExprEqual(got, tir.NewCall(tir.IntrinPow, x, three)) {
-		t.Errorf("pow(x, 3) -> %v, want it unchanged", got)
+	if got := SimplifyExpr(tir.NewCall(tir.IntrinPow, x, three)); !tir.ExprEqual(got, tir.Mul(tir.Mul(x, x), x)) {
+		t.Errorf("pow(x, 3) -> %v, want x*x*x", got)
+	}
+	four := tir.FloatConst(ir.Float32, 4)
+	if got := SimplifyExpr(tir.NewCall(tir.IntrinPow, x, four)); !tir.ExprEqual(got, tir.NewCall(tir.IntrinPow, x, four)) {
+		t.Errorf("pow(x, 4) -> %v, want it unchanged", got)
 	}
 	ext := tir.CallExternOf(tir.Float32T, "next_value")
 	if got := SimplifyExpr(tir.NewCall(tir.IntrinPow, ext, two)); !tir.ExprEqual(got, tir.NewCall(tir.IntrinPow, ext, two)) {
