@@ -109,6 +109,7 @@ func BuiltinsFor(cfg *passconfig.Config) []Pass {
 	out := []Pass{
 		set(FlattenBuffers(), Phase1),
 		set(Simplify(), Phase1),
+		set(SimplifyIndices(), Phase1),
 	}
 	if cfg.Bool(passconfig.DisableVectorize) {
 		out = append(out, set(DisableVectorize(), Phase2))
