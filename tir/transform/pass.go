@@ -99,17 +99,20 @@ func (p Pass) Apply(m *tir.Module) (*tir.Module, error) {
 func Builtins() []Pass { return BuiltinsFor(nil) }
 
 // BuiltinsFor returns the built-in passes with their phases, in order, as
-// cfg configures them: UnrollLoops expands loops up to
-// passconfig.UnrollMaxExtent and runs from opt level 2, and
+// cfg configures them: SimplifyIndices runs from opt level 1,
+// UnrollLoops expands loops up to passconfig.UnrollMaxExtent and runs
+// from opt level 2, and
 // passconfig.DisableVectorize adds DisableVectorize before it.
 func BuiltinsFor(cfg *passconfig.Config) []Pass {
 	set := func(p Pass, ph Phase) Pass { p.Phase = ph; return p }
 	unroll := set(UnrollLoops(cfg.Int(passconfig.UnrollMaxExtent)), Phase2)
 	unroll.OptLevel = 2
+	indices := set(SimplifyIndices(), Phase1)
+	indices.OptLevel = 1
 	out := []Pass{
 		set(FlattenBuffers(), Phase1),
 		set(Simplify(), Phase1),
-		set(SimplifyIndices(), Phase1),
+		indices,
 	}
 	if cfg.Bool(passconfig.DisableVectorize) {
 		out = append(out, set(DisableVectorize(), Phase2))
