@@ -56,7 +56,7 @@ func TestPassConfigDifferential(t *testing.T) {
 				for _, ps := range res.GraphPasses {
 					want := pc.Disabled(ps.Name) ||
 						(pc.OptLevel() < 1 && (ps.Name == "fold_constant" || ps.Name == "dead_code_elimination" || ps.Name == "qnn_kernel_sums")) ||
-						(pc.OptLevel() < 2 && (ps.Name == "simplify_expr" || ps.Name == "conv1d_as_conv2d")) ||
+						(pc.OptLevel() < 2 && (ps.Name == "simplify_expr" || ps.Name == "conv1d_as_conv2d" || ps.Name == "conv_transpose_as_conv")) ||
 						(pc.OptLevel() < 3 && strings.HasPrefix(ps.Name, "alter_"))
 					if ps.Skipped != want {
 						t.Errorf("graph pass %s skipped = %v, want %v", ps.Name, ps.Skipped, want)
