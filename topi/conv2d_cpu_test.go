@@ -72,6 +72,10 @@ func TestConv2DPackedCPU(t *testing.T) {
 		{"padded_channels_1x1", ir.Attrs{"channels": int64(255)}, nnInts(1, 72, 5, 6), 16, nnInts(255, 72, 1, 1), nnTF32},
 		{"padded_channels_3x3", ir.Attrs{"padding": p1, "channels": int64(13)}, nnInts(1, 4, 6, 6), 8, nnInts(13, 4, 3, 3), nnTF32},
 		{"padded_channels_f64", ir.Attrs{"channels": int64(13)}, nnInts(1, 3, 4, 4), 8, nnInts(13, 3, 1, 1), nnTF64},
+		// Fewer channels than a block (an image's 3) and a segmentation
+		// head's 21 in blocks of 8 (padded when the input is large).
+		{"padded_channels_3_3x3", ir.Attrs{"padding": p1, "channels": int64(3)}, nnInts(1, 8, 9, 10), 8, nnInts(3, 8, 3, 3), nnTF32},
+		{"padded_channels_21_1x1", ir.Attrs{"channels": int64(21)}, nnInts(1, 32, 7, 9), 8, nnInts(21, 32, 1, 1), nnTF32},
 		{"float64_generic", ir.Attrs{"padding": p1}, nnInts(1, 2, 5, 5), 8, nnInts(16, 2, 3, 3), nnTF64},
 	}
 	for k, c := range cases {

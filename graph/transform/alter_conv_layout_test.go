@@ -56,16 +56,24 @@ func TestAlterConvLayout(t *testing.T) {
 			c := graph.MustCall(op.Conv2D, []graph.Expr{x, w}, pad)
 			return graph.MustCall(op.Conv2D, []graph.Expr{c, w}, pad)
 		}, 2, 0, []int64{1, 16, 1, 1, 16}},
-		{"odd_channels_stay", ir.Shape{1, 2, 5, 5}, ir.Float32, func(x *graph.Var) graph.Expr {
+		// Output channels no block divides are padded to a multiple of
+		// 8: 6 to 8, 255 (a detection head) to 256 in blocks of 16, the
+		// output keeping its channels; 21 (a segmentation head) to 24,
+		// 3 (an image) to 8; a single channel is left.
+		{"odd_channels_padded", ir.Shape{1, 2, 5, 5}, ir.Float32, func(x *graph.Var) graph.Expr {
 			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 6, 2, 3, 3)}, nil)
-		}, 0, 1, nil},
-		// 255 channels (a detection head) become 256 in blocks of 16,
-		// the output keeping 255; 21 would need a seventh more: left.
+		}, 1, 0, []int64{1, 2, 3, 3, 8}},
 		{"padded_channels", ir.Shape{1, 2, 3, 3}, ir.Float32, func(x *graph.Var) graph.Expr {
 			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 255, 2, 1, 1)}, nil)
 		}, 1, 0, []int64{16, 2, 1, 1, 16}},
-		{"few_odd_channels_stay", ir.Shape{1, 2, 5, 5}, ir.Float32, func(x *graph.Var) graph.Expr {
-			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 21, 2, 3, 3)}, nil)
+		{"segmentation_head_padded", ir.Shape{1, 8, 5, 5}, ir.Float32, func(x *graph.Var) graph.Expr {
+			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 21, 8, 1, 1)}, nil)
+		}, 1, 0, []int64{3, 8, 1, 1, 8}},
+		{"three_channels_padded", ir.Shape{1, 8, 6, 6}, ir.Float32, func(x *graph.Var) graph.Expr {
+			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 3, 8, 3, 3)}, pad)
+		}, 1, 0, []int64{1, 8, 3, 3, 8}},
+		{"one_channel_stays", ir.Shape{1, 2, 5, 5}, ir.Float32, func(x *graph.Var) graph.Expr {
+			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 1, 2, 3, 3)}, nil)
 		}, 0, 1, nil},
 		// 3x3 stride-1 convolutions with 16 channels and more: Winograd
 		// (their weight transformed, [16, OC/B, IC, B]); strided or
