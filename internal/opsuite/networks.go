@@ -19,7 +19,10 @@ import (
 // (channel split and shuffle), EfficientNet (SiLU, squeeze-excite, 5x5
 // depthwise), RegNet (grouped convolutions), DenseNet (concatenation
 // chains, average pooling), a YOLO-style feature pyramid (LeakyRelu,
-// nearest upsampling, a 255-channel head), a ViT encoder and a GPT-2
+// nearest upsampling, a 255-channel head), ConvNeXt (7x7 depthwise,
+// channels-last LayerNorm between permutes, patchify stem), a U-Net
+// (transposed convolutions, skip concatenations, a bilinear upsampling
+// head), a ViT encoder and a GPT-2
 // decoder (tanh GELU, causal mask). Images are size x size (a multiple
 // of 32), token sequences seq long; the benchmark takes 224 and 128,
 // tests smaller ones. Each network is built in its framework's export
@@ -34,6 +37,8 @@ func Networks(size, seq int64) []*Workload {
 		regnetNet(rng, size),
 		densenetNet(rng, size),
 		yoloNet(rng, size),
+		convnextNet(rng, size),
+		unetNet(rng, size),
 		vitNet(rng, seq),
 		gpt2Net(rng, seq),
 	}
@@ -93,9 +98,13 @@ func (n *net) uniform(lo, hi float32, shape ...int64) string {
 // conv is a convolution with bias (bn false) or without bias followed by
 // an unfolded BatchNormalization (bn true); padding k/2.
 func (n *net) conv(x string, oc, k, s, g int64, bn bool) string {
+	return n.convPad(x, oc, k, s, g, k/2, bn)
+}
+
+// convPad is conv with padding p on every side.
+func (n *net) convPad(x string, oc, k, s, g, p int64, bn bool) string {
 	in := n.shapes[x]
 	c, h, w := in[1], in[2], in[3]
-	p := k / 2
 	oh, ow := (h+2*p-k)/s+1, (w+2*p-k)/s+1
 	args := []string{x, n.weights(c/g*k*k, oc, c/g, k, k)}
 	if !bn {
@@ -402,6 +411,75 @@ func yoloNet(rng *rand.Rand, size int64) *Workload {
 	x = cbl(n.concat(up, c16), 256, 3, 1)
 	y := n.conv(x, 255, 1, 1, 1, false)
 	return n.finishNet("net_yolo_fpn", fmt.Sprintf("1x3x%dx%d, LeakyRelu backbone, upsample and concat, 255-channel head", size, size), y)
+}
+
+// convnextNet is ConvNeXt-T's patchify stem and first two stages
+// (shortened) as timm exports it: 7x7 depthwise convolutions, LayerNorm
+// over the channels between permutes to channels-last and back, pointwise
+// layers as MatMul, GELU (erf), a layer scale, and 2x2 stride-2
+// downsampling after a channels-first LayerNorm.
+func convnextNet(rng *rand.Rand, size int64) *Workload {
+	n := newNet(rng, 1, 3, size, size)
+	lnCF := func(x string) string { // LayerNorm2d: permute, normalise, permute back
+		return n.transpose(n.layerNorm(n.transpose(x, 0, 2, 3, 1)), 0, 3, 1, 2)
+	}
+	gelu := func(h string) string {
+		s := n.shapes[h]
+		e := n.op("Erf", []string{n.op("Div", []string{h, n.scalarConst(1.4142135)}, s)}, s)
+		return n.op("Mul", []string{n.op("Mul", []string{h, n.op("Add", []string{e, n.scalarConst(1)}, s)}, s), n.scalarConst(0.5)}, s)
+	}
+	block := func(x string) string {
+		c := n.shapes[x][1]
+		y := n.convPad(x, c, 7, 1, c, 3, false)
+		y = n.layerNorm(n.transpose(y, 0, 2, 3, 1))
+		y = n.matmul(gelu(n.matmul(y, 4*c)), c)
+		y = n.op("Mul", []string{y, n.uniform(0.05, 0.2, c)}, n.shapes[y])
+		return n.add(x, n.transpose(y, 0, 3, 1, 2))
+	}
+	x := lnCF(n.convPad("x", 96, 4, 4, 1, 0, false))
+	for range 2 {
+		x = block(x)
+	}
+	x = n.convPad(lnCF(x), 192, 2, 2, 1, 0, false)
+	for range 2 {
+		x = block(x)
+	}
+	g := n.gap(x)
+	g = n.op("Flatten", []string{g}, []int64{1, 192}, intAttr("axis", 1))
+	g = n.layerNorm(g)
+	n.macs += 192 * 1000
+	y := n.op("Gemm", []string{g, n.weights(192, 1000, 192), n.weights(1, 1000)}, []int64{1, 1000}, intAttr("transB", 1))
+	return n.finishNet("net_convnext", fmt.Sprintf("1x3x%dx%d, ConvNeXt-T stem and stages 1-2 (shortened)", size, size), y)
+}
+
+// unetNet is a small U-Net for segmentation: two encoder levels of 3x3
+// convolutions and max pooling, a bottleneck, a decoder of 2x2 stride-2
+// transposed convolutions concatenated with the skips, and a head that
+// upsamples bilinearly (half-pixel, as torchvision's segmentation heads)
+// to the input's size before a 1x1 convolution to 21 classes.
+func unetNet(rng *rand.Rand, size int64) *Workload {
+	n := newNet(rng, 1, 3, size, size)
+	cbr := func(x string, oc int64) string { return n.act("relu", n.conv(x, oc, 3, 1, 1, true)) }
+	up := func(x string, oc int64) string {
+		in := n.shapes[x]
+		n.macs += in[1] * oc * 4 * in[2] * in[3]
+		return n.op("ConvTranspose", []string{x, n.weights(in[1]*4, in[1], oc, 2, 2), n.weights(1, oc)},
+			[]int64{1, oc, 2 * in[2], 2 * in[3]}, ints("kernel_shape", 2, 2), ints("strides", 2, 2))
+	}
+	x := n.pool("MaxPool", cbr("x", 16), 2, 2, 0) // size/2
+	e1 := cbr(cbr(x, 32), 32)
+	x = n.pool("MaxPool", e1, 2, 2, 0) // size/4
+	e2 := cbr(cbr(x, 64), 64)
+	x = n.pool("MaxPool", e2, 2, 2, 0) // size/8
+	x = cbr(cbr(x, 128), 128)
+	x = cbr(cbr(n.concat(up(x, 64), e2), 64), 64)
+	x = cbr(cbr(n.concat(up(x, 32), e1), 32), 32)
+	s := n.shapes[x]
+	scale := []float32{1, 1, 2, 2}
+	scales := n.param([]int64{4}, func() float32 { v := scale[0]; scale = scale[1:]; return v })
+	x = n.op("Resize", []string{x, "", scales}, []int64{1, s[1], 2 * s[2], 2 * s[3]}, stringAttr("mode", "linear"))
+	y := n.conv(x, 21, 1, 1, 1, false)
+	return n.finishNet("net_unet", fmt.Sprintf("1x3x%dx%d, a two-level U-Net with transposed convolutions and a bilinear head", size, size), y)
 }
 
 func stringAttr(name, v string) *pb.AttributeProto {
