@@ -465,7 +465,7 @@ func TestBigLittleCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench --devices: exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stdout, "fused_nn_conv2d") || !strings.Contains(stdout, "on cpu:1 (cores "+c1+")") || !strings.Contains(stdout, "on cpu:0 (cores "+c0+")") {
+	if !strings.Contains(stdout, "conv2d") || !strings.Contains(stdout, "on cpu:1 (cores "+c1+")") || !strings.Contains(stdout, "on cpu:0 (cores "+c0+")") {
 		t.Errorf("the profile does not say which cores ran what:\n%s", stdout)
 	}
 	for _, line := range strings.Split(stdout, "\n") {

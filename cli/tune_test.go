@@ -27,20 +27,34 @@ func TestTuneRecordsCompileAndMatch(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("tune: exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stdout, "tuned 1 of 1 workloads") {
+	// lenet's two convolutions (6 output channels padded to a block of 8,
+	// and 16).
+	if !strings.Contains(stdout, "tuned 2 of 2 workloads") {
 		t.Errorf("tune output: %s", stdout)
 	}
 	recs, err := tune.Load(recPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs.Records) != 1 || recs.Records[0].Candidates < 3 || recs.Records[0].Ms <= 0 || recs.Records[0].Ms > recs.Records[0].DefaultMs {
+	if len(recs.Records) != 2 {
 		t.Fatalf("records %+v", recs.Records)
 	}
-	if code, _, stderr := kiln("tune", model, "-t", "c", "-o", recPath, "--runs", "2"); code != 0 || !strings.Contains(stderr, "1 already recorded") {
+	for _, r := range recs.Records {
+		if r.Candidates < 3 || r.Ms <= 0 || r.Ms > r.DefaultMs {
+			t.Fatalf("records %+v", recs.Records)
+		}
+	}
+	if code, _, stderr := kiln("tune", model, "-t", "c", "-o", recPath, "--runs", "2"); code != 0 || !strings.Contains(stderr, "2 already recorded") {
 		t.Errorf("second tune did not resume (exit %d): %s", code, stderr)
 	}
+	// The second convolution (6 input channels, which kc=2 divides).
 	rec := recs.Records[0]
+	if !strings.Contains(rec.Workload, "Tensor[(1, 6, 14, 14), float32]") {
+		rec = recs.Records[1]
+	}
+	if !strings.Contains(rec.Workload, "Tensor[(1, 6, 14, 14), float32]") {
+		t.Fatalf("no record of the second convolution: %+v", recs.Records)
+	}
 	for _, k := range []strategy.Knobs{{"kernel": 0}, {"kernel": 1}, {"kernel": 1, "kc": 2}, {"kernel": 0, "rows": 2}} {
 		rec.Knobs = k
 		recs.Put(rec)
