@@ -22,7 +22,10 @@ import (
 // every term of A is an integer and r (the terms whose coefficients g
 // does not divide, with the constant's remainder) lies in [0, g) for
 // every value of the variables, has S / d = A / q and S % d = g*(A % q)
-// + r; q = 1 drops the division, and A within [0, q) drops it too. Only
+// + r; q = 1 drops the division, and A within [0, q) drops it too. When
+// no such g exists, the terms the divisor divides still leave the
+// division: (d*A + r) / d = A + r / d and (d*A + r) % d = r % d for r >= 0
+// (a depth-to-space's (3136i + 56j + k) / 2 = 1568i + 28j + k / 2). Only
 // int32 and int64 expressions whose every node's range is known and
 // within the type (no wrap-around, no negative dividend) are rewritten,
 // so the results are equal for every value the variables take. Ranges
@@ -200,7 +203,29 @@ func (r *indexSimplifier) divMod(op tir.BinaryOp, a tir.PrimExpr, div int64, d i
 		out := tir.Fold(tir.OpAdd, tir.Fold(tir.OpMul, rem, tir.IntConst(d, g)), low.build(d))
 		return out, true
 	}
-	return nil, false
+	// Floor division distributes over a multiple of the divisor: S = d*A
+	// + r with r >= 0 (of any size) has S / d = A + r / d and S % d = r %
+	// d, which takes the multiple out of the division.
+	var high, low affine
+	for _, t := range s.terms {
+		if t.coef%div == 0 {
+			high.terms = append(high.terms, term{t.atom, t.coef / div})
+		} else {
+			low.terms = append(low.terms, t)
+		}
+	}
+	high.c, low.c = floorDiv(s.c, div), s.c-floorDiv(s.c, div)*div
+	if len(high.terms) == 0 && high.c == 0 {
+		return nil, false
+	}
+	if lr, ok := r.affineRange(low); !ok || lr.lo < 0 {
+		return nil, false
+	}
+	rest := tir.Fold(op, low.build(d), tir.IntConst(d, div))
+	if isDiv {
+		return tir.Fold(tir.OpAdd, high.build(d), rest), true
+	}
+	return rest, true
 }
 
 // linear writes e as an affine form over atoms (every subexpression that

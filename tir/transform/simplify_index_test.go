@@ -27,6 +27,10 @@ func TestSimplifyIndicesShuffle(t *testing.T) {
 		{tir.Bin(tir.OpMod, tir.Bin(tir.OpDiv, flat, tir.Idx(28)), tir.Idx(28)), "j"},
 		{tir.Bin(tir.OpDiv, flat, tir.Idx(90944)), "0"},
 		{tir.Bin(tir.OpMod, flat, tir.Idx(1568)), "T.truncmod(i, 2) * 784 + j * 28 + k"},
+		// The multiples of the divisor leave the division; k / 2 stays.
+		{tir.Bin(tir.OpDiv, flat, tir.Idx(2)), "i * 392 + j * 14 + T.truncdiv(k, 2)"},
+		{tir.Bin(tir.OpMod, tir.Bin(tir.OpDiv, flat, tir.Idx(2)), tir.Idx(14)), "T.truncdiv(k, 2)"},
+		{tir.Bin(tir.OpFloorMod, flat, tir.Idx(4)), "k % 4"},
 		// Left alone: k % 8 with k up to 27 has nothing to drop.
 		{tir.Bin(tir.OpMod, k, tir.Idx(8)), "T.truncmod(k, 8)"},
 	} {
