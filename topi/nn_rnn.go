@@ -14,7 +14,10 @@ import (
 // The ONNX recurrent layers (nn.rnn, nn.gru, nn.lstm) as one extern stage
 // each: a hand-written TIR time loop that follows ref/nn_rnn.go step by
 // step, computing in float64 in scratch buffers and rounding once when it
-// writes Y, Y_h and Y_c.
+// writes Y, Y_h and Y_c. The matrix-vector products of every step run
+// over the output rows in vectors (the weights transposed once per call),
+// each row summing its products in the reference's order, so the results
+// are the reference's.
 
 func init() {
 	for _, k := range []struct {
@@ -192,6 +195,12 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 	H, Cs := newScratch("rnn_h", hs), newScratch("rnn_c", hs)
 	NH, NC := newScratch("rnn_nh", hs), newScratch("rnn_nc", hs)
 	XW, HR := newScratch("rnn_xw", gh), newScratch("rnn_hr", gh)
+	// The weights of one direction transposed, in their own type (half the
+	// bytes of float64 for float32, which the steps stream from cache):
+	// WT[i*gh + j] = W[d, j, i], RT[i*gh + j] = R[d, j, i], so that the
+	// products below run over j in contiguous vectors.
+	WT := nnScratch{tir.NewBuffer("rnn_wt", W.DType, ir.Shape{g.in * gh}, "global")}
+	RT := nnScratch{tir.NewBuffer("rnn_rt", R.DType, ir.Shape{hs * gh}, "global")}
 	Z, RG := newScratch("rnn_z", hs), newScratch("rnn_r", hs)
 	state := func(d int64, b, j tir.PrimExpr) []tir.PrimExpr { // index into [d, b, h] / [b, d, h]
 		if g.layout == 1 {
@@ -225,11 +234,31 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 		if g.nAct > 2 {
 			hAct = g.acts[int(d)*g.nAct+2]
 		}
-		wAt := func(j, i tir.PrimExpr) tir.PrimExpr { return nnToF64(tir.NewLoad(W, tir.Idx(d), j, i)) }
-		rAt := func(j, i tir.PrimExpr) tir.PrimExpr { return nnToF64(tir.NewLoad(R, tir.Idx(d), j, i)) }
 		wb := func(j tir.PrimExpr) tir.PrimExpr { return nnToF64(tir.NewLoad(B, tir.Idx(d), j)) }
 		rb := func(j tir.PrimExpr) tir.PrimExpr { return nnToF64(tir.NewLoad(B, tir.Idx(d), tir.Add(j, tir.Idx(gh)))) }
 		off := func(j tir.PrimExpr, k int64) tir.PrimExpr { return tir.Add(j, tir.Idx(k*hs)) }
+		transpose := tir.Seq(
+			g.loop("j", gh, func(j tir.PrimExpr) tir.Stmt {
+				return g.loop("i", g.in, func(i tir.PrimExpr) tir.Stmt {
+					return WT.set(tir.Add(tir.Mul(i, tir.Idx(gh)), j), tir.NewLoad(W, tir.Idx(d), j, i))
+				})
+			}),
+			g.loop("j", gh, func(j tir.PrimExpr) tir.Stmt {
+				return g.loop("i", hs, func(i tir.PrimExpr) tir.Stmt {
+					return RT.set(tir.Add(tir.Mul(i, tir.Idx(gh)), j), tir.NewLoad(R, tir.Idx(d), j, i))
+				})
+			}))
+		// acc[j] += v(i) * T[i*gh + off + j] for i in [0, n), j in [0, m),
+		// i outermost: every acc[j] sums its products in the order of i,
+		// as the reference's dot product does, and the j loop vectorises.
+		accumulate := func(acc nnScratch, n, m, off int64, v func(i tir.PrimExpr) tir.PrimExpr, T nnScratch) tir.Stmt {
+			return g.loop("i", n, func(i tir.PrimExpr) tir.Stmt {
+				return nnLet("v", v(i), func(vi tir.PrimExpr) tir.Stmt {
+					jv := tir.NewVar("j", tir.Int32T)
+					return tir.Loop(jv, m, tir.Vectorized, acc.set(jv, tir.Add(acc.at(jv), tir.Mul(vi, nnToF64(T.at(tir.Add(tir.Mul(i, tir.Idx(gh)), tir.Add(jv, tir.Idx(off)))))))))
+				})
+			})
+		}
 		perBatch := g.loop("b", g.batch, func(b tir.PrimExpr) tir.Stmt {
 			L := tir.NewVar("len", tir.Int32T)
 			lenVal := tir.Min(tir.Max(nnToI32(tir.NewLoad(lens, b)), tir.Idx(0)), tir.Idx(g.seq))
@@ -246,18 +275,12 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 				if reverse {
 					tv = tir.Sub(tir.Sub(L, tir.Idx(1)), step)
 				}
-				proj := g.loop("j", gh, func(j tir.PrimExpr) tir.Stmt {
-					return tir.Seq(
-						XW.set(j, wb(j)),
-						g.loop("i", g.in, func(i tir.PrimExpr) tir.Stmt {
-							return XW.set(j, tir.Add(XW.at(j), tir.Mul(xAt(t, b, i), wAt(j, i))))
-						}),
-						HR.set(j, rb(j)),
-						g.loop("i", hs, func(i tir.PrimExpr) tir.Stmt {
-							return HR.set(j, tir.Add(HR.at(j), tir.Mul(H.at(i), rAt(j, i))))
-						}),
-					)
-				})
+				jv := tir.NewVar("j", tir.Int32T)
+				proj := tir.Seq(
+					tir.Loop(jv, gh, tir.Vectorized, tir.Seq(XW.set(jv, wb(jv)), HR.set(jv, rb(jv)))),
+					accumulate(XW, g.in, gh, 0, func(i tir.PrimExpr) tir.PrimExpr { return xAt(t, b, i) }, WT),
+					accumulate(HR, hs, gh, 0, H.at, RT),
+				)
 				var gates tir.Stmt
 				switch g.kind {
 				case "rnn":
@@ -271,24 +294,26 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 							RG.set(j, f(g.clipped(tir.Add(XW.at(off(j, 1)), HR.at(off(j, 1)))))),
 						)
 					})
+					var reset tir.Stmt = tir.NoOp()
+					if !g.linearBeforeReset {
+						// NH[j] first accumulates the reset-gated recurrence.
+						jv := tir.NewVar("j", tir.Int32T)
+						reset = tir.Seq(
+							tir.Loop(jv, hs, tir.Vectorized, NH.set(jv, rb(off(jv, 2)))),
+							accumulate(NH, hs, hs, 2*hs, func(i tir.PrimExpr) tir.PrimExpr { return tir.Mul(RG.at(i), H.at(i)) }, RT),
+						)
+					}
 					hh := g.loop("j", hs, func(j tir.PrimExpr) tir.Stmt {
 						var cand tir.Stmt
 						if g.linearBeforeReset {
 							cand = NH.set(j, gAct(g.clipped(tir.Add(XW.at(off(j, 2)), tir.Mul(RG.at(j), HR.at(off(j, 2)))))))
 						} else {
-							// NH[j] first accumulates the reset-gated recurrence.
-							cand = tir.Seq(
-								NH.set(j, rb(off(j, 2))),
-								g.loop("i", hs, func(i tir.PrimExpr) tir.Stmt {
-									return NH.set(j, tir.Add(NH.at(j), tir.Mul(tir.Mul(RG.at(i), H.at(i)), rAt(off(j, 2), i))))
-								}),
-								NH.set(j, gAct(g.clipped(tir.Add(XW.at(off(j, 2)), NH.at(j))))),
-							)
+							cand = NH.set(j, gAct(g.clipped(tir.Add(XW.at(off(j, 2)), NH.at(j)))))
 						}
 						z := Z.at(j)
 						return tir.Seq(cand, NH.set(j, tir.Add(tir.Mul(tir.Sub(nnF64(1), z), NH.at(j)), tir.Mul(z, H.at(j)))))
 					})
-					gates = tir.Seq(zr, hh)
+					gates = tir.Seq(zr, reset, hh)
 				case "lstm":
 					pAt := func(j tir.PrimExpr, k int64) tir.PrimExpr { return nnToF64(tir.NewLoad(P, tir.Idx(d), off(j, k))) }
 					gates = g.loop("j", hs, func(j tir.PrimExpr) tir.Stmt {
@@ -327,10 +352,10 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 			})
 			return tir.NewLet(L, lenVal, tir.Seq(initH, step, final))
 		})
-		dirStmts = append(dirStmts, perBatch)
+		dirStmts = append(dirStmts, transpose, perBatch)
 	}
 	body := tir.Seq(append([]tir.Stmt{zeroY}, dirStmts...)...)
-	for _, s := range []nnScratch{H, Cs, NH, NC, XW, HR, Z, RG} {
+	for _, s := range []nnScratch{H, Cs, NH, NC, XW, HR, Z, RG, WT, RT} {
 		body = &tir.Allocate{Buffer: s.buf, Body: body}
 	}
 	return body

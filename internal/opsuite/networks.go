@@ -22,7 +22,7 @@ import (
 // nearest upsampling, a 255-channel head), ConvNeXt (7x7 depthwise,
 // channels-last LayerNorm between permutes, patchify stem), a U-Net
 // (transposed convolutions, skip concatenations, a bilinear upsampling
-// head), a ViT encoder and a GPT-2
+// head), a two-layer LSTM, a ViT encoder and a GPT-2
 // decoder (tanh GELU, causal mask). Images are size x size (a multiple
 // of 32), token sequences seq long; the benchmark takes 224 and 128,
 // tests smaller ones. Each network is built in its framework's export
@@ -41,6 +41,7 @@ func Networks(size, seq int64) []*Workload {
 		unetNet(rng, size),
 		vitNet(rng, seq),
 		gpt2Net(rng, seq),
+		lstmNet(rng, seq),
 	}
 }
 
@@ -553,4 +554,27 @@ func gpt2Net(rng *rand.Rand, seq int64) *Workload {
 	}
 	y := n.layerNorm(x)
 	return n.finishNet("net_gpt2", fmt.Sprintf("1x%dx%d tokens, two GPT-2-style decoder blocks with a causal mask", seq, d), y)
+}
+
+// lstmNet is a speech-style recogniser: two stacked LSTM layers (80
+// features in, 256 hidden, ONNX's LSTM operator as PyTorch exports it)
+// over seq frames and a projection to 32 classes per frame.
+func lstmNet(rng *rand.Rand, seq int64) *Workload {
+	const feat, hid, classes = 80, 256, 32
+	n := newNet(rng, seq, 1, feat)
+	x := "x"
+	in := int64(feat)
+	for range 2 {
+		w := n.weights(in, 1, 4*hid, in)
+		r := n.weights(hid, 1, 4*hid, hid)
+		b := n.weights(hid, 1, 8*hid)
+		n.macs += seq * 4 * hid * (in + hid)
+		y := n.op("LSTM", []string{x, w, r, b}, []int64{seq, 1, 1, hid}, intAttr("hidden_size", hid))
+		x = n.reshape(y, seq, 1, hid)
+		in = hid
+	}
+	x = n.reshape(x, seq, hid)
+	n.macs += seq * hid * classes
+	y := n.op("MatMul", []string{x, n.weights(hid, hid, classes)}, []int64{seq, classes})
+	return n.finishNet("net_lstm", fmt.Sprintf("%d frames of %d features, two LSTM layers of %d", seq, feat, hid), y)
 }
