@@ -13,32 +13,30 @@ import (
 // convolution's schedules instead of the direct loop of their own compute,
 // which tests every kernel tap of every output for a stride match.
 //
-// A kernel equal to its stride without padding (U-Net's 2x2 stride-2
-// up-convolution) writes each input pixel's k*k outputs apart from every
-// other's: it becomes a 1x1 convolution to O*kh*kw channels whose result
-// is interleaved into place (depth to space):
+// A strided one with dilation 1 and groups 1 becomes its sub-pixel form
+// (subPixel): one convolution to O*sy*sx channels, the s*s output phases,
+// interleaved into place (depth to space) and cropped by the padding:
 //
-//	reshape(transpose(reshape(nn.conv2d(x, W1), [N,O,kh,kw,H,W]),
-//	        [0,1,4,2,5,3]), [N,O,H*kh,W*kw])
-//	W1[(o*kh+dy)*kw+dx, c, 0, 0] = w[c, o, dy, dx]
+//	crop(reshape(transpose(reshape(nn.conv2d(x, V), [N,O,sy,sx,Qy,Qx]),
+//	     [0,1,4,2,5,3]), [N,O,sy*Qy,sx*Qx]))
 //
-// Any other transposed convolution (groups 1) is the convolution of the
-// input with s-1 zeros inserted after every value (reshape, nn.pad,
-// reshape) by the kernel flipped and its channel axes swapped, padded by
-// dilation*(k-1) - pad at the start and so that the output has the
-// transposed convolution's size at the end:
+// For U-Net's 2x2 stride-2 up-convolution V is a 1x1 kernel and nothing is
+// cropped. Any other transposed convolution with groups 1 (stride 1, or a
+// dilation) is the convolution of the input with s-1 zeros inserted after
+// every value (reshape, nn.pad, reshape) by the kernel flipped and its
+// channel axes swapped, padded by dilation*(k-1) - pad at the start and so
+// that the output has the transposed convolution's size at the end:
 //
 //	nn.conv2d(dilate(x, s), W2, padding [...], dilation d)
 //	W2[o, c, ky, kx] = w[c, o, kh-1-ky, kw-1-kx]
 //
-// (a factor s*s more multiplications than the nonzero inputs need, on the
-// fast path). Sums run over the same products in another order: the
-// values agree with the reference within float rounding. A padding larger
-// than dilation*(k-1), which the convolution cannot express without
-// cropping, groups > 1 in the general form, and integer or quantized
-// operands keep nn.conv2d_transpose. Like conv1d_as_conv2d, the driver runs
-// it after partitioning, so an external target still sees, and may take,
-// the transposed convolution.
+// (exactly the products needed at stride 1, s*s times as many otherwise).
+// Sums run over the same products in another order: the values agree
+// with the reference within float rounding. A padding larger than
+// dilation*(k-1), which the convolution cannot express without cropping,
+// groups > 1, and integer or quantized operands keep nn.conv2d_transpose.
+// Like conv1d_as_conv2d, the driver runs it after partitioning, so an
+// external target still sees, and may take, the transposed convolution.
 func ConvTransposeAsConv(m *graph.Module) (*graph.Module, error) {
 	r := newBodyRewriter(func(e graph.Expr) (graph.Expr, error) {
 		if _, err := graph.InferExpr(m, e); err != nil {
@@ -70,7 +68,7 @@ func convTransposeAsConv(e graph.Expr) graph.Expr {
 	if xt.DType != ir.Float32 || wc.Value.DType != ir.Float32 {
 		return e
 	}
-	s, pb, pe, dil, err := op.SpatialAttrs(c.Attrs, 2)
+	s, pb, _, dil, err := op.SpatialAttrs(c.Attrs, 2)
 	if err != nil {
 		return e
 	}
@@ -80,7 +78,7 @@ func convTransposeAsConv(e graph.Expr) graph.Expr {
 		return e
 	}
 	n, ci, h, w := xt.Shape[0], xt.Shape[1], xt.Shape[2], xt.Shape[3]
-	o, kh, kw := ot.Shape[1], wt.Shape[2], wt.Shape[3]
+	kh, kw := wt.Shape[2], wt.Shape[3]
 	og := wt.Shape[1] // output channels per group
 	wv := wc.Value.Float32s()
 	reshape := func(x graph.Expr, shape ...int64) graph.Expr {
@@ -91,22 +89,8 @@ func convTransposeAsConv(e graph.Expr) graph.Expr {
 		return spanned(graph.MustCall(op.Conv2D, []graph.Expr{x, graph.NewConstant(wt)}, ir.Attrs{
 			"strides": []int64{1, 1}, "padding": pad, "dilation": dilation, "groups": int64(1)}))
 	}
-	if g == 1 && s[0] == kh && s[1] == kw && dil[0] == 1 && dil[1] == 1 &&
-		pb[0] == 0 && pb[1] == 0 && pe[0] == 0 && pe[1] == 0 && opad[0] == 0 && opad[1] == 0 {
-		w1 := tensor.New(ir.Float32, ir.Shape{o * kh * kw, ci, 1, 1})
-		d := w1.Float32s()
-		for cc := range ci {
-			for oo := range o {
-				for dy := range kh {
-					for dx := range kw {
-						d[((oo*kh+dy)*kw+dx)*ci+cc] = wv[((cc*o+oo)*kh+dy)*kw+dx]
-					}
-				}
-			}
-		}
-		z := conv(c.Args[0], w1, []int64{0, 0, 0, 0}, []int64{1, 1})
-		t := spanned(graph.MustCall(op.Transpose, []graph.Expr{reshape(z, n, o, kh, kw, h, w)}, ir.Attrs{"axes": []int64{0, 1, 4, 2, 5, 3}}))
-		return spanned(reshape(t, n, o, h*kh, w*kw).(*graph.Call))
+	if sub := subPixel(c, s, pb, dil, g, wv, xt.Shape, ot.Shape, kh, kw, reshape, spanned, conv); sub != nil {
+		return sub
 	}
 	if g != 1 {
 		return e
@@ -152,4 +136,59 @@ func convTransposeAsConv(e graph.Expr) graph.Expr {
 		}
 	}
 	return conv(x, w2, []int64{before[0], before[1], after[0], after[1]}, dil)
+}
+
+// subPixel is the sub-pixel form of a strided transposed convolution
+// (groups 1, dilation 1; nil otherwise, or when the padding would crop
+// the input). Per axis, output o = s*q + r - pad reads input q - m through
+// tap r + s*m (m < k' = ceil(k/s)): one convolution of the input, padded
+// by k'-1 before and to q's range after, by a kernel of k' taps gives the
+// s*s phases r of every q as O*s*s channels, and depth to space with a
+// crop of the padding gives the output. It multiplies
+// (s*k')^2 / k^2 times the products the outputs need: none more for k a
+// multiple of s (U-Net's k2 s2, DCGAN's k4 s2), 16/9 for k3 s2.
+func subPixel(c *graph.Call, s, pb, dil []int64, g int64, wv []float32, xs, os ir.Shape, kh, kw int64,
+	reshape func(graph.Expr, ...int64) graph.Expr, spanned func(*graph.Call) *graph.Call,
+	conv func(graph.Expr, *tensor.Tensor, []int64, []int64) *graph.Call) graph.Expr {
+	if g != 1 || dil[0] != 1 || dil[1] != 1 || (s[0] == 1 && s[1] == 1) {
+		return nil
+	}
+	n, ci, h, w := xs[0], xs[1], xs[2], xs[3]
+	o, oh, ow := os[1], os[2], os[3]
+	sy, sx := s[0], s[1]
+	ky, kx := (kh+sy-1)/sy, (kw+sx-1)/sx
+	qy, qx := (oh+pb[0]+sy-1)/sy, (ow+pb[1]+sx-1)/sx
+	if qy < h || qx < w {
+		return nil
+	}
+	v := tensor.New(ir.Float32, ir.Shape{o * sy * sx, ci, ky, kx})
+	d := v.Float32s()
+	for oo := range o {
+		for ry := range sy {
+			for rx := range sx {
+				for cc := range ci {
+					for my := range ky {
+						for mx := range kx {
+							ty, tx := ry+sy*(ky-1-my), rx+sx*(kx-1-mx)
+							if ty >= kh || tx >= kw {
+								continue
+							}
+							d[((((oo*sy+ry)*sx+rx)*ci+cc)*ky+my)*kx+mx] = wv[((cc*o+oo)*kh+ty)*kw+tx]
+						}
+					}
+				}
+			}
+		}
+	}
+	z := conv(c.Args[0], v, []int64{ky - 1, kx - 1, qy - h, qx - w}, []int64{1, 1})
+	t := spanned(graph.MustCall(op.Transpose, []graph.Expr{reshape(z, n, o, sy, sx, qy, qx)}, ir.Attrs{"axes": []int64{0, 1, 4, 2, 5, 3}}))
+	out := reshape(t, n, o, sy*qy, sx*qx)
+	if pb[0] != 0 || pb[1] != 0 || sy*qy != oh || sx*qx != ow {
+		out = spanned(graph.MustCall(op.StridedSlice, []graph.Expr{out}, ir.Attrs{
+			"begin": []int64{0, 0, pb[0], pb[1]}, "end": []int64{n, o, pb[0] + oh, pb[1] + ow},
+			"strides": []int64{1, 1, 1, 1}, "axes": []int64{0, 1, 2, 3}}))
+	} else {
+		out = spanned(out.(*graph.Call))
+	}
+	return out
 }

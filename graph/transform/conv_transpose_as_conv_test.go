@@ -12,12 +12,12 @@ import (
 )
 
 // TestConvTransposeAsConv rewrites transposed convolutions of every kind
-// the pass takes — kernel equal to stride (the depth-to-space form),
-// strides with padding and output padding, stride 1, dilation, a stride
-// larger than the kernel (the zeros' tail cropped) — and checks on the
-// reference executor that the values stay; a padding larger than
-// dilation*(k-1) and groups > 1 in the general form stay transposed
-// convolutions.
+// the pass takes — strided ones in the sub-pixel form (kernel equal to,
+// a multiple of, or smaller than the stride, padding, asymmetric padding
+// and output padding), stride 1 and dilations with the zero-inserted input
+// (the zeros' tail cropped) — and checks on the reference executor that
+// the values stay; a padding larger than dilation*(k-1) and groups > 1
+// stay transposed convolutions.
 func TestConvTransposeAsConv(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	cases := []struct {
@@ -28,12 +28,15 @@ func TestConvTransposeAsConv(t *testing.T) {
 	}{
 		{"k2 s2 (U-Net)", 3, 4, 5, 6, 2, 2, "strides=[2, 2]", true, true},
 		{"k3 s3", 2, 3, 4, 3, 3, 3, "strides=[3, 3]", true, true},
-		{"k4 s2 p1 (DCGAN)", 3, 2, 5, 4, 4, 4, "strides=[2, 2], padding=[1, 1, 1, 1]", true, false},
-		{"k3 s2 p1 op1", 2, 3, 4, 5, 3, 3, "strides=[2, 2], padding=[1, 1, 1, 1], output_padding=[1, 1]", true, false},
+		{"k4 s2 p1 (DCGAN)", 3, 2, 5, 4, 4, 4, "strides=[2, 2], padding=[1, 1, 1, 1]", true, true},
+		{"k3 s2 p1 op1", 2, 3, 4, 5, 3, 3, "strides=[2, 2], padding=[1, 1, 1, 1], output_padding=[1, 1]", true, true},
+		{"k3 s2 p1", 2, 3, 4, 5, 3, 3, "strides=[2, 2], padding=[1, 1, 1, 1]", true, true},
+		{"k5 s3 asymmetric padding", 2, 2, 4, 3, 5, 5, "strides=[3, 3], padding=[2, 1, 0, 3], output_padding=[1, 2]", true, true},
 		{"k3 s1 p1", 3, 3, 5, 5, 3, 3, "padding=[1, 1, 1, 1]", true, false},
 		{"k3 s2 dilation 2, asymmetric padding", 2, 2, 4, 4, 3, 3, "strides=[2, 2], padding=[0, 1, 2, 0], dilation=[2, 2]", true, false},
-		{"k2 s3 (zeros cropped)", 2, 2, 3, 4, 2, 2, "strides=[3, 3]", true, false},
-		{"k1x3 s(1, 2)", 2, 2, 3, 4, 1, 3, "strides=[1, 2], padding=[0, 1, 0, 1]", true, false},
+		{"k2 s3 dilation 2 (zeros cropped)", 2, 2, 3, 4, 2, 2, "strides=[3, 3], padding=[0, 0, 1, 1], dilation=[2, 2]", true, false},
+		{"k2 s3", 2, 2, 3, 4, 2, 2, "strides=[3, 3]", true, true},
+		{"k1x3 s(1, 2)", 2, 2, 3, 4, 1, 3, "strides=[1, 2], padding=[0, 1, 0, 1]", true, true},
 		{"padding beyond the kernel", 2, 2, 5, 5, 2, 2, "padding=[2, 2, 2, 2]", false, false},
 		{"groups", 4, 2, 3, 3, 3, 3, "strides=[2, 2], groups=2", false, false},
 	}

@@ -22,7 +22,9 @@ import (
 // nearest upsampling, a 255-channel head), ConvNeXt (7x7 depthwise,
 // channels-last LayerNorm between permutes, patchify stem), a U-Net
 // (transposed convolutions, skip concatenations, a bilinear upsampling
-// head), a two-layer LSTM, a ViT encoder and a GPT-2
+// head), a style-transfer network (InstanceNormalization, 9x9
+// convolutions, k3 s2 transposed convolutions with output padding), a
+// two-layer LSTM, a ViT encoder and a GPT-2
 // decoder (tanh GELU, causal mask). Images are size x size (a multiple
 // of 32), token sequences seq long; the benchmark takes 224 and 128,
 // tests smaller ones. Each network is built in its framework's export
@@ -39,6 +41,7 @@ func Networks(size, seq int64) []*Workload {
 		yoloNet(rng, size),
 		convnextNet(rng, size),
 		unetNet(rng, size),
+		styleNet(rng, size),
 		vitNet(rng, seq),
 		gpt2Net(rng, seq),
 		lstmNet(rng, seq),
@@ -577,4 +580,35 @@ func lstmNet(rng *rand.Rand, seq int64) *Workload {
 	n.macs += seq * hid * classes
 	y := n.op("MatMul", []string{x, n.weights(hid, hid, classes)}, []int64{seq, classes})
 	return n.finishNet("net_lstm", fmt.Sprintf("%d frames of %d features, two LSTM layers of %d", seq, feat, hid), y)
+}
+
+// styleNet is a fast style-transfer network (Johnson et al.): 9x9 and
+// strided 3x3 convolutions with InstanceNormalization and ReLU, two
+// residual blocks, two 3x3 stride-2 transposed convolutions with output
+// padding back to the input's size, and a 9x9 convolution to 3 channels.
+func styleNet(rng *rand.Rand, size int64) *Workload {
+	n := newNet(rng, 1, 3, size, size)
+	in := func(x string) string {
+		c := n.shapes[x][1]
+		return n.op("InstanceNormalization", []string{x, n.uniform(0.5, 1.5, c), n.uniform(-0.2, 0.2, c)}, n.shapes[x])
+	}
+	cir := func(x string, oc, k, s int64) string { return n.act("relu", in(n.conv(x, oc, k, s, 1, false))) }
+	up := func(x string, oc int64) string {
+		s := n.shapes[x]
+		n.macs += s[1] * oc * 9 * s[2] * s[3]
+		y := n.op("ConvTranspose", []string{x, n.weights(s[1]*9, s[1], oc, 3, 3), n.weights(1, oc)},
+			[]int64{1, oc, 2 * s[2], 2 * s[3]}, ints("kernel_shape", 3, 3), ints("strides", 2, 2),
+			ints("pads", 1, 1, 1, 1), ints("output_padding", 1, 1))
+		return n.act("relu", in(y))
+	}
+	x := cir("x", 32, 9, 1)
+	x = cir(x, 64, 3, 2)
+	x = cir(x, 128, 3, 2)
+	for range 2 {
+		y := in(n.conv(cir(x, 128, 3, 1), 128, 3, 1, 1, false))
+		x = n.add(x, y)
+	}
+	x = up(up(x, 64), 32)
+	y := n.conv(x, 3, 9, 1, 1, false)
+	return n.finishNet("net_style", fmt.Sprintf("1x3x%dx%d, a fast style-transfer network with instance normalisation", size, size), y)
 }
