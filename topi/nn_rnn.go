@@ -195,10 +195,22 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 	H, Cs := newScratch("rnn_h", hs), newScratch("rnn_c", hs)
 	NH, NC := newScratch("rnn_nh", hs), newScratch("rnn_nc", hs)
 	XW, HR := newScratch("rnn_xw", gh), newScratch("rnn_hr", gh)
-	// The weights of one direction transposed, in their own type (half the
-	// bytes of float64 for float32, which the steps stream from cache):
-	// WT[i*gh + j] = W[d, j, i], RT[i*gh + j] = R[d, j, i], so that the
-	// products below run over j in contiguous vectors.
+	// The weights of one direction in blocks of rj rows, each block
+	// transposed, in their own type (half the bytes of float64 for float32,
+	// which the steps stream from cache): WT[((j/rj)*in + i)*rj + j%rj] =
+	// W[d, j, i], RT likewise from R with hs columns, so that the products
+	// below read each block's rows for one i as one contiguous vector and
+	// the block's columns one after the other.
+	rj := int64(1)
+	for _, c := range []int64{16, 8, 4, 2} {
+		if hs%c == 0 {
+			rj = c
+			break
+		}
+	}
+	blocked := func(j, i tir.PrimExpr, cols int64) tir.PrimExpr {
+		return tir.Add(tir.Mul(tir.Add(tir.Mul(tir.Div(j, tir.Idx(rj)), tir.Idx(cols)), i), tir.Idx(rj)), tir.Mod(j, tir.Idx(rj)))
+	}
 	WT := nnScratch{tir.NewBuffer("rnn_wt", W.DType, ir.Shape{g.in * gh}, "global")}
 	RT := nnScratch{tir.NewBuffer("rnn_rt", R.DType, ir.Shape{hs * gh}, "global")}
 	Z, RG := newScratch("rnn_z", hs), newScratch("rnn_r", hs)
@@ -240,23 +252,36 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 		transpose := tir.Seq(
 			g.loop("j", gh, func(j tir.PrimExpr) tir.Stmt {
 				return g.loop("i", g.in, func(i tir.PrimExpr) tir.Stmt {
-					return WT.set(tir.Add(tir.Mul(i, tir.Idx(gh)), j), tir.NewLoad(W, tir.Idx(d), j, i))
+					return WT.set(blocked(j, i, g.in), tir.NewLoad(W, tir.Idx(d), j, i))
 				})
 			}),
 			g.loop("j", gh, func(j tir.PrimExpr) tir.Stmt {
 				return g.loop("i", hs, func(i tir.PrimExpr) tir.Stmt {
-					return RT.set(tir.Add(tir.Mul(i, tir.Idx(gh)), j), tir.NewLoad(R, tir.Idx(d), j, i))
+					return RT.set(blocked(j, i, hs), tir.NewLoad(R, tir.Idx(d), j, i))
 				})
 			}))
-		// acc[j] += v(i) * T[i*gh + off + j] for i in [0, n), j in [0, m),
-		// i outermost: every acc[j] sums its products in the order of i,
-		// as the reference's dot product does, and the j loop vectorises.
+		// acc[j] += v(i) * T(off + j, i) for i in [0, n), j in [0, m):
+		// blocks of rj rows of j held in a local array (registers) while i
+		// runs over [0, n) inside, in order, so that every acc[j] sums its
+		// products in the order of i as the reference's dot product does,
+		// and the rows of a block are one vector operation.
 		accumulate := func(acc nnScratch, n, m, off int64, v func(i tir.PrimExpr) tir.PrimExpr, T nnScratch) tir.Stmt {
-			return g.loop("i", n, func(i tir.PrimExpr) tir.Stmt {
-				return nnLet("v", v(i), func(vi tir.PrimExpr) tir.Stmt {
-					jv := tir.NewVar("j", tir.Int32T)
-					return tir.Loop(jv, m, tir.Vectorized, acc.set(jv, tir.Add(acc.at(jv), tir.Mul(vi, nnToF64(T.at(tir.Add(tir.Mul(i, tir.Idx(gh)), tir.Add(jv, tir.Idx(off)))))))))
-				})
+			blk := tir.NewBuffer("rnn_acc", ir.Float64, ir.Shape{rj}, "global")
+			at := func(k tir.PrimExpr) tir.PrimExpr { return tir.NewLoad(blk, k) }
+			return g.loop("jb", m/rj, func(jb tir.PrimExpr) tir.Stmt {
+				j0 := tir.Mul(jb, tir.Idx(rj))
+				k1, k2, k3 := tir.NewVar("k", tir.Int32T), tir.NewVar("k", tir.Int32T), tir.NewVar("k", tir.Int32T)
+				body := tir.Seq(
+					tir.Loop(k1, rj, tir.Vectorized, tir.NewStore(blk, acc.at(tir.Add(j0, k1)), k1)),
+					g.loop("i", n, func(i tir.PrimExpr) tir.Stmt {
+						return nnLet("v", v(i), func(vi tir.PrimExpr) tir.Stmt {
+							t := T.at(tir.Add(tir.Mul(tir.Add(tir.Mul(tir.Add(jb, tir.Idx(off/rj)), tir.Idx(n)), i), tir.Idx(rj)), k2))
+							return tir.Loop(k2, rj, tir.Vectorized, tir.NewStore(blk, tir.Add(at(k2), tir.Mul(vi, nnToF64(t))), k2))
+						})
+					}),
+					tir.Loop(k3, rj, tir.Vectorized, acc.set(tir.Add(j0, k3), at(k3))),
+				)
+				return &tir.Allocate{Buffer: blk, Body: body}
 			})
 		}
 		perBatch := g.loop("b", g.batch, func(b tir.PrimExpr) tir.Stmt {
