@@ -21,26 +21,7 @@ import (
 // computes the right thing.
 func TestOpSuiteMatchesReference(t *testing.T) {
 	testenv.Cgo(t)
-	root := t.TempDir()
-	var dirs []string
-	for _, w := range opsuite.Suite() {
-		dir := filepath.Join(root, w.Name)
-		if err := w.Save(dir); err != nil {
-			t.Fatal(err)
-		}
-		m, err := onnx.Load(w.Model, onnx.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := ref.Run(m.Module, []*tensor.Tensor{w.Input})
-		if err != nil {
-			t.Fatalf("%s: reference: %v", w.Name, err)
-		}
-		if err := onnx.WriteTensorFile(filepath.Join(dir, "test_data_set_0", "output_0.pb"), res.Flatten()[0], "y"); err != nil {
-			t.Fatal(err)
-		}
-		dirs = append(dirs, dir)
-	}
+	dirs := saveWithReference(t, opsuite.Suite())
 	args := append([]string{"test-onnx", "--engine", "compiled", "-t", "c"}, dirs...)
 	code, stdout, stderr := kiln(args...)
 	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("%d passed, 0 failed", len(dirs))) {
@@ -80,9 +61,28 @@ func TestBenchOps(t *testing.T) {
 // and compute right, whatever fusions and layouts they meet.
 func TestNetworksMatchReference(t *testing.T) {
 	testenv.Cgo(t)
+	dirs := saveWithReference(t, opsuite.Networks(64, 32))
+	tgts := []string{"c"}
+	if dnnl.Available {
+		tgts = append(tgts, "dnnl, c")
+	}
+	for _, tl := range tgts {
+		args := append([]string{"test-onnx", "--engine", "compiled", "-t", tl}, dirs...)
+		code, stdout, stderr := kiln(args...)
+		if code != 0 || !strings.Contains(stdout, fmt.Sprintf("%d passed, 0 failed", len(dirs))) {
+			t.Errorf("test-onnx -t %q on the networks: exit %d\n%s\n%s", tl, code, stdout, stderr)
+		}
+	}
+}
+
+// saveWithReference saves each workload in a directory of its own with
+// the reference interpreter's output as test_data_set_0/output_0.pb (the
+// layout test-onnx reads) and returns the directories.
+func saveWithReference(t *testing.T, ws []*opsuite.Workload) []string {
+	t.Helper()
 	root := t.TempDir()
 	var dirs []string
-	for _, w := range opsuite.Networks(64, 32) {
+	for _, w := range ws {
 		dir := filepath.Join(root, w.Name)
 		if err := w.Save(dir); err != nil {
 			t.Fatal(err)
@@ -100,15 +100,5 @@ func TestNetworksMatchReference(t *testing.T) {
 		}
 		dirs = append(dirs, dir)
 	}
-	tgts := []string{"c"}
-	if dnnl.Available {
-		tgts = append(tgts, "dnnl, c")
-	}
-	for _, tl := range tgts {
-		args := append([]string{"test-onnx", "--engine", "compiled", "-t", tl}, dirs...)
-		code, stdout, stderr := kiln(args...)
-		if code != 0 || !strings.Contains(stdout, fmt.Sprintf("%d passed, 0 failed", len(dirs))) {
-			t.Errorf("test-onnx -t %q on the networks: exit %d\n%s\n%s", tl, code, stdout, stderr)
-		}
-	}
+	return dirs
 }

@@ -155,15 +155,7 @@ func (r *indexSimplifier) divMod(op tir.BinaryOp, a tir.PrimExpr, div int64, d i
 	}
 	sortDesc(cands)
 	for _, g := range cands {
-		var high, low affine
-		for _, t := range s.terms {
-			if t.coef%g == 0 {
-				high.terms = append(high.terms, term{t.atom, t.coef / g})
-			} else {
-				low.terms = append(low.terms, t)
-			}
-		}
-		high.c, low.c = floorDiv(s.c, g), s.c-floorDiv(s.c, g)*g
+		high, low := s.split(g)
 		lr, ok := r.affineRange(low)
 		if !ok || lr.lo < 0 || lr.hi >= g {
 			continue
@@ -206,15 +198,7 @@ func (r *indexSimplifier) divMod(op tir.BinaryOp, a tir.PrimExpr, div int64, d i
 	// Floor division distributes over a multiple of the divisor: S = d*A
 	// + r with r >= 0 (of any size) has S / d = A + r / d and S % d = r %
 	// d, which takes the multiple out of the division.
-	var high, low affine
-	for _, t := range s.terms {
-		if t.coef%div == 0 {
-			high.terms = append(high.terms, term{t.atom, t.coef / div})
-		} else {
-			low.terms = append(low.terms, t)
-		}
-	}
-	high.c, low.c = floorDiv(s.c, div), s.c-floorDiv(s.c, div)*div
+	high, low := s.split(div)
 	if len(high.terms) == 0 && high.c == 0 {
 		return nil, false
 	}
@@ -226,6 +210,22 @@ func (r *indexSimplifier) divMod(op tir.BinaryOp, a tir.PrimExpr, div int64, d i
 		return tir.Fold(tir.OpAdd, high.build(d), rest), true
 	}
 	return rest, true
+}
+
+// split writes a as g*high + low: high holds the terms whose coefficients
+// g divides (divided by g) and floor(c / g), low the other terms and c's
+// remainder in [0, g).
+func (a affine) split(g int64) (high, low affine) {
+	for _, t := range a.terms {
+		if t.coef%g == 0 {
+			high.terms = append(high.terms, term{t.atom, t.coef / g})
+		} else {
+			low.terms = append(low.terms, t)
+		}
+	}
+	high.c = floorDiv(a.c, g)
+	low.c = a.c - high.c*g
+	return high, low
 }
 
 // linear writes e as an affine form over atoms (every subexpression that
