@@ -158,6 +158,10 @@ func computeRecurrent(kind string) strategy.ComputeFunc {
 	}
 }
 
+// rnnParallelMACs is the size (multiply-adds) from which a recurrent
+// step's matrix-vector product runs its row blocks on the threads.
+const rnnParallelMACs = 1 << 15
+
 // nnScratch is a float64 scratch vector allocated around the layer's loops.
 type nnScratch struct{ buf *tir.Buffer }
 
@@ -268,7 +272,14 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 		accumulate := func(acc nnScratch, n, m, off int64, v func(i tir.PrimExpr) tir.PrimExpr, T nnScratch) tir.Stmt {
 			blk := tir.NewBuffer("rnn_acc", ir.Float64, ir.Shape{rj}, "global")
 			at := func(k tir.PrimExpr) tir.PrimExpr { return tir.NewLoad(blk, k) }
-			return g.loop("jb", m/rj, func(jb tir.PrimExpr) tir.Stmt {
+			// Blocks run on the threads when the product is large enough to
+			// pay for a parallel region per step (each writes its own rows).
+			kind := tir.Serial
+			if m/rj >= 2 && n*m >= rnnParallelMACs {
+				kind = tir.Parallel
+			}
+			jbv := tir.NewVar("jb", tir.Int32T)
+			return tir.Loop(jbv, m/rj, kind, func(jb tir.PrimExpr) tir.Stmt {
 				j0 := tir.Mul(jb, tir.Idx(rj))
 				k1, k2, k3 := tir.NewVar("k", tir.Int32T), tir.NewVar("k", tir.Int32T), tir.NewVar("k", tir.Int32T)
 				body := tir.Seq(
@@ -282,7 +293,7 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 					tir.Loop(k3, rj, tir.Vectorized, acc.set(tir.Add(j0, k3), at(k3))),
 				)
 				return &tir.Allocate{Buffer: blk, Body: body}
-			})
+			}(jbv))
 		}
 		perBatch := g.loop("b", g.batch, func(b tir.PrimExpr) tir.Stmt {
 			L := tir.NewVar("len", tir.Int32T)
