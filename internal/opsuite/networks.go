@@ -250,6 +250,21 @@ func floatAttr(name string, v float32) *pb.AttributeProto {
 	return &pb.AttributeProto{Name: proto.String(name), Type: pb.AttributeProto_FLOAT.Enum(), F: proto.Float32(v)}
 }
 
+// bottleneck is a residual bottleneck block with unfolded batch
+// normalisation: 1x1 to mid channels, 3x3 (stride s, groups g), 1x1 to
+// out, ReLUs, and a strided 1x1 projection shortcut when the shape
+// changes (ResNet's blocks with g = 1, RegNet's with grouped 3x3).
+func (n *net) bottleneck(x string, mid, out, s, g int64) string {
+	short := x
+	if s != 1 || n.shapes[x][1] != out {
+		short = n.conv(x, out, 1, s, 1, true)
+	}
+	y := n.act("relu", n.conv(x, mid, 1, 1, 1, true))
+	y = n.act("relu", n.conv(y, mid, 3, s, g, true))
+	y = n.conv(y, out, 1, 1, 1, true)
+	return n.act("relu", n.add(y, short))
+}
+
 // resnet50Net is ResNet-50's stem and first two stages (bottleneck blocks
 // with unfolded batch normalisation, a strided projection shortcut) and
 // its classifier.
@@ -257,21 +272,11 @@ func resnet50Net(rng *rand.Rand, size int64) *Workload {
 	n := newNet(rng, 1, 3, size, size)
 	x := n.act("relu", n.conv("x", 64, 7, 2, 1, true))
 	x = n.pool("MaxPool", x, 3, 2, 1)
-	block := func(x string, mid, out, s int64) string {
-		short := x
-		if s != 1 || n.shapes[x][1] != out {
-			short = n.conv(x, out, 1, s, 1, true)
-		}
-		y := n.act("relu", n.conv(x, mid, 1, 1, 1, true))
-		y = n.act("relu", n.conv(y, mid, 3, s, 1, true))
-		y = n.conv(y, out, 1, 1, 1, true)
-		return n.act("relu", n.add(y, short))
-	}
 	for range 3 {
-		x = block(x, 64, 256, 1)
+		x = n.bottleneck(x, 64, 256, 1, 1)
 	}
-	x = block(x, 128, 512, 2)
-	x = block(x, 128, 512, 1)
+	x = n.bottleneck(x, 128, 512, 2, 1)
+	x = n.bottleneck(x, 128, 512, 1, 1)
 	y := n.classifier(n.gap(x), 1000)
 	return n.finishNet("net_resnet50", fmt.Sprintf("1x3x%dx%d, stem and stages 1-2 of ResNet-50, batch norm unfolded", size, size), y)
 }
@@ -347,16 +352,7 @@ func efficientnetNet(rng *rand.Rand, size int64) *Workload {
 func regnetNet(rng *rand.Rand, size int64) *Workload {
 	n := newNet(rng, 1, 3, size, size)
 	x := n.act("relu", n.conv("x", 32, 3, 2, 1, true))
-	block := func(x string, w, s, gw int64) string {
-		short := x
-		if s != 1 || n.shapes[x][1] != w {
-			short = n.conv(x, w, 1, s, 1, true)
-		}
-		y := n.act("relu", n.conv(x, w, 1, 1, 1, true))
-		y = n.act("relu", n.conv(y, w, 3, s, w/gw, true))
-		y = n.conv(y, w, 1, 1, 1, true)
-		return n.act("relu", n.add(y, short))
-	}
+	block := func(x string, w, s, gw int64) string { return n.bottleneck(x, w, w, s, w/gw) }
 	x = block(x, 32, 2, 8)
 	x = block(x, 64, 2, 8)
 	x = block(x, 64, 1, 8)
