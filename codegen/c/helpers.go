@@ -467,70 +467,59 @@ static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e
   r.u = (r.u & ~sel) | (out & sel);
   return r.d;
 }`},
-	// kiln_expf_poly is exp(r) for r in [-ln2/2, ln2/2], 1 + r + r^2 Q(r)
-	// (Q a degree-5 Chebyshev fit), the core kiln_expf, kiln_sigmoidf_v
-	// and kiln_tanhf share.
-	{name: "kiln_expf_poly", deps: []string{"KILN_FMAF"}, code: `static inline float kiln_expf_poly(float r) {
+	// kiln_expf_core is exp(x) for x in [-104, 89] (callers clamp), the
+	// core kiln_expf, kiln_sigmoidf_v and kiln_tanhf share: n = round(x /
+	// ln 2) by the 1.5 * 2^23 trick, r = x - n ln 2 (ln 2 in two parts),
+	// exp(r) = 1 + r + r^2 Q(r) (Q a degree-5 Chebyshev fit on [-ln2/2,
+	// ln2/2]), times 2^n applied in two halves so that subnormal results
+	// are rounded once.
+	{name: "kiln_expf_core", deps: []string{"KILN_FMAF"}, code: `static inline float kiln_expf_core(float x) {
+  union { float f; int32_t i; } kb, s1, s2;
+  kb.f = KILN_FMAF(x, 1.44269504088896341f, 12582912.0f);
+  float n = kb.f - 12582912.0f;
+  float r = KILN_FMAF(n, -0.693145751953125f, x);
+  r = KILN_FMAF(n, -1.428606765330187e-06f, r);
   float q = 0.00019890980869750327f;
   q = KILN_FMAF(q, r, 0.0013933641031986701f);
   q = KILN_FMAF(q, r, 0.008333310934448869f);
   q = KILN_FMAF(q, r, 0.04166646500604005f);
   q = KILN_FMAF(q, r, 0.16666666681614256f);
   q = KILN_FMAF(q, r, 0.5000000013457727f);
-  return KILN_FMAF(r * r, q, r) + 1.0f;
-}`},
-	// kiln_expf is float32 exp for vectorized loops (elsewhere glibc's
-	// table-driven expf is faster), in float32: n = round(x / ln 2) by
-	// the 1.5 * 2^23 trick, r = x - n ln 2 (ln 2 in two parts), exp(r) =
-	// 1 + r + r^2 Q(r) (Q a degree-5 Chebyshev fit on [-ln2/2, ln2/2]),
-	// times 2^n applied in two halves so that subnormal results are
-	// rounded once; inf above 88.7228394, 0 below -104, NaN for NaN,
-	// selected without branches. Checked against (float)exp((double)x) on
-	// every float32, with and without fused multiply-add: never more than
-	// 1 ulp apart. kiln_sigmoidf is the float32 sigmoid, computed in
-	// double so that it neither overflows (x < -88.7 gives the subnormal
-	// results, not 0) nor loses accuracy (within 1 ulp).
-	{name: "kiln_expf", deps: []string{"KILN_FMAF", "kiln_expf_poly"}, code: `static inline float kiln_expf(float x) {
-  union { float f; int32_t i; } kb, s1, s2;
-  float xc = x < -104.0f ? -104.0f : x;
-  xc = xc > 89.0f ? 89.0f : xc;
-  kb.f = KILN_FMAF(xc, 1.44269504088896341f, 12582912.0f);
-  float n = kb.f - 12582912.0f;
-  float r = KILN_FMAF(n, -0.693145751953125f, xc);
-  r = KILN_FMAF(n, -1.428606765330187e-06f, r);
-  float p = kiln_expf_poly(r);
+  float p = KILN_FMAF(r * r, q, r) + 1.0f;
   int32_t ni = kb.i - 0x4b400000;
   int32_t n1 = ni >> 1;
   s1.i = (n1 + 127) << 23;
   s2.i = (ni - n1 + 127) << 23;
-  float y = (p * s1.f) * s2.f;
+  return (p * s1.f) * s2.f;
+}`},
+	// kiln_expf is float32 exp for vectorized loops (elsewhere glibc's
+	// table-driven expf is faster), in float32: kiln_expf_core on x
+	// clamped to [-104, 89]; inf above 88.7228394, 0 below -104, NaN for
+	// NaN, selected without branches. Checked against (float)exp((double)x) on
+	// every float32, with and without fused multiply-add: never more than
+	// 1 ulp apart. kiln_sigmoidf is the float32 sigmoid, computed in
+	// double so that it neither overflows (x < -88.7 gives the subnormal
+	// results, not 0) nor loses accuracy (within 1 ulp).
+	{name: "kiln_expf", deps: []string{"kiln_expf_core"}, code: `static inline float kiln_expf(float x) {
+  float xc = x < -104.0f ? -104.0f : x;
+  xc = xc > 89.0f ? 89.0f : xc;
+  float y = kiln_expf_core(xc);
   y = x > 88.7228394f ? INFINITY : y;
   y = x < -104.0f ? 0.0f : y;
   return x == x ? y : x;
 }`},
 	// kiln_sigmoidf_v is the float32 sigmoid in vectorized loops (SiLU,
 	// squeeze-excite gates), in float32 where kiln_sigmoidf works in
-	// double at half the lanes: e = exp(-|x|) as in kiln_expf (|x|
+	// double at half the lanes: e = exp(-|x|) by kiln_expf_core (|x|
 	// clamped to 104, where the result rounds to 0 or 1), r = 1 / (1 +
 	// e), and r or e * r by the sign of x; NaN for NaN. Checked against
 	// the correctly rounded sigmoid on every float32, with and without
 	// fused multiply-add: at most 3 ulp apart (393 inputs at 3 ulp with
 	// it, 424 without; 4.2 million at 2), 2.6 times faster than
 	// kiln_sigmoidf in a vectorized loop.
-	{name: "kiln_sigmoidf_v", deps: []string{"KILN_FMAF", "kiln_expf_poly"}, code: `static inline float kiln_sigmoidf_v(float x) {
-  union { float f; int32_t i; } kb, s1, s2;
+	{name: "kiln_sigmoidf_v", deps: []string{"kiln_expf_core"}, code: `static inline float kiln_sigmoidf_v(float x) {
   float a = fabsf(x);
-  float ac = a < 104.0f ? a : 104.0f;
-  kb.f = KILN_FMAF(ac, -1.44269504088896341f, 12582912.0f);
-  float n = kb.f - 12582912.0f;
-  float r = KILN_FMAF(n, -0.693145751953125f, -ac);
-  r = KILN_FMAF(n, -1.428606765330187e-06f, r);
-  float p = kiln_expf_poly(r);
-  int32_t ni = kb.i - 0x4b400000;
-  int32_t n1 = ni >> 1;
-  s1.i = (n1 + 127) << 23;
-  s2.i = (ni - n1 + 127) << 23;
-  float e = (p * s1.f) * s2.f;
+  float e = kiln_expf_core(-(a < 104.0f ? a : 104.0f));
   float d = 1.0f / (1.0f + e);
   float y = x < 0.0f ? e * d : d;
   return x == x ? y : x;
@@ -541,13 +530,12 @@ static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e
 	// it (GPT-2's GELU, recurrent cells) vectorise, computed in float32:
 	// |x| < 0.625 as |x| + |x|^3 P(x^2) (P a degree-4 least-squares fit at
 	// Chebyshev nodes, relative error 4.7e-9), else 1 - 2 / (exp(2|x|) +
-	// 1) with exp as kiln_expf computes it (2|x| from 1.25 to 18.2: no
-	// scaling into subnormals), 1 from 9.1 on (where tanh rounds to 1),
-	// NaN for NaN, and the sign of x; selected without branches. Checked
+	// 1) with exp by kiln_expf_core (2|x| up to 18.2), 1 from 9.1 on
+	// (where tanh rounds to 1), NaN for NaN, and the sign of x; selected
+	// without branches. Checked
 	// against (float)tanh((double)x) on every float32, with and without
 	// fused multiply-add: never more than 1 ulp apart.
-	{name: "kiln_tanhf", deps: []string{"KILN_FMAF", "kiln_expf_poly"}, code: `static inline float kiln_tanhf(float x) {
-  union { float f; int32_t i; } kb, s;
+	{name: "kiln_tanhf", deps: []string{"KILN_FMAF", "kiln_expf_core"}, code: `static inline float kiln_tanhf(float x) {
   float a = fabsf(x);
   float z = a * a;
   float p = -0.0056920009466232286f;
@@ -557,15 +545,7 @@ static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e
   p = KILN_FMAF(p, z, -0.3333327921103848f);
   float small = KILN_FMAF(p * z, a, a);
   float ac = a < 9.1f ? a : 9.1f;
-  float t = ac + ac;
-  kb.f = KILN_FMAF(t, 1.44269504088896341f, 12582912.0f);
-  float n = kb.f - 12582912.0f;
-  float r = KILN_FMAF(n, -0.693145751953125f, t);
-  r = KILN_FMAF(n, -1.428606765330187e-06f, r);
-  float e = kiln_expf_poly(r);
-  s.i = (kb.i - 0x4b400000 + 127) << 23;
-  e = e * s.f;
-  float big = 1.0f - 2.0f / (e + 1.0f);
+  float big = 1.0f - 2.0f / (kiln_expf_core(ac + ac) + 1.0f);
   float y = a < 0.625f ? small : big;
   y = a < 9.1f ? y : 1.0f;
   y = a == a ? y : a;
