@@ -1,8 +1,10 @@
 package transform
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
+	"slices"
 
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tir"
@@ -153,7 +155,7 @@ func (r *indexSimplifier) divMod(op tir.BinaryOp, a tir.PrimExpr, div int64, d i
 			cands = append(cands, c)
 		}
 	}
-	sortDesc(cands)
+	slices.SortFunc(cands, func(a, b int64) int { return cmp.Compare(b, a) })
 	for _, g := range cands {
 		high, low := s.split(g)
 		lr, ok := r.affineRange(low)
@@ -487,12 +489,4 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
-}
-
-func sortDesc(a []int64) {
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j] > a[j-1]; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
-		}
-	}
 }
