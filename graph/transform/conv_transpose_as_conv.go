@@ -1,8 +1,11 @@
 package transform
 
 import (
+	"math"
+
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/internal/budget"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tensor"
 )
@@ -69,99 +72,148 @@ func convTransposeAsConv(e graph.Expr) graph.Expr {
 		return e
 	}
 	s, pb, _, dil, err := op.SpatialAttrs(c.Attrs, 2)
-	if err != nil {
+	if err != nil || c.Attrs.Int("groups") != 1 {
 		return e
 	}
-	opad := c.Attrs.Ints("output_padding")
-	g := c.Attrs.Int("groups")
-	if len(opad) != 2 || g < 1 {
+	r := &convTranspose{c: c, x: xt.Shape, out: ot.Shape, kh: wt.Shape[2], kw: wt.Shape[3], w: wc.Value.Float32s(), s: s, pb: pb, dil: dil}
+	var out graph.Expr
+	if dil[0] == 1 && dil[1] == 1 && (s[0] > 1 || s[1] > 1) {
+		out = r.subPixel()
+	} else {
+		out = r.zeroInserted()
+	}
+	if out == nil {
 		return e
 	}
-	n, ci, h, w := xt.Shape[0], xt.Shape[1], xt.Shape[2], xt.Shape[3]
-	kh, kw := wt.Shape[2], wt.Shape[3]
-	og := wt.Shape[1] // output channels per group
-	wv := wc.Value.Float32s()
-	reshape := func(x graph.Expr, shape ...int64) graph.Expr {
-		return graph.MustCall(op.Reshape, []graph.Expr{x}, ir.Attrs{"newshape": shape})
-	}
-	spanned := func(x *graph.Call) *graph.Call { x.Span = c.Span; return x }
-	conv := func(x graph.Expr, wt *tensor.Tensor, pad, dilation []int64) *graph.Call {
-		return spanned(graph.MustCall(op.Conv2D, []graph.Expr{x, graph.NewConstant(wt)}, ir.Attrs{
-			"strides": []int64{1, 1}, "padding": pad, "dilation": dilation, "groups": int64(1)}))
-	}
-	if sub := subPixel(c, s, pb, dil, g, wv, xt.Shape, ot.Shape, kh, kw, reshape, spanned, conv); sub != nil {
-		return sub
-	}
-	if g != 1 {
-		return e
-	}
+	return out
+}
+
+// convTranspose is one groups-1 nn.conv2d_transpose being rewritten: its
+// input and output shapes (NCHW), kernel size, float32 weight (IOHW),
+// strides, padding before and dilation.
+type convTranspose struct {
+	c          *graph.Call
+	x, out     ir.Shape
+	kh, kw     int64
+	w          []float32
+	s, pb, dil []int64
+}
+
+// call makes a call that carries the transposed convolution's span.
+func (r *convTranspose) call(o *op.Op, x graph.Expr, attrs ir.Attrs) graph.Expr {
+	nc := graph.MustCall(o, []graph.Expr{x}, attrs)
+	nc.Span = r.c.Span
+	return nc
+}
+
+func (r *convTranspose) reshape(x graph.Expr, shape ...int64) graph.Expr {
+	return r.call(op.Reshape, x, ir.Attrs{"newshape": shape})
+}
+
+// conv is the stride-1 nn.conv2d of x by the constant weight wt.
+func (r *convTranspose) conv(x graph.Expr, wt *tensor.Tensor, pad, dilation []int64) graph.Expr {
+	nc := graph.MustCall(op.Conv2D, []graph.Expr{x, graph.NewConstant(wt)}, ir.Attrs{
+		"strides": []int64{1, 1}, "padding": pad, "dilation": dilation, "groups": int64(1)})
+	nc.Span = r.c.Span
+	return nc
+}
+
+// crop slices x (NCHW) to rows [y0, y1) and columns [x0, x1).
+func (r *convTranspose) crop(x graph.Expr, n, c, y0, x0, y1, x1 int64) graph.Expr {
+	return r.call(op.StridedSlice, x, ir.Attrs{"begin": []int64{0, 0, y0, x0}, "end": []int64{n, c, y1, x1},
+		"strides": []int64{1, 1, 1, 1}, "axes": []int64{0, 1, 2, 3}})
+}
+
+// zeroInserted is the convolution of the input with s-1 zeros inserted
+// after every value, by the flipped kernel (ConvTransposeAsConv's doc
+// comment); nil when the padding exceeds dilation*(k-1) or the weight is
+// over the memory budget.
+func (r *convTranspose) zeroInserted() graph.Expr {
+	n, ci, h, w := r.x[0], r.x[1], r.x[2], r.x[3]
+	o, kh, kw, s, dil := r.out[1], r.kh, r.kw, r.s, r.dil
 	// Padding of the zero-inserted input: before, dil*(k-1) - pb; after,
 	// whatever makes the output size, less the s-1 zeros the insertion
 	// leaves after the last value.
 	k := []int64{kh, kw}
 	in := []int64{h, w}
-	out := []int64{ot.Shape[2], ot.Shape[3]}
 	var before, after [2]int64
 	for i := range 2 {
-		before[i] = dil[i]*(k[i]-1) - pb[i]
-		after[i] = out[i] + dil[i]*(k[i]-1) - before[i] - in[i]*s[i]
+		span, ok1 := budget.Mul(dil[i], k[i]-1)
+		size, ok2 := budget.Mul(in[i], s[i])
+		if !ok1 || !ok2 || size > math.MaxInt64/2 || r.out[2+i] > math.MaxInt64/4 {
+			return nil // sizes from a hostile model: left alone
+		}
+		before[i] = span - r.pb[i]
+		after[i] = r.out[2+i] + span - before[i] - size
 		if before[i] < 0 || after[i] < -(s[i]-1) {
-			return e
+			return nil
 		}
 	}
-	x := c.Args[0]
-	if s[0] > 1 || s[1] > 1 {
-		// dilate: [N,C,H,1,W,1] padded to [N,C,H,sh,W,sw].
-		pad := spanned(graph.MustCall(op.Pad, []graph.Expr{reshape(x, n, ci, h, 1, w, 1)}, ir.Attrs{
-			"pad_width": []int64{0, 0, 0, 0, 0, 0, 0, s[0] - 1, 0, 0, 0, s[1] - 1}}))
-		x = reshape(pad, n, ci, h*s[0], w*s[1])
+	w2, err := tensor.NewChecked(ir.Float32, ir.Shape{o, ci, kh, kw})
+	if err != nil {
+		return nil
 	}
-	// A negative padding after is the end of the trailing zeros the
-	// insertion left; cropping them is a slice.
-	if after[0] < 0 || after[1] < 0 {
-		x = spanned(graph.MustCall(op.StridedSlice, []graph.Expr{x}, ir.Attrs{
-			"begin": []int64{0, 0, 0, 0}, "end": []int64{n, ci, h*s[0] + min(after[0], 0), w*s[1] + min(after[1], 0)},
-			"strides": []int64{1, 1, 1, 1}, "axes": []int64{0, 1, 2, 3}}))
-		after[0], after[1] = max(after[0], 0), max(after[1], 0)
-	}
-	w2 := tensor.New(ir.Float32, ir.Shape{og, ci, kh, kw})
 	d := w2.Float32s()
 	for cc := range ci {
-		for oo := range og {
+		for oo := range o {
 			for ky := range kh {
 				for kx := range kw {
-					d[((oo*ci+cc)*kh+ky)*kw+kx] = wv[((cc*og+oo)*kh+(kh-1-ky))*kw+(kw-1-kx)]
+					d[((oo*ci+cc)*kh+ky)*kw+kx] = r.w[((cc*o+oo)*kh+(kh-1-ky))*kw+(kw-1-kx)]
 				}
 			}
 		}
 	}
-	return conv(x, w2, []int64{before[0], before[1], after[0], after[1]}, dil)
+	x := r.c.Args[0]
+	if s[0] > 1 || s[1] > 1 {
+		// dilate: [N,C,H,1,W,1] padded to [N,C,H,sh,W,sw].
+		pad := r.call(op.Pad, r.reshape(x, n, ci, h, 1, w, 1), ir.Attrs{
+			"pad_width": []int64{0, 0, 0, 0, 0, 0, 0, s[0] - 1, 0, 0, 0, s[1] - 1}})
+		x = r.reshape(pad, n, ci, h*s[0], w*s[1])
+	}
+	// A negative padding after is the end of the trailing zeros the
+	// insertion left; cropping them is a slice.
+	if after[0] < 0 || after[1] < 0 {
+		x = r.crop(x, n, ci, 0, 0, h*s[0]+min(after[0], 0), w*s[1]+min(after[1], 0))
+		after[0], after[1] = max(after[0], 0), max(after[1], 0)
+	}
+	return r.conv(x, w2, []int64{before[0], before[1], after[0], after[1]}, dil)
 }
 
 // subPixel is the sub-pixel form of a strided transposed convolution
-// (groups 1, dilation 1; nil otherwise, or when the padding would crop
-// the input). Per axis, output o = s*q + r - pad reads input q - m through
-// tap r + s*m (m < k' = ceil(k/s)): one convolution of the input, padded
-// by k'-1 before and to q's range after, by a kernel of k' taps gives the
-// s*s phases r of every q as O*s*s channels, and depth to space with a
-// crop of the padding gives the output. It multiplies
+// (dilation 1; nil when the padding would crop the input or the weight is
+// over the memory budget). Per axis, output o = s*q + r - pad reads input
+// q - m through tap r + s*m (m < k' = ceil(k/s)): one convolution of the
+// input, padded by k'-1 before and to q's range after, by a kernel of k'
+// taps gives the s*s phases r of every q as O*s*s channels, and depth to
+// space with a crop of the padding gives the output. It multiplies
 // (s*k')^2 / k^2 times the products the outputs need: none more for k a
 // multiple of s (U-Net's k2 s2, DCGAN's k4 s2), 16/9 for k3 s2.
-func subPixel(c *graph.Call, s, pb, dil []int64, g int64, wv []float32, xs, os ir.Shape, kh, kw int64,
-	reshape func(graph.Expr, ...int64) graph.Expr, spanned func(*graph.Call) *graph.Call,
-	conv func(graph.Expr, *tensor.Tensor, []int64, []int64) *graph.Call) graph.Expr {
-	if g != 1 || dil[0] != 1 || dil[1] != 1 || (s[0] == 1 && s[1] == 1) {
+func (r *convTranspose) subPixel() graph.Expr {
+	n, ci, h, w := r.x[0], r.x[1], r.x[2], r.x[3]
+	o, oh, ow := r.out[1], r.out[2], r.out[3]
+	kh, kw, pb := r.kh, r.kw, r.pb
+	sy, sx := r.s[0], r.s[1]
+	// A stride beyond the padded output (only a hostile model has one)
+	// is left alone, and so are phase counts whose product overflows.
+	if oh+pb[0] > math.MaxInt64/4 || ow+pb[1] > math.MaxInt64/4 || oh+pb[0] < 0 || ow+pb[1] < 0 || sy > oh+pb[0] || sx > ow+pb[1] {
 		return nil
 	}
-	n, ci, h, w := xs[0], xs[1], xs[2], xs[3]
-	o, oh, ow := os[1], os[2], os[3]
-	sy, sx := s[0], s[1]
+	phases, ok1 := budget.Mul(o, sy)
+	phases, ok2 := budget.Mul(phases, sx)
+	if !ok1 || !ok2 {
+		return nil
+	}
 	ky, kx := (kh+sy-1)/sy, (kw+sx-1)/sx
 	qy, qx := (oh+pb[0]+sy-1)/sy, (ow+pb[1]+sx-1)/sx
 	if qy < h || qx < w {
 		return nil
 	}
-	v := tensor.New(ir.Float32, ir.Shape{o * sy * sx, ci, ky, kx})
+	// s*s*k'*k' taps per channel pair: a stride far above the kernel size
+	// makes it many times the weight's size, hence the budget.
+	v, err := tensor.NewChecked(ir.Float32, ir.Shape{phases, ci, ky, kx})
+	if err != nil {
+		return nil
+	}
 	d := v.Float32s()
 	for oo := range o {
 		for ry := range sy {
@@ -173,22 +225,18 @@ func subPixel(c *graph.Call, s, pb, dil []int64, g int64, wv []float32, xs, os i
 							if ty >= kh || tx >= kw {
 								continue
 							}
-							d[((((oo*sy+ry)*sx+rx)*ci+cc)*ky+my)*kx+mx] = wv[((cc*o+oo)*kh+ty)*kw+tx]
+							d[((((oo*sy+ry)*sx+rx)*ci+cc)*ky+my)*kx+mx] = r.w[((cc*o+oo)*kh+ty)*kw+tx]
 						}
 					}
 				}
 			}
 		}
 	}
-	z := conv(c.Args[0], v, []int64{ky - 1, kx - 1, qy - h, qx - w}, []int64{1, 1})
-	t := spanned(graph.MustCall(op.Transpose, []graph.Expr{reshape(z, n, o, sy, sx, qy, qx)}, ir.Attrs{"axes": []int64{0, 1, 4, 2, 5, 3}}))
-	out := reshape(t, n, o, sy*qy, sx*qx)
+	z := r.conv(r.c.Args[0], v, []int64{ky - 1, kx - 1, qy - h, qx - w}, []int64{1, 1})
+	t := r.call(op.Transpose, r.reshape(z, n, o, sy, sx, qy, qx), ir.Attrs{"axes": []int64{0, 1, 4, 2, 5, 3}})
+	out := r.reshape(t, n, o, sy*qy, sx*qx)
 	if pb[0] != 0 || pb[1] != 0 || sy*qy != oh || sx*qx != ow {
-		out = spanned(graph.MustCall(op.StridedSlice, []graph.Expr{out}, ir.Attrs{
-			"begin": []int64{0, 0, pb[0], pb[1]}, "end": []int64{n, o, pb[0] + oh, pb[1] + ow},
-			"strides": []int64{1, 1, 1, 1}, "axes": []int64{0, 1, 2, 3}}))
-	} else {
-		out = spanned(out.(*graph.Call))
+		out = r.crop(out, n, o, pb[0], pb[1], pb[0]+oh, pb[1]+ow)
 	}
 	return out
 }

@@ -89,3 +89,25 @@ func TestConvTransposeAsConv(t *testing.T) {
 		})
 	}
 }
+
+// TestConvTransposeAsConvHostile checks that a stride far above the
+// kernel size, whose sub-pixel weight (s*s phases of every channel pair:
+// 512 x 8 x 2000^2 values here) would be far over the memory budget while
+// the output is not, leaves the transposed convolution as it is instead
+// of allocating.
+func TestConvTransposeAsConvHostile(t *testing.T) {
+	vals := make([]string, 512*8)
+	for i := range vals {
+		vals[i] = "0.5"
+	}
+	m := parse(t, fmt.Sprintf(`def @main(%%x: Tensor[(1, 512, 2, 2), float32]) {
+  nn.conv2d_transpose(%%x, constant(float32, [512, 8, 1, 1], [%s]), strides=[2000, 2000])
+}`, strings.Join(vals, ", ")))
+	got, err := ConvTransposeAsConv(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countOps(got)[op.Conv2DTranspose]; n != 1 {
+		t.Errorf("%d transposed convolutions left, want 1", n)
+	}
+}
