@@ -147,6 +147,13 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 // indented.
 func fail(stderr io.Writer, cmd string, err error) int {
 	fmt.Fprintf(stderr, "kiln %s: %s\n", cmd, oneLine(err.Error()))
+	printCompilerOutput(stderr, err)
+	return exitFail
+}
+
+// printCompilerOutput prints the C compiler's diagnostics when err holds
+// them, at most compilerLines lines, indented.
+func printCompilerOutput(stderr io.Writer, err error) {
 	var ce *c.CompileError
 	if errors.As(err, &ce) && ce.Output != "" {
 		lines := strings.Split(ce.Output, "\n")
@@ -157,7 +164,6 @@ func fail(stderr io.Writer, cmd string, err error) int {
 			fmt.Fprintf(stderr, "    %s\n", l)
 		}
 	}
-	return exitFail
 }
 
 // compilerLines bounds the C compiler diagnostics fail prints.

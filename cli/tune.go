@@ -138,6 +138,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	m := &tuneMeasurer{ctx: ctx, place: place, dir: tmp, runs: *runs, threads: *threads}
 	prog := newProgress(stderr, "tuning "+moduleName(pos[0]), *quiet)
 	defer prog.Close()
+	var failed []error
 	for i, w := range todo {
 		if time.Now().After(deadline) {
 			prog.Close()
@@ -156,7 +157,18 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 			}
 			ms, err := m.measure(w, k)
 			if err != nil {
-				return fail(stderr, "tune", fmt.Errorf("%s with knobs %q: %v", w.key, k.String(), err))
+				err = fmt.Errorf("%s with knobs %q: %w", w.key, k.String(), err)
+				if k == nil {
+					// The defaults are what a compile without records
+					// uses: if they fail, so would the model.
+					return fail(stderr, "tune", err)
+				}
+				// A setting of the space that fails is kiln's fault, but
+				// the other settings still count: go on, and say so at
+				// the end.
+				failed = append(failed, err)
+				best.Failed++
+				continue
 			}
 			best.Candidates++
 			if k == nil && (best.DefaultMs == 0 || ms < best.DefaultMs) {
@@ -168,8 +180,12 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 			prog.Status(fmt.Sprintf("[%d/%d] %s x%d: %d/%d candidates, best %.4f ms (defaults %.4f ms)",
 				i+1, len(todo), w.call.Op.Name, w.count, j+1, len(cands), best.Ms, best.DefaultMs))
 		}
-		prog.Set(fmt.Sprintf("[%d/%d] %s x%d: %d candidates, best %.4f ms (defaults %.4f ms)",
-			i+1, len(todo), w.call.Op.Name, w.count, len(cands), best.Ms, best.DefaultMs))
+		skipped := ""
+		if best.Failed > 0 {
+			skipped = fmt.Sprintf(", %d failed", best.Failed)
+		}
+		prog.Set(fmt.Sprintf("[%d/%d] %s x%d: %d candidates%s, best %.4f ms (defaults %.4f ms)",
+			i+1, len(todo), w.call.Op.Name, w.count, len(cands), skipped, best.Ms, best.DefaultMs))
 		if best.Knobs == nil {
 			best.Knobs = strategy.Knobs{} // the defaults won: recorded, so not measured again
 		}
@@ -180,6 +196,11 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := recs.Save(*out); err != nil {
 		return fail(stderr, "tune", err)
+	}
+	prog.Close()
+	for _, err := range failed {
+		fmt.Fprintf(stderr, "kiln tune: warning: a candidate failed and was skipped (please report it): %s\n", oneLine(err.Error()))
+		printCompilerOutput(stderr, err)
 	}
 	var gain, base float64
 	for _, w := range rec.order {

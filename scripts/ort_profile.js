@@ -1,7 +1,8 @@
-// usage: node ort_profile.js MODEL_DIR [threads] [runs]
-// Runs ONNX Runtime's profiler on a model and prints the mean time per
-// node kind (op type) and the slowest nodes, per run, for comparing with
-// `kiln bench --profile`. Run from out/peer (where onnxruntime-node is
+// usage: node ort_profile.js MODEL_DIR [threads] [runs] [nodes]
+// Runs ONNX Runtime's profiler on a model and prints the time per node
+// kind (op type) and the `nodes` slowest nodes (default 15), per run, for
+// comparing with `kiln bench --profile`. Each node's time is its median
+// over the profiled runs (the three warm-up runs left out). Run from out/peer (where onnxruntime-node is
 // installed by scripts/bench.sh).
 const fs = require('fs'), path = require('path');
 const ort = require('onnxruntime-node');
@@ -29,20 +30,29 @@ const { onnx } = require('onnx-proto');
   await sess.release();
   const ev = JSON.parse(fs.readFileSync(file, 'utf8'));
   fs.unlinkSync(file);
-  const byOp = {}, byNode = {};
-  let total = 0;
+  const samples = {}, opOf = {};
   for (const e of ev) {
     if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
-    const op = e.args.op_name, node = e.name.replace(/_kernel_time$/, '');
-    byOp[op] = (byOp[op] || 0) + e.dur;
-    byNode[node] = (byNode[node] || 0) + e.dur;
-    total += e.dur;
+    const node = e.name.replace(/_kernel_time$/, '');
+    opOf[node] = e.args.op_name;
+    (samples[node] = samples[node] || []).push(e.dur);
   }
-  const n = 3 + runs;
+  // Medians over the profiled runs; the sums below are of medians, so n = 1.
+  const byOp = {}, byNode = {};
+  let total = 0;
+  for (const [node, ds] of Object.entries(samples)) {
+    const s = ds.slice(Math.min(3, ds.length - 1)).sort((a, b) => a - b);
+    const med = s[s.length >> 1];
+    byNode[node] = med;
+    byOp[opOf[node]] = (byOp[opOf[node]] || 0) + med;
+    total += med;
+  }
+  const n = 1;
+  const shown = parseInt(process.argv[5] || '15');
   console.log(`${path.basename(dir)}: ${(total / n / 1000).toFixed(3)} ms of kernels per run`);
   for (const [op, d] of Object.entries(byOp).sort((a, b) => b[1] - a[1]))
     console.log(`  ${(100 * d / total).toFixed(1).padStart(5)}%  ${(d / n / 1000).toFixed(4)} ms  ${op}`);
   console.log('slowest nodes:');
-  for (const [nd, d] of Object.entries(byNode).sort((a, b) => b[1] - a[1]).slice(0, 15))
+  for (const [nd, d] of Object.entries(byNode).sort((a, b) => b[1] - a[1]).slice(0, shown))
     console.log(`  ${(d / n / 1000).toFixed(4)} ms  ${nd}`);
 })();

@@ -76,7 +76,10 @@ type vecISA struct {
 // 82–89 % of peak against 62–70 % for 8 x 1; without FMA the product
 // needs a register of its own, so 8 x 1). bmv x bnc is the broadcast
 // kernel's tile: channel vectors x columns, with the weight vectors and
-// one broadcast beside the accumulators.
+// one broadcast beside the accumulators (AVX-512: 3 x 9 = 27
+// accumulators of 32 registers; 2 x 6 left 17 unused: on Zen 5 kiln
+// tune chose 3 x 9 for mobilenet_v2's 7x7 and 14x14 convolutions to 96,
+// 320, 960 and 1280 channels, 2 x 6 where there were 64 or 160).
 func isaFor(p *targets.Processor) vecISA {
 	v := isaTable(p)
 	v.regs = p.VectorRegs
@@ -90,10 +93,11 @@ func isaFor(p *targets.Processor) vecISA {
 		// ratio wins unless the reduction is long (resnet18's 3x3
 		// convolutions from 128 channels on) or, on 7x7 maps and
 		// smaller, where the columns kernel's vectors hold 49 valid
-		// columns of 64, moderately long (mobilenet_v2's 1x1
-		// convolutions from 576 and 960 channels: 15–20 % faster); then
-		// in one pass.
-		v.bcastSteps, v.bcastSmallSteps, v.bcastOnePass = 1024, 512, true
+		// columns of 64, from 128 steps (with the 3 x 9 tile,
+		// mobilenet_v2's 160 -> 960 and 320 -> 1280 1x1 convolutions on
+		// 7x7 took 0.080 and 0.221 ms against the columns kernel's 0.096
+		// and 0.275, measured by kiln tune); then in one pass.
+		v.bcastSteps, v.bcastSmallSteps, v.bcastOnePass = 1024, 128, true
 	}
 	return v
 }
@@ -119,7 +123,7 @@ func isaTable(p *targets.Processor) vecISA {
 	case "avx512":
 		return vecISA{name: "avx512", guard: "defined(__AVX512F__)", include: "<immintrin.h>", typ: "__m512", lanes: 16, zero: "_mm512_setzero_ps()",
 			load: "_mm512_loadu_ps(%s)", store: "_mm512_storeu_ps(%s, %s)", set1: "_mm512_set1_ps(%s)",
-			fma: "_mm512_fmadd_ps(%s, %s, %s)", fused: true, mr: 8, nr: 3, dwnr: 6, bmv: 2, bnc: 6, scalarFn: scalarFMA,
+			fma: "_mm512_fmadd_ps(%s, %s, %s)", fused: true, mr: 8, nr: 3, dwnr: 6, bmv: 3, bnc: 9, scalarFn: scalarFMA,
 			maskDecl: "const __mmask16 km = (__mmask16)((1u << %d) - 1u);", mload: "_mm512_maskz_loadu_ps(km, %s)", mstore: "_mm512_mask_storeu_ps(%s, km, %s)"}
 	case "avx2", "avx":
 		v := vecISA{name: "avx", guard: "defined(__AVX__)", include: "<immintrin.h>", typ: "__m256", lanes: 8, zero: "_mm256_setzero_ps()",

@@ -184,7 +184,12 @@ func (k *bcastKernel) source(sym string) string {
 		// Input channels in passes of KC over all column groups, the
 		// partial sums kept lanes-wise in s between passes (the same
 		// additions in the same order as one pass).
+		// s starts at zero and every pass reads it: reading it only from
+		// the second pass on (c0 == 0 ? zero : s[i]) is the same
+		// arithmetic, but gcc 12 then warns that s may be used
+		// uninitialized (-Werror: kiln tune stopped on such a candidate).
 		p("  %s s[%d];\n", isa.typ, groups*k.mv*k.nc)
+		p("  for (int32_t i = 0; i < %d; ++i) s[i] = %s;\n", groups*k.mv*k.nc, isa.zero)
 		p("  for (int32_t c0 = 0; c0 < %d; c0 += %d) {\n", k.ic, k.kc)
 		p("  const int32_t c1 = c0 + %d < %d ? c0 + %d : %d;\n", k.kc, k.ic, k.kc, k.ic)
 	}
@@ -243,7 +248,7 @@ func (k *bcastKernel) group(p func(string, ...any), nc int, g string, chunked bo
 	for i := 0; i < k.mv; i++ {
 		for n := 0; n < nc; n++ {
 			if chunked {
-				p("    %s %s = c0 == 0 ? %s : %s;\n", isa.typ, acc(i, n), isa.zero, slot(i, n))
+				p("    %s %s = %s;\n", isa.typ, acc(i, n), slot(i, n))
 			} else {
 				p("    %s %s = %s;\n", isa.typ, acc(i, n), isa.zero)
 			}

@@ -40,6 +40,9 @@ type Record struct {
 	DefaultMs float64 `json:"default_ms"`
 	// Candidates is how many knob settings were measured.
 	Candidates int `json:"candidates"`
+	// Failed is how many settings failed to compile or run and were
+	// skipped (a fault of kiln's, reported when tuning).
+	Failed int `json:"failed,omitempty"`
 }
 
 // Records is a set of records, at most one per (workload, target).
