@@ -416,60 +416,13 @@ func (k *qconvKernel) vectorEpilogue() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	mask, half := int64(1)<<e.shift-1, int64(1)<<(e.shift-1)
-	if k.p.isa == qconvAVXVNNI || k.p.isa == qconvAVX2 {
-		// Rounding half to even, p / 2^s is floor((p + 2^(s-1) - 1 +
-		// b) / 2^s) with b bit s of p (the parity of floor(p / 2^s)).
-		// AVX2 has no 64-bit arithmetic shift: for |p| <= 2^62 (products
-		// of two int32) that sum plus 2^62 (roundBias, as requantExpr)
-		// lies in [0, 2^64), so _rsum returns it for a logical shift,
-		// and 2^(62-s) leaves with the zero point in one constant.
-		w("static inline __m256i KILN_SYMBOL_rsum(__m256i p) {\n")
-		w("  const __m256i b = _mm256_and_si256(_mm256_srli_epi64(p, %d), _mm256_set1_epi64x(1));\n", e.shift)
-		w("  return _mm256_add_epi64(_mm256_add_epi64(p, _mm256_set1_epi64x(INT64_C(%d))), b);\n}\n", roundBias(e.shift))
-		zpb := e.zp - int64(1)<<(62-e.shift)
-		// rq8v: a bias and a multiplier per lane (the depthwise block
-		// form's eight channels); rq8: one of each for all lanes; rq8vf:
-		// rq8v, or rq8n when the caller found its multipliers free of
-		// ties (rqn), given the odd lanes' multipliers too.
-		w("static inline __m256i KILN_SYMBOL_rq8v(__m256i v, __m256i bv, __m256i mv);\n")
-		if e.shift >= 32 {
-			k.tieFree(w, zpb)
-		}
-		fast := "0"
-		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8vf(__m256i v, __m256i bv, __m256i mv, __m256i mvo, int fast) {\n")
-		if e.shift >= 33 {
-			fast = "KILN_SYMBOL_rqn(m)"
-			w("  if (fast) return KILN_SYMBOL_rq8n(v, bv, mv, mvo);\n")
-		} else {
-			w("  (void)mvo; (void)fast;\n")
-		}
-		w("  return KILN_SYMBOL_rq8v(v, bv, mv);\n}\n")
-		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
-		w("  const __m256i mv = _mm256_set1_epi32(m);\n")
-		w("  return KILN_SYMBOL_rq8vf(v, _mm256_set1_epi32(b), mv, mv, %s);\n}\n", fast)
-		w("static inline __m256i KILN_SYMBOL_rq8v(__m256i v, __m256i bv, __m256i mv) {\n")
-		w("  v = _mm256_add_epi32(v, bv);\n")
-		w("  const __m256i pe = _mm256_mul_epi32(v, mv), po = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), _mm256_srli_epi64(mv, 32));\n")
-		if e.shift >= 32 {
-			// From shift 32 on, |p| / 2^s <= 2^62 / 2^32: every quotient
-			// fits int32, so the zero point and the clamp work on the
-			// eight 32-bit lanes at once. The odd lanes' quotients are
-			// shifted by s - 32, straight into the upper halves the
-			// blend takes; the bias leaves modulo 2^32.
-			w("  const __m256i qe = _mm256_srli_epi64(KILN_SYMBOL_rsum(pe), %d), qo = _mm256_srli_epi64(KILN_SYMBOL_rsum(po), %d);\n", e.shift, e.shift-32)
-			w("  return KILN_SYMBOL_clamp8(_mm256_add_epi32(_mm256_blend_epi32(qe, qo, 0xAA), _mm256_set1_epi32((int32_t)%dU)));\n}\n", uint32(zpb))
-			return b.String()
-		}
-		// Below shift 32 a quotient can pass int32: the zero point and
-		// the clamp work on the 64-bit lanes.
-		w("  const __m256i z = _mm256_set1_epi64x(INT64_C(%d)), lo = _mm256_set1_epi64x(%d), hi = _mm256_set1_epi64x(%d);\n", zpb, e.lo, e.hi)
-		w("  __m256i qe = _mm256_add_epi64(_mm256_srli_epi64(KILN_SYMBOL_rsum(pe), %d), z), qo = _mm256_add_epi64(_mm256_srli_epi64(KILN_SYMBOL_rsum(po), %d), z);\n", e.shift, e.shift)
-		w("  qe = _mm256_blendv_epi8(_mm256_blendv_epi8(qe, lo, _mm256_cmpgt_epi64(lo, qe)), hi, _mm256_cmpgt_epi64(qe, hi));\n")
-		w("  qo = _mm256_blendv_epi8(_mm256_blendv_epi8(qo, lo, _mm256_cmpgt_epi64(lo, qo)), hi, _mm256_cmpgt_epi64(qo, hi));\n")
-		w("  return _mm256_blend_epi32(qe, _mm256_slli_epi64(qo, 32), 0xAA);\n}\n")
-		// Already within [lo, hi].
-		w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_sat8(__m256i q) { return q; }\n")
+	switch k.p.isa {
+	case qconvAVXVNNI, qconvAVX2:
+		k.vectorEpilogue256(w)
 		return b.String()
+	case qconvAVX512VNNI:
+		// The 256-bit helpers too, for the depthwise block form.
+		k.vectorEpilogue256(w)
 	}
 	if k.p.isa == qconvNEONDot || k.p.isa == qconvNEON {
 		b.WriteString(k.epilogueNEON())
@@ -493,6 +446,65 @@ func (k *qconvKernel) vectorEpilogue() string {
 	w("  const __m512i qo = KILN_SYMBOL_rq64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), mv));\n")
 	w("  return _mm512_cvtepi32_epi8(_mm512_mask_blend_epi32((__mmask16)0xAAAA, qe, _mm512_slli_epi64(qo, 32)));\n}\n")
 	return b.String()
+}
+
+// vectorEpilogue256 writes the requantization on 256-bit vectors (AVX2;
+// AVX-VNNI and AVX-512 VNNI processors have AVX2): rq8v, rq8vf, rq8 and
+// sat8 with their helpers.
+func (k *qconvKernel) vectorEpilogue256(w func(string, ...any)) {
+	e := k.epi
+	// Rounding half to even, p / 2^s is floor((p + 2^(s-1) - 1 +
+	// b) / 2^s) with b bit s of p (the parity of floor(p / 2^s)).
+	// AVX2 has no 64-bit arithmetic shift: for |p| <= 2^62 (products
+	// of two int32) that sum plus 2^62 (roundBias, as requantExpr)
+	// lies in [0, 2^64), so _rsum returns it for a logical shift,
+	// and 2^(62-s) leaves with the zero point in one constant.
+	w("static inline __m256i KILN_SYMBOL_rsum(__m256i p) {\n")
+	w("  const __m256i b = _mm256_and_si256(_mm256_srli_epi64(p, %d), _mm256_set1_epi64x(1));\n", e.shift)
+	w("  return _mm256_add_epi64(_mm256_add_epi64(p, _mm256_set1_epi64x(INT64_C(%d))), b);\n}\n", roundBias(e.shift))
+	zpb := e.zp - int64(1)<<(62-e.shift)
+	// rq8v: a bias and a multiplier per lane (the depthwise block
+	// form's eight channels); rq8: one of each for all lanes; rq8vf:
+	// rq8v, or rq8n when the caller found its multipliers free of
+	// ties (rqn), given the odd lanes' multipliers too.
+	w("static inline __m256i KILN_SYMBOL_rq8v(__m256i v, __m256i bv, __m256i mv);\n")
+	if e.shift >= 32 {
+		k.tieFree(w, zpb)
+	}
+	fast := "0"
+	w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8vf(__m256i v, __m256i bv, __m256i mv, __m256i mvo, int fast) {\n")
+	if e.shift >= 33 {
+		fast = "KILN_SYMBOL_rqn(m)"
+		w("  if (fast) return KILN_SYMBOL_rq8n(v, bv, mv, mvo);\n")
+	} else {
+		w("  (void)mvo; (void)fast;\n")
+	}
+	w("  return KILN_SYMBOL_rq8v(v, bv, mv);\n}\n")
+	w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_rq8(__m256i v, int32_t b, int32_t m) {\n")
+	w("  const __m256i mv = _mm256_set1_epi32(m);\n")
+	w("  return KILN_SYMBOL_rq8vf(v, _mm256_set1_epi32(b), mv, mv, %s);\n}\n", fast)
+	w("static inline __m256i KILN_SYMBOL_rq8v(__m256i v, __m256i bv, __m256i mv) {\n")
+	w("  v = _mm256_add_epi32(v, bv);\n")
+	w("  const __m256i pe = _mm256_mul_epi32(v, mv), po = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), _mm256_srli_epi64(mv, 32));\n")
+	if e.shift >= 32 {
+		// From shift 32 on, |p| / 2^s <= 2^62 / 2^32: every quotient
+		// fits int32, so the zero point and the clamp work on the
+		// eight 32-bit lanes at once. The odd lanes' quotients are
+		// shifted by s - 32, straight into the upper halves the
+		// blend takes; the bias leaves modulo 2^32.
+		w("  const __m256i qe = _mm256_srli_epi64(KILN_SYMBOL_rsum(pe), %d), qo = _mm256_srli_epi64(KILN_SYMBOL_rsum(po), %d);\n", e.shift, e.shift-32)
+		w("  return KILN_SYMBOL_clamp8(_mm256_add_epi32(_mm256_blend_epi32(qe, qo, 0xAA), _mm256_set1_epi32((int32_t)%dU)));\n}\n", uint32(zpb))
+		return
+	}
+	// Below shift 32 a quotient can pass int32: the zero point and
+	// the clamp work on the 64-bit lanes.
+	w("  const __m256i z = _mm256_set1_epi64x(INT64_C(%d)), lo = _mm256_set1_epi64x(%d), hi = _mm256_set1_epi64x(%d);\n", zpb, e.lo, e.hi)
+	w("  __m256i qe = _mm256_add_epi64(_mm256_srli_epi64(KILN_SYMBOL_rsum(pe), %d), z), qo = _mm256_add_epi64(_mm256_srli_epi64(KILN_SYMBOL_rsum(po), %d), z);\n", e.shift, e.shift)
+	w("  qe = _mm256_blendv_epi8(_mm256_blendv_epi8(qe, lo, _mm256_cmpgt_epi64(lo, qe)), hi, _mm256_cmpgt_epi64(qe, hi));\n")
+	w("  qo = _mm256_blendv_epi8(_mm256_blendv_epi8(qo, lo, _mm256_cmpgt_epi64(lo, qo)), hi, _mm256_cmpgt_epi64(qo, hi));\n")
+	w("  return _mm256_blend_epi32(qe, _mm256_slli_epi64(qo, 32), 0xAA);\n}\n")
+	// Already within [lo, hi].
+	w("static inline __attribute__((unused)) __m256i KILN_SYMBOL_sat8(__m256i q) { return q; }\n")
 }
 
 // tieFree writes, for shifts from 32 on, the AVX2 requantization's
