@@ -12,6 +12,13 @@ package c
 // compiler that knows none of the pragmas (the AOT build for a
 // microcontroller compiles without -fopenmp; the macros are then empty).
 const preambleMacros = `#define KILN_PRAGMA(x) _Pragma(#x)
+/* KILN_HIDDEN: a kernel defined in one translation unit of the library
+ * and called from others, not exported from it. */
+#if defined(__GNUC__)
+#define KILN_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define KILN_HIDDEN
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 /* The thread count is library-wide (the Go runtime calls kernels from

@@ -9,6 +9,13 @@
 #include "kiln/c_runtime_api.h"
 
 #define KILN_PRAGMA(x) _Pragma(#x)
+/* KILN_HIDDEN: a kernel defined in one translation unit of the library
+ * and called from others, not exported from it. */
+#if defined(__GNUC__)
+#define KILN_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define KILN_HIDDEN
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 /* The thread count is library-wide (the Go runtime calls kernels from
