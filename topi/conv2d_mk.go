@@ -55,6 +55,7 @@ type convPlan struct {
 	koff           []int64
 	rows           int64 // output rows per tile (divides oh)
 	isa            vecISA
+	lanes          vecISA // AVX2 with FMA within isa, for the depthwise lanes form (name "" where there is none)
 	mr             int
 	bmv, bnc       int   // the broadcast kernel's channel vectors x columns; bmv 0: the columns-in-lanes kernel
 	kc             int64 // the broadcast kernel's input channels per pass (0: its default)
@@ -181,6 +182,7 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 	}
 	proc := c.Target.Processor()
 	p := &convPlan{g: g, isa: isaFor(proc), l2: proc.L2}
+	p.lanes, _ = avx2Within(proc)
 	p.mr = p.isa.columnsMR(block, block)
 	h, wd := xShape[2], xShape[3]
 	needH := (g.oh-1)*g.sh + (g.kh-1)*g.dh + 1
