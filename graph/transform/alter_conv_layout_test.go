@@ -81,6 +81,11 @@ func TestAlterConvLayout(t *testing.T) {
 		{"winograd_3x3", ir.Shape{1, 16, 6, 6}, ir.Float32, func(x *graph.Var) graph.Expr {
 			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 32, 16, 3, 3)}, pad)
 		}, 0, 0, nil},
+		// To fewer than half the input channels (DenseNet's 128 -> 32):
+		// packed, not Winograd.
+		{"channel_reducing_3x3_packed", ir.Shape{1, 64, 6, 6}, ir.Float32, func(x *graph.Var) graph.Expr {
+			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 16, 64, 3, 3)}, pad)
+		}, 1, 0, []int64{1, 64, 3, 3, 16}},
 		{"strided_3x3_packed", ir.Shape{1, 16, 6, 6}, ir.Float32, func(x *graph.Var) graph.Expr {
 			return graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 32, 16, 3, 3)}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "strides": []int64{2, 2}})
 		}, 1, 0, []int64{2, 16, 3, 3, 16}},
