@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # kiln without cgo (issue 15's package boundaries): builds the kiln command
 # with CGO_ENABLED=0, compiles a model for -t c with it, runs the reference
-# engine, checks that running a compiled artifact says why it cannot, runs
-# the tests of every package that way (tests that load compiled libraries
-# skip, saying so: KILN_TEST_NOCGO=1), and vets the build without oneDNN
+# engine, checks that running a compiled artifact says why it cannot, vets
+# every package and its tests that way and runs the tests of the packages
+# whose build differs without cgo (nocgo_packages; tests that load compiled
+# libraries skip, saying so: KILN_TEST_NOCGO=1), and vets the build without oneDNN
 # (-tags kiln_nodnnl). Then kiln with cgo but without oneDNN: built as on a
 # machine without libdnnl-dev (-DKILN_DNNL_STUB: the package's stand-in
 # declarations instead of oneDNN's header), it compiles and runs -t c and
@@ -11,6 +12,28 @@
 # cannot be loaded (KILN_DNNL_LIBRARY naming no file) says why too.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+
+# nocgo_packages prints the packages whose tests build differently
+# without cgo: those whose tests depend on a package with cgo-only or
+# cgo-free files (found by comparing go list's file lists with and without
+# cgo; internal/testenv aside), and those whose tests ask testenv about
+# cgo (testenv.Cgo, testenv.HaveCgo).
+nocgo_packages() {
+	local mod cgo re
+	mod=$(go list -m)
+	cgo=$(diff <(CGO_ENABLED=1 go list -f '{{.ImportPath}} {{.GoFiles}} {{.CgoFiles}}' ./...) \
+		<(CGO_ENABLED=0 go list -f '{{.ImportPath}} {{.GoFiles}} {{.CgoFiles}}' ./...) |
+		sed -n 's/^[<>] \([^ ]*\) .*/\1/p' | grep -v '/internal/testenv$' | sort -u || true)
+	re="^($(echo "$cgo" | sed 's/[.]/[.]/g' | paste -sd'|'))\$"
+	{
+		CGO_ENABLED=0 go list -test -f '{{.ImportPath}} {{join .Deps " "}}' ./... |
+			awk -v re="$re" '{for (i = 1; i <= NF; i++) if ($i ~ re) { print $1; break }}' |
+			sed 's/[.]test$//; s/_test$//'
+		grep -rlE --include='*_test.go' 'testenv[.](Cgo|HaveCgo)[(]' . | xargs -r -n1 dirname |
+			sed "s#^[.]\$#$mod#; s#^[.]/#$mod/#"
+	} | sort -u
+}
+
 need_go
 mkdir -p out
 rm -rf out/nocgo
@@ -37,8 +60,18 @@ grep -q "built without cgo" out/nocgo/run.err || {
 	exit 1
 }
 
-echo "== CGO_ENABLED=0 go test -short ./... (tests that load compiled libraries skip)"
-CGO_ENABLED=0 KILN_TEST_NOCGO=1 go test -short ./...
+# The other packages build the same with and without cgo, and their
+# tests ran in the main pass (topi's, which compile and run C kernels,
+# took 200 s again here).
+echo "== CGO_ENABLED=0 go vet ./... (every package and its tests build without cgo)"
+CGO_ENABLED=0 go vet ./...
+mapfile -t nocgo_pkgs < <(nocgo_packages)
+if ! printf '%s\n' "${nocgo_pkgs[@]}" | grep -qx "$(go list -m)/runtime"; then
+	echo "nocgo: the packages to test without cgo do not include the runtime: ${nocgo_pkgs[*]}" >&2
+	exit 1
+fi
+echo "== CGO_ENABLED=0 go test -short on the ${#nocgo_pkgs[@]} packages whose tests build differently without cgo (tests that load compiled libraries skip)"
+CGO_ENABLED=0 KILN_TEST_NOCGO=1 go test -short "${nocgo_pkgs[@]}"
 
 echo "== go vet -tags kiln_nodnnl ./... (kiln without oneDNN)"
 go vet -tags kiln_nodnnl ./...
