@@ -296,6 +296,13 @@ func (isa qconvISA) guard() string {
 	return ""
 }
 
+// hasAVX2 reports whether every processor of the instruction set has
+// AVX2 with FMA (the x86 ones: the 256-bit requantization and the
+// depthwise block form run there).
+func (isa qconvISA) hasAVX2() bool {
+	return isa == qconvAVX2 || isa == qconvAVXVNNI || isa == qconvAVX512VNNI
+}
+
 // qconvISAFor picks the widest integer dot product of a processor's
 // features.
 func qconvISAFor(features []string) qconvISA {

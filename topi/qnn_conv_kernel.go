@@ -416,12 +416,8 @@ func (k *qconvKernel) vectorEpilogue() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	mask, half := int64(1)<<e.shift-1, int64(1)<<(e.shift-1)
-	switch k.p.isa {
-	case qconvAVXVNNI, qconvAVX2:
-		k.vectorEpilogue256(w)
-		return b.String()
-	case qconvAVX512VNNI:
-		// The 256-bit helpers too, for the depthwise block form.
+	if k.p.isa.hasAVX2() {
+		// Under AVX-512 VNNI too, for the depthwise block form.
 		k.vectorEpilogue256(w)
 	}
 	if k.p.isa == qconvNEONDot || k.p.isa == qconvNEON {

@@ -57,11 +57,10 @@ type qdwBlock struct {
 // newQDWBlock returns the block form for p, or false where it does not
 // apply.
 func newQDWBlock(p qconvParams) (qdwBlock, bool) {
-	// Its C is AVX2 with FMA (it needs no dot product), which every
-	// processor of these instruction sets has; under AVX-512 VNNI the
-	// row form's 512-bit rows left mobilenet_v2's 14x14 layers at 3-4
-	// GMAC/s (576 channels: 0.30 ms on Zen 5).
-	if p.isa != qconvAVX2 && p.isa != qconvAVXVNNI && p.isa != qconvAVX512VNNI {
+	// Its C is AVX2 with FMA (it needs no dot product); under AVX-512
+	// VNNI the row form's 512-bit rows left mobilenet_v2's 14x14 layers
+	// at 3-4 GMAC/s (576 channels: 0.30 ms on Zen 5).
+	if !p.isa.hasAVX2() {
 		return qdwBlock{}, false
 	}
 	b := qdwBlock{ring: newLanesRing(p.kh, p.kw, p.dh, p.dw, p.sw, p.ow)}

@@ -97,24 +97,25 @@ func (s *Source) units(n, minBytes int) []string {
 	for i, f := range s.parts.funcs {
 		items = append(items, item{fn: i, cost: f.cost()})
 	}
+	// decls and defs hold the kernels with a shared definition; the
+	// others are copied, static, into each unit that calls them.
 	decls, defs := map[string]string{}, map[string]string{}
-	copied := map[string]bool{} // kernels without a shareable definition
+	seen := map[string]bool{}
 	for _, k := range g.kernels {
 		sym := k.Symbol()
-		if _, dup := defs[sym]; dup || copied[sym] {
+		if seen[sym] {
 			continue
 		}
+		seen[sym] = true
 		if d, def, ok := sharedKernel(k); ok {
 			decls[sym], defs[sym] = d, def
 			items = append(items, item{fn: -1, k: k, cost: len(def)})
-		} else {
-			copied[sym] = true
 		}
 	}
 	slices.SortStableFunc(items, func(a, b item) int { return b.cost - a.cost })
 	load := make([]int, n)
 	members := make([][]int, n)
-	owned := make([][]string, n) // kernels defined in each unit, by symbol
+	owner := map[string]int{} // the unit defining each shared kernel
 	for _, it := range items {
 		u := 0
 		for j := range load {
@@ -126,7 +127,7 @@ func (s *Source) units(n, minBytes int) []string {
 		if it.fn >= 0 {
 			members[u] = append(members[u], it.fn)
 		} else {
-			owned[u] = append(owned[u], it.k.Symbol())
+			owner[it.k.Symbol()] = u
 		}
 	}
 	units := make([]string, 0, n)
@@ -140,14 +141,10 @@ func (s *Source) units(n, minBytes int) []string {
 				used[k.Symbol()] = true
 			}
 		}
-		mine := map[string]bool{}
-		for _, sym := range owned[u] {
-			mine[sym] = true
-		}
 		// Static copies of the kernels that have no shared definition;
 		// the unit's own shared definitions and declarations of those
-		// defined elsewhere, in module order.
-		var ks []tir.Kernel
+		// defined elsewhere (with their headers, incs), in module order.
+		var ks, incs []tir.Kernel
 		var shared strings.Builder
 		done := map[string]bool{}
 		for _, k := range g.kernels {
@@ -156,18 +153,17 @@ func (s *Source) units(n, minBytes int) []string {
 				continue
 			}
 			done[sym] = true
+			o, isShared := owner[sym]
 			switch {
-			case copied[sym] && used[sym]:
-				ks = append(ks, k)
-			case mine[sym]:
+			case !isShared:
+				if used[sym] {
+					ks = append(ks, k)
+				}
+			case o == u:
 				shared.WriteString("\n" + defs[sym] + "\n")
+				incs = append(incs, k)
 			case used[sym]:
 				shared.WriteString(decls[sym])
-			}
-		}
-		var incs []tir.Kernel // the shared kernels' headers too
-		for _, k := range g.kernels {
-			if sym := k.Symbol(); mine[sym] || (used[sym] && !copied[sym]) {
 				incs = append(incs, k)
 			}
 		}
