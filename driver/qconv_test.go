@@ -79,6 +79,11 @@ func TestQConv2DDifferential(t *testing.T) {
 		{"direct pairs of rows requantized", ir.Uint8, ir.Int8, ir.Shape{1, 12, 8, 16}, ir.Shape{10, 12, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(90)}, true,
 			ir.Attrs{"out_zero_point": int64(2), "out_dtype": ir.Uint8}},
 		{"direct dilation 2", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 8}, ir.Shape{8, 8, 3, 3}, ir.Attrs{"dilation": []int64{2, 2}, "padding": []int64{2, 2, 2, 2}, "input_zero_point": int64(1)}, true, nil},
+		// The AVX-512 direct form's rows of 32 pixels: two tiles a row,
+		// the second of 28 pixels; three rows of one partial tile.
+		{"AVX-512 direct rows of 32 requantized", ir.Uint8, ir.Int8, ir.Shape{1, 5, 2, 60}, ir.Shape{10, 5, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(33)}, true,
+			ir.Attrs{"out_zero_point": int64(-9), "out_dtype": ir.Int8}},
+		{"AVX-512 direct rows, partial tiles", ir.Int8, ir.Int8, ir.Shape{1, 9, 3, 30}, ir.Shape{12, 9, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(-60)}, true, nil},
 		// 7-bit weights (kernel_pair_bound 128): AVX2 multiplies with
 		// vpmaddubsw, at the end of its range (data 255 against pairs of
 		// 64 + 64 and -64 - 64).
@@ -90,6 +95,13 @@ func TestQConv2DDifferential(t *testing.T) {
 		{"7-bit weight direct 3x1 requantized", ir.Int8, ir.Int8, ir.Shape{1, 13, 9, 11}, ir.Shape{10, 13, 3, 1}, ir.Attrs{"padding": []int64{1, 0, 1, 0}, "input_zero_point": int64(-100)}, true,
 			ir.Attrs{"out_zero_point": int64(7), "out_dtype": ir.Uint8}},
 	}
+	// The cases whose kernel takes the direct form under AVX-512 VNNI
+	// (choose512: flat planes, rows of 32 pixels, pairs of rows of 16,
+	// where they compute at most a seventh more lanes than the usual
+	// form); under AVX2 and AVX-VNNI, those named direct (and maybe
+	// others).
+	direct512 := map[string]bool{"int8 data 1x1": true, "requantized int8 relu6 per tensor": true, "direct 1x1 flat requantized": true, "direct pairs of rows requantized": true,
+		"7-bit weight direct 3x1 requantized": true, "AVX-512 direct rows of 32 requantized": true, "AVX-512 direct rows, partial tiles": true}
 	// AVX-512 VNNI, AVX-VNNI, AVX2 (vpmaddwd) and plain C.
 	hosts := []string{"c", "c -mattr=-avx512f", "c -mattr=-avx512f,-avxvnni", "c -mcpu=x86-64"}
 	for _, tc := range cases {
@@ -194,8 +206,12 @@ func TestQConv2DDifferential(t *testing.T) {
 				} else if tc.fast && !dw && (avx2 && w7) != strings.Contains(src, "_mm256_maddubs_epi16") {
 					t.Errorf("features %v, 7-bit weight %v, but vpmaddubsw used: %v", feats, w7, strings.Contains(src, "_mm256_maddubs_epi16"))
 				}
-				isaAVX2 := strings.Contains(fs, "avx2") && !strings.Contains(fs, "avx512vnni")
-				if direct := strings.Contains(src, "PLANE = "); strings.Contains(tc.name, "direct") && direct != isaAVX2 {
+				isa512 := strings.Contains(fs, "avx512vnni")
+				isaAVX2 := strings.Contains(fs, "avx2") && !isa512
+				direct := strings.Contains(src, "PLANE = ")
+				if isa512 && tc.fast && !dw && direct != direct512[tc.name] {
+					t.Errorf("features %v, but the direct form used: %v", feats, direct)
+				} else if !isa512 && strings.Contains(tc.name, "direct") && !strings.HasPrefix(tc.name, "AVX-512") && direct != isaAVX2 {
 					t.Errorf("features %v, but the direct form used: %v", feats, direct)
 				}
 				// Up to 64 taps, the block form (AVX2, AVX-VNNI, AVX-512

@@ -5,12 +5,13 @@ import (
 	"strings"
 )
 
-// The direct form of the qnn.conv2d CPU kernel (AVX2 and AVX-VNNI,
-// stride 1). The tile kernel's usual form copies, for every tile of
-// pixels, the four-channel words each tap reads into a local array
-// (xp[k4][pixel]) that its vector loads then read in order; on resnet18's
-// 64-channel 3x3 convolutions that copy took 13 % of the kernel's time
-// (1.45 against 1.27 ms with the copy left out, AVX2). With stride 1, the
+// The direct form of the qnn.conv2d CPU kernel (AVX2, AVX-VNNI and
+// AVX-512 VNNI, stride 1). The tile kernel's usual form copies, for
+// every tile of pixels, the four-channel words each tap reads into a
+// local array (xp[k4][pixel]) that its vector loads then read in order;
+// on resnet18's 64-channel 3x3 convolutions that copy took 13 % of the
+// kernel's time with AVX2 (1.45 against 1.27 ms with the copy left out)
+// and a third with AVX-512 VNNI (0.43 against 0.29). With stride 1, the
 // words a tap reads for consecutive output pixels of one row are
 // consecutive in the input row, so once the input is laid out padded
 // (the pack kernel writes the padding's zero-point words around each
@@ -27,8 +28,12 @@ import (
 // padded rows are the output rows back to back, and the whole plane is
 // one row.
 //
-// The direct form is chosen where it computes fewer lanes than the usual
-// form's tiles of sixteen pixels, or as many (qconvDirectFor):
+// Under AVX-512 VNNI a tile is two vectors of sixteen pixels: 32 of a
+// row (or of a flat plane), or sixteen columns of two rows, where they
+// compute at most a seventh more lanes than the usual form's tiles of 32
+// (choose512). Under AVX2 and AVX-VNNI the direct form is chosen where
+// it computes fewer lanes than the usual form's tiles of sixteen pixels,
+// or as many (qconvDirectFor):
 //   - A plane that is one row (1x1 stride-1 convolutions): tiles of
 //     sixteen pixels and four channels, the usual form's, without the
 //     copy, where the weight takes at most a quarter of the L1 data
@@ -59,11 +64,13 @@ type qconvDirect struct {
 	hp, wp int64 // the padded plane: Hp = OH + (KH-1)*DH rows of Wp = OW + (KW-1)*DW words
 	rows   int64 // output rows as the tiles see them (1: the plane is one row)
 	rl     int64 // their length in pixels
-	np     int64 // pixels per tile: 16 (two vectors, four channels at a time) or 8 (one vector, eight channels)
-	// pairs: a tile of sixteen is eight columns of two rows (one vector
-	// each), rows rr and rr+1 of an even number of rows, so that a map
-	// whose rows hold whole vectors (56x56) is tiled without idle lanes.
+	np     int64 // pixels per tile: AVX2 16 (two vectors, four channels at a time) or 8 (one vector, eight channels); AVX-512 32 (two vectors)
+	// pairs: a tile is pc columns of two rows (one vector each), rows rr
+	// and rr+1 of an even number of rows, so that a map whose rows hold
+	// whole vectors (56x56) is tiled without idle lanes (AVX2), or short
+	// rows (14x14) fill the vectors (AVX-512).
 	pairs bool
+	pc    int64 // with pairs: the columns of each row in a tile (np / 2)
 	tpr   int64 // tiles per row (per pair of rows)
 	slack int64 // words after the last plane that the tiles may read
 	koff  []int64
@@ -71,9 +78,10 @@ type qconvDirect struct {
 
 // qconvDirectFor returns the direct form for p, whose usual form has
 // tiles of np pixels, or nil where it does not apply or would compute
-// more lanes.
+// more lanes (AVX-512: more than a seventh more, choose512).
 func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
-	if (p.isa != qconvAVX2 && p.isa != qconvAVXVNNI) || p.sh != 1 || p.sw != 1 || p.ph < 0 || p.pw < 0 {
+	avx512 := p.isa == qconvAVX512VNNI
+	if (p.isa != qconvAVX2 && p.isa != qconvAVXVNNI && !avx512) || p.sh != 1 || p.sw != 1 || p.ph < 0 || p.pw < 0 {
 		return nil
 	}
 	d := &qconvDirect{hp: p.oh + (p.kh-1)*p.dh, wp: p.ow + (p.kw-1)*p.dw}
@@ -84,9 +92,12 @@ func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
 		return nil
 	}
 	c4 := (p.c + 3) / 4
-	// A row's last tile reads up to fifteen words past the row; past the
+	// A row's last tile reads up to np-1 words past the row; past the
 	// last plane, the slack holds them.
 	d.slack = 16
+	if avx512 {
+		d.slack = 32
+	}
 	if c4*(d.planeWords())*4+d.slack*4 > 1<<31-1 {
 		return nil
 	}
@@ -96,20 +107,23 @@ func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
 	}
 	usual := (p.oh*p.ow + np - 1) / np * np
 	lanes := func(n int64) int64 { return d.rows * ((d.rl + n - 1) / n * n) }
-	pairLanes := d.rows * ((d.rl + 7) / 8 * 8)
 	switch {
+	case avx512:
+		if !d.choose512(p, lanes, usual) {
+			return nil
+		}
 	case d.rows == 1 && lanes(16) <= usual && p.oc*c4*p.kh*p.kw*4 <= p.l1/4:
 		d.np = 16
 	case d.rows > 1 && lanes(8)*8 <= usual*7:
 		d.np = 8
-	case d.rows > 1 && d.rows%2 == 0 && pairLanes <= usual:
-		d.np, d.pairs = 16, true
+	case d.rows > 1 && d.rows%2 == 0 && lanes(8) <= usual:
+		d.np, d.pairs, d.pc = 16, true, 8
 	default:
 		return nil
 	}
 	d.tpr = (d.rl + d.np - 1) / d.np
 	if d.pairs {
-		d.tpr = (d.rl + 7) / 8
+		d.tpr = (d.rl + d.pc - 1) / d.pc
 	}
 	for ky := int64(0); ky < p.kh; ky++ {
 		for kx := int64(0); kx < p.kw; kx++ {
@@ -117,6 +131,29 @@ func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
 		}
 	}
 	return d
+}
+
+// choose512 picks the AVX-512 direct form's tiles, two vectors of
+// sixteen pixels: thirty-two pixels of a row (or of the flat plane), or
+// sixteen columns of two rows; false where both compute more than a
+// seventh more lanes than the usual form's tiles (usual). The usual form
+// copies every tile's taps, which on resnet18's 64-channel 3x3
+// convolution on 56x56 took a third of the kernel's time (0.43 against
+// 0.29 ms without it), so the direct form pays where its idle lanes at
+// the rows' ends are at most a seventh more: 56x56 (64 lanes a row either
+// way), 28x28 (32 a row), 14x14 (pairs, no more lanes than the usual
+// form) and every flat plane, but not 7x7 (32 lanes a row, or 16 with
+// pairs, against 64 in all).
+func (d *qconvDirect) choose512(p qconvParams, lanes func(int64) int64, usual int64) bool {
+	switch rows := lanes(32); {
+	case rows*7 <= usual*8 && (d.rows%2 != 0 || rows <= lanes(16)):
+		d.np = 32
+	case d.rows%2 == 0 && lanes(16)*7 <= usual*8:
+		d.np, d.pairs, d.pc = 32, true, 16
+	default:
+		return false
+	}
+	return true
 }
 
 // planeWords is the distance of the padded planes in words. A flat
@@ -221,7 +258,7 @@ func (d *qconvDirect) tiles() int64 {
 // stores it: tileHeader's geometry, for Eval.
 func (d *qconvDirect) lane(t, j int64) (int64, bool) {
 	if d.pairs {
-		r, c := t/d.tpr*2+j/8, t%d.tpr*8+j%8
+		r, c := t/d.tpr*2+j/d.pc, t%d.tpr*d.pc+j%d.pc
 		return r*d.rl + c, c < d.rl
 	}
 	c := t%d.tpr*d.np + j
@@ -233,11 +270,11 @@ func (d *qconvDirect) lane(t, j int64) (int64, bool) {
 func (d *qconvDirect) tileHeader(w func(string, ...any), p qconvParams) {
 	d.taps(w, p)
 	if d.pairs {
-		// Rows rr and rr+1, eight columns each: np is the columns in
-		// the row.
-		w("  const int32_t rr = t / %d * 2, c0 = (t %% %d) * 8;\n", d.tpr, d.tpr)
+		// Rows rr and rr+1, pc columns each: np is the columns in the
+		// row.
+		w("  const int32_t rr = t / %d * 2, c0 = (t %% %d) * %d;\n", d.tpr, d.tpr, d.pc)
 		w("  const int32_t p0 = rr * %d + c0;\n", d.rl)
-		w("  const int32_t np = %d - c0 < 8 ? %d - c0 : 8;\n", d.rl, d.rl)
+		w("  const int32_t np = %d - c0 < %d ? %d - c0 : %d;\n", d.rl, d.pc, d.rl, d.pc)
 	} else {
 		w("  const int32_t rr = t / %d, c0 = (t %% %d) * NP;\n", d.tpr, d.tpr)
 		w("  const int32_t p0 = rr * %d + c0;\n", d.rl)

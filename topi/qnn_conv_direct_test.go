@@ -11,29 +11,39 @@ import (
 )
 
 // TestQConvDirectPortable: the direct form's kernels (qnn_conv_direct.go),
-// built with AVX2 and built for a plain x86-64 (the portable C under the
-// guard's #else, as an exported project may be built), and their Eval,
-// give the exact int32 sums of a plain convolution over the
-// zero-point-padded input, for the three tile shapes (rows of eight
-// pixels; a flat plane in tiles of sixteen; tiles of two rows of eight),
-// with input channels not a multiple of four, output channels not a
-// multiple of the register block, asymmetric padding and int8 data.
+// built with AVX2 (or AVX-512 VNNI) and built for a plain x86-64 (the
+// portable C under the guard's #else, as an exported project may be
+// built), and their Eval, give the exact int32 sums of a plain
+// convolution over the zero-point-padded input, for the tile shapes
+// (AVX2: rows of eight pixels, a flat plane in tiles of sixteen, tiles
+// of two rows of eight; AVX-512: rows and flat planes in tiles of
+// thirty-two, tiles of two rows of sixteen), with input channels not a
+// multiple of four, output channels not a multiple of the register
+// block, asymmetric padding and int8 data.
 func TestQConvDirectPortable(t *testing.T) {
 	cc := testenv.Tool(t, "gcc")
 	for _, tc := range []struct {
-		name string
-		p    qconvParams
-		np   int64 // the tile pixels the direct form should choose
+		name   string
+		p      qconvParams
+		np     int64 // the tile pixels the direct form should choose
+		avx512 bool  // AVX-512 VNNI, else AVX2
 	}{
-		{"rows 3x3 on 7x7", qconvParams{c: 6, h: 7, w: 7, oc: 11, oh: 7, ow: 7, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 2, dh: 1, dw: 1, izp: 9}, 8},
-		{"flat 1x1 int8 data", qconvParams{c: 5, h: 9, w: 11, oc: 6, oh: 9, ow: 11, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, izp: -20, signed: true}, 16},
-		{"pairs 3x3 on 8x16", qconvParams{c: 7, h: 8, w: 16, oc: 9, oh: 8, ow: 16, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 130}, 16},
-		{"pairs 3x3 on 6x24 maddubs", qconvParams{c: 4, h: 6, w: 24, oc: 6, oh: 6, ow: 24, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 3, maddubs: true}, 16},
-		{"flat 3x1 maddubs", qconvParams{c: 8, h: 6, w: 10, oc: 5, oh: 6, ow: 10, kh: 3, kw: 1, sh: 1, sw: 1, ph: 1, dh: 1, dw: 1, izp: 200, maddubs: true}, 16},
+		{"rows 3x3 on 7x7", qconvParams{c: 6, h: 7, w: 7, oc: 11, oh: 7, ow: 7, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 2, dh: 1, dw: 1, izp: 9}, 8, false},
+		{"flat 1x1 int8 data", qconvParams{c: 5, h: 9, w: 11, oc: 6, oh: 9, ow: 11, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, izp: -20, signed: true}, 16, false},
+		{"pairs 3x3 on 8x16", qconvParams{c: 7, h: 8, w: 16, oc: 9, oh: 8, ow: 16, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 130}, 16, false},
+		{"pairs 3x3 on 6x24 maddubs", qconvParams{c: 4, h: 6, w: 24, oc: 6, oh: 6, ow: 24, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 3, maddubs: true}, 16, false},
+		{"flat 3x1 maddubs", qconvParams{c: 8, h: 6, w: 10, oc: 5, oh: 6, ow: 10, kh: 3, kw: 1, sh: 1, sw: 1, ph: 1, dh: 1, dw: 1, izp: 200, maddubs: true}, 16, false},
+		{"rows of 32 AVX-512", qconvParams{c: 6, h: 3, w: 60, oc: 11, oh: 3, ow: 60, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 2, dh: 1, dw: 1, izp: 9}, 32, true},
+		{"flat 1x1 AVX-512 int8 data", qconvParams{c: 5, h: 9, w: 11, oc: 10, oh: 9, ow: 11, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, izp: -20, signed: true}, 32, true},
+		{"pairs 3x3 on 6x14 AVX-512", qconvParams{c: 7, h: 6, w: 14, oc: 17, oh: 6, ow: 14, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 130}, 32, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
 			p.isa, p.l1 = qconvAVX2, 32<<10
+			marchs := []string{"-march=haswell", "-march=x86-64"}
+			if tc.avx512 {
+				p.isa, marchs = qconvAVX512VNNI, []string{avx512VNNIMarch, "-march=x86-64"}
+			}
 			k, err := newQConvKernel(p, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -106,7 +116,7 @@ func TestQConvDirectPortable(t *testing.T) {
 			fmt.Fprintf(&b, "  for (int32_t c4 = 0; c4 < %d; ++c4) %s(xin, x4, c4);\n", k.c4, pk.Symbol())
 			fmt.Fprintf(&b, "  for (int32_t t = 0; t < %d; ++t) %s(x4, win, wsum, out, t);\n", k.tiles, k.Symbol())
 			fmt.Fprintf(&b, "  for (int32_t i = 0; i < %d; ++i) printf(\"%%d\\n\", (int)out[i]);\n  free(x4);\n  free(out);\n  return 0;\n}\n", len(want))
-			runCVariants(t, cc, b.String(), want)
+			runCBuilds(t, cc, b.String(), want, marchs...)
 			// The kernels' Eval (the interpreter's), on the same data.
 			var xm tir.KernelMemory = conv(make(sliceMem[uint8], len(x)), x)
 			if p.signed {

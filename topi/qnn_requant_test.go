@@ -30,35 +30,8 @@ func TestRequantizeAVX2(t *testing.T) {
 		t.Skip("this machine has no AVX2")
 	}
 	cc := testenv.Tool(t, "cc")
-	var vals []int64
-	for _, v := range []int64{0, 1, -1, 3, -3, 5, -5, 1 << 21, -(1 << 21), 1<<22 - 1, -(1<<22 - 1), 1 << 22, -(1 << 22), 1<<22 + 1, -(1<<22 + 1),
-		math.MaxInt32, math.MinInt32, math.MinInt32 + 1, 123456789, -123456789, 4194303, -4194301} {
-		vals = append(vals, v)
-	}
-	for len(vals)%8 != 0 {
-		vals = append(vals, int64(len(vals))*7919-30000)
-	}
-	for _, c := range []struct{ shift, mult, zp, lo, hi, bias int64 }{
-		{10, 512, 0, -128, 127, 0},          // x / 2: every odd sum a tie
-		{31, 1 << 30, -128, -128, 127, 0},   // x / 2 again, with a zero point
-		{40, 1500000000, 3, -128, 127, 17},  // a typical scale
-		{62, math.MaxInt32, 0, 0, 255, -5},  // the largest shift
-		{1, math.MinInt32, 100, -20, 90, 1}, // a negative multiplier, a narrow clamp
-		// From shift 32 the quotients fit int32 and are clamped there.
-		{32, math.MinInt32, -3, -128, 127, 0}, // 2^62 / 2^32, the largest quotient
-		{33, -1500000000, 200, 0, 255, -7},    // negative multiplier, ties of both signs
-		{31, math.MinInt32, 0, -128, 127, 0},  // the last shift of the 64-bit clamp
-		// Multipliers that rule ties out take rq8n: odd, negative, and
-		// with s-33 trailing zeros, the most there may be.
-		{33, 1500000001, 5, -128, 127, 0},
-		{33, -1499999999, 0, 0, 255, 3},
-		{40, 384, 0, -128, 127, 0},
-		{40, 1500000128, 0, -128, 127, 0},
-		{40, 1500000001, 20, 20, 100, -9}, // a fused ReLU's lower bound and an upper one
-		// s-32 trailing zeros: -2^31 * 768 / 2^40 = -1.5 is a tie, so
-		// the exact form must be taken.
-		{40, 768, 0, -128, 127, 0},
-	} {
+	vals := requantSums()
+	for _, c := range requantCases {
 		t.Run(fmt.Sprintf("shift%d", c.shift), func(t *testing.T) {
 			k := &qconvKernel{p: qconvParams{isa: qconvAVX2}, epi: &qconvEpi{shift: c.shift, zp: c.zp, lo: c.lo, hi: c.hi, signed: c.lo < 0}}
 			var src strings.Builder
@@ -112,4 +85,85 @@ func TestRequantizeAVX2(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRequantizeAVX512 runs the AVX-512 kernels' sixteen-lane
+// requantization (KILN_SYMBOL_rq16: in 32-bit lanes from shift 32,
+// without the tie test when the multiplier rules ties out; in 64-bit
+// lanes below) on requantSums with requantCases, and requires
+// op.RequantizeValue's results bit for bit.
+func TestRequantizeAVX512(t *testing.T) {
+	if !hostCPUFlags("avx512f", "avx512bw", "avx512vl", "avx512_vnni") {
+		t.Skip("this machine has no AVX-512 VNNI")
+	}
+	cc := testenv.Tool(t, "cc")
+	vals := requantSums()
+	n := len(vals)
+	for _, c := range requantCases {
+		t.Run(fmt.Sprintf("shift%d", c.shift), func(t *testing.T) {
+			k := &qconvKernel{p: qconvParams{isa: qconvAVX512VNNI}, epi: &qconvEpi{shift: c.shift, zp: c.zp, lo: c.lo, hi: c.hi, signed: c.lo < 0}}
+			var src strings.Builder
+			src.WriteString("#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <immintrin.h>\n")
+			src.WriteString(strings.ReplaceAll(k.epilogueHelpers(), "KILN_SYMBOL", "k"))
+			fmt.Fprintf(&src, "static const int32_t in[%d] = {", n)
+			for _, v := range vals {
+				fmt.Fprintf(&src, "(int32_t)%dLL, ", v)
+			}
+			fmt.Fprintf(&src, "};\nint main(void) {\n  uint8_t out[%d];\n", n)
+			fmt.Fprintf(&src, "  for (int i = 0; i < %d; i += 16)\n", n)
+			fmt.Fprintf(&src, "    _mm_storeu_si128((__m128i*)(void*)(out + i), k_rq16(_mm512_loadu_si512((const void*)(in + i)), %d, (int32_t)%dLL));\n", c.bias, c.mult)
+			src.WriteString("  FILE* f = fopen(\"out.bin\", \"wb\");\n  if (!f || fwrite(out, sizeof out, 1, f) != 1) return 3;\n  return fclose(f) != 0;\n}\n")
+			raw := runKernelProgram(t, cc, src.String(), nil, []string{"-O2", avx512VNNIMarch, "-std=c11", "-Wall", "-Wextra", "-Werror"})
+			for i, v := range vals {
+				want := op.RequantizeValue(int64(int32(v+c.bias)), c.mult, c.shift, c.zp, c.lo, c.hi)
+				got := int64(raw[i])
+				if c.lo < 0 {
+					got = int64(int8(raw[i]))
+				}
+				if got != want {
+					t.Errorf("sum %d (+ bias %d): %d, want %d", v, c.bias, got, want)
+				}
+			}
+		})
+	}
+}
+
+// requantCase is one requantization of the vector helpers' tests.
+type requantCase struct{ shift, mult, zp, lo, hi, bias int64 }
+
+// requantCases are the requantizations the vector helpers' tests run.
+var requantCases = []requantCase{
+	{10, 512, 0, -128, 127, 0},          // x / 2: every odd sum a tie
+	{31, 1 << 30, -128, -128, 127, 0},   // x / 2 again, with a zero point
+	{40, 1500000000, 3, -128, 127, 17},  // a typical scale
+	{62, math.MaxInt32, 0, 0, 255, -5},  // the largest shift
+	{1, math.MinInt32, 100, -20, 90, 1}, // a negative multiplier, a narrow clamp
+	// From shift 32 the quotients fit int32 and are clamped there.
+	{32, math.MinInt32, -3, -128, 127, 0}, // 2^62 / 2^32, the largest quotient
+	{33, -1500000000, 200, 0, 255, -7},    // negative multiplier, ties of both signs
+	{31, math.MinInt32, 0, -128, 127, 0},  // the last shift of the 64-bit clamp
+	// Multipliers that rule ties out take rq8n: odd, negative, and
+	// with s-33 trailing zeros, the most there may be.
+	{33, 1500000001, 5, -128, 127, 0},
+	{33, -1499999999, 0, 0, 255, 3},
+	{40, 384, 0, -128, 127, 0},
+	{40, 1500000128, 0, -128, 127, 0},
+	{40, 1500000001, 20, 20, 100, -9}, // a fused ReLU's lower bound and an upper one
+	// s-32 trailing zeros: -2^31 * 768 / 2^40 = -1.5 is a tie, so
+	// the exact form must be taken.
+	{40, 768, 0, -128, 127, 0},
+}
+
+// requantSums are the sums the vector helpers' tests requantize: small
+// and large, at the ends of int32, a multiple of sixteen.
+func requantSums() []int64 {
+	var vals []int64
+	for _, v := range []int64{0, 1, -1, 3, -3, 5, -5, 1 << 21, -(1 << 21), 1<<22 - 1, -(1<<22 - 1), 1 << 22, -(1 << 22), 1<<22 + 1, -(1<<22 + 1),
+		math.MaxInt32, math.MinInt32, math.MinInt32 + 1, 123456789, -123456789, 4194303, -4194301} {
+		vals = append(vals, v)
+	}
+	for len(vals)%16 != 0 {
+		vals = append(vals, int64(len(vals))*7919-30000)
+	}
+	return vals
 }
