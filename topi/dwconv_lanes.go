@@ -81,26 +81,27 @@ type dwLanesKernel struct {
 // lanesRing is the ring of interleaved input rows of the lanes kernels
 // (this file's and the int8 block form's): ns rows, enough for one
 // output row's taps, of wpl columns (those the output row's taps read,
-// padding included) of eight lanes, float32.
+// padding included) of lanes lanes (eight, or sixteen for the int8
+// block form under AVX-512), float32.
 type lanesRing struct {
-	ns, wpl int64
+	ns, wpl, lanes int64
 }
 
 // newLanesRing is the ring of a kh x kw kernel with dilation dh x dw
-// and column stride sw, for output rows of ow.
+// and column stride sw, for output rows of ow, with dwLanes lanes.
 func newLanesRing(kh, kw, dh, dw, sw, ow int64) lanesRing {
-	return lanesRing{ns: (kh-1)*dh + 1, wpl: (ow-1)*sw + (kw-1)*dw + 1}
+	return lanesRing{ns: (kh-1)*dh + 1, wpl: (ow-1)*sw + (kw-1)*dw + 1, lanes: dwLanes}
 }
 
 // bytes is the ring's size.
-func (r lanesRing) bytes() int64 { return r.ns * r.wpl * dwLanes * 4 }
+func (r lanesRing) bytes() int64 { return r.ns * r.wpl * r.lanes * 4 }
 
 // writeDecl writes the kernel's ring (NS rows of WPL columns, its
 // constants with KK = taps) and the tags of the rows its slots hold, all
 // empty.
 func (r lanesRing) writeDecl(p func(string, ...any), taps int64) {
 	p("  enum { NS = %d, WPL = %d, KK = %d };\n", r.ns, r.wpl, taps)
-	p("  float ring[NS * WPL * 8] __attribute__((aligned(32)));\n")
+	p("  float ring[NS * WPL * %d] __attribute__((aligned(%d)));\n", r.lanes, r.lanes*4)
 	p("  int32_t tag[NS];\n")
 	p("  for (int32_t i = 0; i < NS; ++i) tag[i] = INT32_MIN;\n")
 }
@@ -352,17 +353,17 @@ func (r lanesRing) writeRow(p func(string, ...any), oy string, kh, sh, ph, dh, p
 	p("    for (int32_t ky = 0; ky < %d; ++ky) {\n", kh)
 	p("      const int32_t iy = %s * %d - %d + ky * %d;\n", oy, sh, ph, dh)
 	p("      const int32_t sl = (int32_t)(((int64_t)iy %% NS + NS) %% NS);\n")
-	p("      float* restrict d = ring + (int64_t)sl * WPL * 8;\n")
+	p("      float* restrict d = ring + (int64_t)sl * WPL * %d;\n", r.lanes)
 	p("      rp[ky] = d;\n")
 	p("      if (tag[sl] == iy) continue;\n")
 	p("      tag[sl] = iy;\n")
-	p("      if (iy < 0 || iy >= %d) {\n        memset(d, 0, sizeof(float) * WPL * 8);\n        continue;\n      }\n", h)
+	p("      if (iy < 0 || iy >= %d) {\n        memset(d, 0, sizeof(float) * WPL * %d);\n        continue;\n      }\n", h, r.lanes)
 	n := min(r.wpl-pw, w)
 	if pw > 0 {
-		p("      memset(d, 0, sizeof(float) * %d * 8);\n", min(pw, r.wpl))
+		p("      memset(d, 0, sizeof(float) * %d * %d);\n", min(pw, r.wpl), r.lanes)
 	}
 	if end := pw + max(n, 0); end < r.wpl {
-		p("      memset(d + %d * 8, 0, sizeof(float) * %d * 8);\n", end, r.wpl-end)
+		p("      memset(d + %d * %d, 0, sizeof(float) * %d * %d);\n", end, r.lanes, r.wpl-end, r.lanes)
 	}
 	return n
 }

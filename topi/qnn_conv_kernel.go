@@ -431,56 +431,70 @@ func (k *qconvKernel) vectorEpilogue() string {
 	return b.String()
 }
 
-// vectorEpilogue512 defines KILN_SYMBOL_rq16(v, b, m), the
-// requantization of sixteen int32 lanes with one bias b and multiplier
-// m, narrowed to the output's bytes: the 64-bit products of the even
-// and odd lanes rounded half to even, as vectorEpilogue256's rq8v. From
-// shift 32 on every quotient fits 32 bits, so the zero point and the
-// clamp work on the sixteen 32-bit lanes, and from shift 33 a multiplier
-// whose bits below 2^(shift-32) are not all zero (rqn) leaves no ties,
-// whose test rq16 then skips; on mobilenet_v2's 1x1 convolutions of 16
-// and 24 channels the requantization took more time than the sums.
-// Below shift 32, in 64-bit lanes, with the tie tested.
+// vectorEpilogue512 defines the requantization of sixteen int32 lanes:
+// KILN_SYMBOL_q16(v, bv, mv, mvo, fast), a bias and a multiplier per
+// lane (mvo: srli_epi64(mv, 32), the odd lanes' multipliers; fast: every
+// lane's multiplier rules ties out, KILN_SYMBOL_rqn), the quotients
+// clamped to the output's range in the lanes (the int8 depthwise block
+// form's); and KILN_SYMBOL_rq16(v, b, m), one bias and multiplier for
+// all lanes, narrowed to the output's bytes (the convolution's). The
+// 64-bit products of the even and odd lanes are rounded half to even, as
+// vectorEpilogue256's rq8v. From shift 32 on every quotient fits 32
+// bits, so the zero point and the clamp work on the sixteen 32-bit
+// lanes, and from shift 33 a multiplier whose bits below 2^(shift-32)
+// are not all zero leaves no ties, whose test the fast path skips; on
+// mobilenet_v2's 1x1 convolutions of 16 and 24 channels the
+// requantization took more time than the sums. Below shift 32, in
+// 64-bit lanes, with the tie tested.
 func (k *qconvKernel) vectorEpilogue512(w func(string, ...any)) {
 	e := k.epi
+	w("static inline __attribute__((unused)) __m512i KILN_SYMBOL_q16(__m512i v, __m512i bv, __m512i mv, __m512i mvo, int fast) {\n")
 	if e.shift >= 32 {
-		zpb := e.zp - int64(1)<<(62-e.shift)
-		w("static inline __m512i KILN_SYMBOL_rsum16(__m512i p) {\n")
-		w("  const __m512i b = _mm512_and_si512(_mm512_srli_epi64(p, %d), _mm512_set1_epi64(1));\n", e.shift)
-		w("  return _mm512_add_epi64(_mm512_add_epi64(p, _mm512_set1_epi64(INT64_C(%d))), b);\n}\n", roundBias(e.shift))
-		// qe: the even lanes' quotients in their low halves, qo: the
-		// odd lanes' in their upper halves (shifted by shift - 32).
-		w("static inline __m128i KILN_SYMBOL_narrow16(__m512i qe, __m512i qo) {\n")
-		w("  __m512i q = _mm512_add_epi32(_mm512_mask_blend_epi32((__mmask16)0xAAAA, qe, qo), _mm512_set1_epi32((int32_t)%dU));\n", uint32(zpb))
-		w("  q = _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(%d)), _mm512_set1_epi32(%d));\n", e.lo, e.hi)
-		w("  return _mm512_cvtepi32_epi8(q);\n}\n")
-		w("static inline __m128i KILN_SYMBOL_rq16(__m512i v, int32_t b, int32_t m) {\n")
-		w("  v = _mm512_add_epi32(v, _mm512_set1_epi32(b));\n")
-		w("  const __m512i mv = _mm512_set1_epi32(m);\n")
-		w("  const __m512i pe = _mm512_mul_epi32(v, mv), po = _mm512_mul_epi32(_mm512_srli_epi64(v, 32), mv);\n")
-		if e.shift >= 33 {
-			w("  if (KILN_SYMBOL_rqn(m)) {\n")
-			w("    const __m512i r = _mm512_set1_epi64(INT64_C(%d));\n", int64(1)<<62+int64(1)<<(e.shift-1))
-			w("    return KILN_SYMBOL_narrow16(_mm512_srli_epi64(_mm512_add_epi64(pe, r), %d), _mm512_srli_epi64(_mm512_add_epi64(po, r), %d));\n  }\n", e.shift, e.shift-32)
+		w("  v = _mm512_add_epi32(v, bv);\n")
+		w("  const __m512i pe = _mm512_mul_epi32(v, mv), po = _mm512_mul_epi32(_mm512_srli_epi64(v, 32), mvo);\n")
+		// clamp: qe holds the even lanes' quotients in their low halves,
+		// qo the odd lanes' in their upper halves (shifted by shift - 32);
+		// the bias 2^(62-s) leaves with the zero point, modulo 2^32.
+		clamp := func(qe, qo string) string {
+			return fmt.Sprintf("_mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(_mm512_mask_blend_epi32((__mmask16)0xAAAA, %s, %s), _mm512_set1_epi32((int32_t)%dU)), _mm512_set1_epi32(%d)), _mm512_set1_epi32(%d))",
+				qe, qo, uint32(e.zp-int64(1)<<(62-e.shift)), e.lo, e.hi)
 		}
-		w("  return KILN_SYMBOL_narrow16(_mm512_srli_epi64(KILN_SYMBOL_rsum16(pe), %d), _mm512_srli_epi64(KILN_SYMBOL_rsum16(po), %d));\n}\n", e.shift, e.shift-32)
-		return
+		if e.shift >= 33 {
+			w("  if (fast) {\n")
+			w("    const __m512i r = _mm512_set1_epi64(INT64_C(%d));\n", int64(1)<<62+int64(1)<<(e.shift-1))
+			w("    return %s;\n  }\n", clamp(fmt.Sprintf("_mm512_srli_epi64(_mm512_add_epi64(pe, r), %d)", e.shift), fmt.Sprintf("_mm512_srli_epi64(_mm512_add_epi64(po, r), %d)", e.shift-32)))
+		} else {
+			w("  (void)fast;\n")
+		}
+		// Rounding half to even: floor((p + 2^(s-1) - 1 + b) / 2^s)
+		// with b bit s of p, biased by 2^62 into [0, 2^64) as in rsum.
+		w("  const __m512i one = _mm512_set1_epi64(1), rb = _mm512_set1_epi64(INT64_C(%d));\n", roundBias(e.shift))
+		w("  const __m512i se = _mm512_add_epi64(_mm512_add_epi64(pe, rb), _mm512_and_si512(_mm512_srli_epi64(pe, %d), one));\n", e.shift)
+		w("  const __m512i so = _mm512_add_epi64(_mm512_add_epi64(po, rb), _mm512_and_si512(_mm512_srli_epi64(po, %d), one));\n", e.shift)
+		w("  return %s;\n}\n", clamp(fmt.Sprintf("_mm512_srli_epi64(se, %d)", e.shift), fmt.Sprintf("_mm512_srli_epi64(so, %d)", e.shift-32)))
+	} else {
+		mask, half := int64(1)<<e.shift-1, int64(1)<<(e.shift-1)
+		w("  (void)fast;\n")
+		w("  v = _mm512_add_epi32(v, bv);\n")
+		w("  const __m512i m = _mm512_set1_epi64(INT64_C(%d)), h = _mm512_set1_epi64(INT64_C(%d)), one = _mm512_set1_epi64(1);\n", mask, half)
+		w("  const __m512i lo = _mm512_set1_epi64(%d), hi = _mm512_set1_epi64(%d), zp = _mm512_set1_epi64(%d);\n", e.lo, e.hi, e.zp)
+		w("  __m512i q[2];\n")
+		w("  const __m512i p[2] = {_mm512_mul_epi32(v, mv), _mm512_mul_epi32(_mm512_srli_epi64(v, 32), mvo)};\n")
+		w("  for (int i = 0; i < 2; ++i) {\n")
+		w("    __m512i t = _mm512_srai_epi64(p[i], %d);\n", e.shift)
+		w("    const __m512i r = _mm512_and_si512(p[i], m);\n")
+		w("    const __mmask8 up = _mm512_cmpgt_epi64_mask(r, h) | (_mm512_cmpeq_epi64_mask(r, h) & _mm512_test_epi64_mask(t, one));\n")
+		w("    t = _mm512_add_epi64(_mm512_mask_add_epi64(t, up, t, one), zp);\n")
+		w("    q[i] = _mm512_min_epi64(_mm512_max_epi64(t, lo), hi);\n  }\n")
+		w("  return _mm512_mask_blend_epi32((__mmask16)0xAAAA, q[0], _mm512_slli_epi64(q[1], 32));\n}\n")
 	}
-	mask, half := int64(1)<<e.shift-1, int64(1)<<(e.shift-1)
-	w("static inline __m512i KILN_SYMBOL_rq64(__m512i p) {\n")
-	w("  __m512i q = _mm512_srai_epi64(p, %d);\n", e.shift)
-	w("  const __m512i r = _mm512_and_si512(p, _mm512_set1_epi64(INT64_C(%d)));\n", mask)
-	w("  const __m512i h = _mm512_set1_epi64(INT64_C(%d)), one = _mm512_set1_epi64(1);\n", half)
-	w("  const __mmask8 up = _mm512_cmpgt_epi64_mask(r, h) | (_mm512_cmpeq_epi64_mask(r, h) & _mm512_test_epi64_mask(q, one));\n")
-	w("  q = _mm512_mask_add_epi64(q, up, q, one);\n")
-	w("  q = _mm512_add_epi64(q, _mm512_set1_epi64(%d));\n", e.zp)
-	w("  return _mm512_min_epi64(_mm512_max_epi64(q, _mm512_set1_epi64(%d)), _mm512_set1_epi64(%d));\n}\n", e.lo, e.hi)
-	w("static inline __m128i KILN_SYMBOL_rq16(__m512i v, int32_t b, int32_t m) {\n")
-	w("  v = _mm512_add_epi32(v, _mm512_set1_epi32(b));\n")
+	fast := "0"
+	if e.shift >= 33 {
+		fast = "KILN_SYMBOL_rqn(m)"
+	}
+	w("static inline __attribute__((unused)) __m128i KILN_SYMBOL_rq16(__m512i v, int32_t b, int32_t m) {\n")
 	w("  const __m512i mv = _mm512_set1_epi32(m);\n")
-	w("  const __m512i qe = KILN_SYMBOL_rq64(_mm512_mul_epi32(v, mv));\n")
-	w("  const __m512i qo = KILN_SYMBOL_rq64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), mv));\n")
-	w("  return _mm512_cvtepi32_epi8(_mm512_mask_blend_epi32((__mmask16)0xAAAA, qe, _mm512_slli_epi64(qo, 32)));\n}\n")
+	w("  return _mm512_cvtepi32_epi8(KILN_SYMBOL_q16(v, _mm512_set1_epi32(b), mv, mv, %s));\n}\n", fast)
 }
 
 // vectorEpilogue256 writes the requantization on 256-bit vectors (AVX2;

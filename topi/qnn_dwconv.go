@@ -89,7 +89,7 @@ func qdwconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor,
 			args = append(args, tir.AddressOf(tir.NewLoad(ins[2], zero)), tir.AddressOf(tir.NewLoad(ins[3], mi...)))
 		}
 		args = append(args, tir.AddressOf(tir.NewLoad(outs[0], iv, zero, zero, zero)), cv)
-		// One call per channel, or per block of eight (block form).
+		// One call per channel, or per block of eight or sixteen (block form).
 		calls := p.c
 		if k.block != nil {
 			calls = k.block.blocks(p)
@@ -110,7 +110,7 @@ type qdwconvKernel struct {
 	// fma: the kernel uses the row form's float32 sums, whose x86
 	// fused multiply-add needs <immintrin.h> under its own guard.
 	fma bool
-	// block: the block form (qnn_dwconv_block.go), eight channels per
+	// block: the block form (qnn_dwconv_block.go), eight or sixteen channels per
 	// call; nil for the row form's one.
 	block       *qdwBlock
 	symbol, src string

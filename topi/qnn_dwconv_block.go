@@ -47,7 +47,9 @@ const qdwBlockMaxRing = 32 << 10
 const qdwBlockPlaneWidth = 8
 
 // qdwBlock is the block form's geometry: its ring of input rows, or for
-// the plane variant (plane) the padded plane, hp x the ring's columns.
+// the plane variant (plane) the padded plane, hp x the ring's columns;
+// and its channels per call, the ring's lanes: eight, or sixteen under
+// AVX-512 VNNI (qnn_dwconv_block512.go).
 type qdwBlock struct {
 	ring  lanesRing
 	plane bool
@@ -64,8 +66,14 @@ func newQDWBlock(p qconvParams) (qdwBlock, bool) {
 		return qdwBlock{}, false
 	}
 	b := qdwBlock{ring: newLanesRing(p.kh, p.kw, p.dh, p.dw, p.sw, p.ow)}
+	if p.isa == qconvAVX512VNNI {
+		b.ring.lanes = qdwBlockLanes512
+	}
 	if p.ph < 0 || p.pw < 0 || p.kh*p.kw > qdwRowsMaxTaps || b.ring.bytes() > qdwBlockMaxRing {
 		return qdwBlock{}, false
+	}
+	if b.ring.lanes == qdwBlockLanes512 {
+		return b, true
 	}
 	if hp := (p.oh-1)*p.sh + (p.kh-1)*p.dh + 1; p.ow < qdwBlockPlaneWidth && hp*b.ring.wpl*dwLanes*4 <= qdwBlockMaxRing {
 		b.plane, b.hp = true, hp
@@ -73,14 +81,17 @@ func newQDWBlock(p qconvParams) (qdwBlock, bool) {
 	return b, true
 }
 
-// blocks is the calls per image: channels in eights.
-func (b qdwBlock) blocks(p qconvParams) int64 { return (p.c + 7) / 8 }
+// blocks is the calls per image: channels in blocks of the ring's lanes.
+func (b qdwBlock) blocks(p qconvParams) int64 { return (p.c + b.ring.lanes - 1) / b.ring.lanes }
 
 // source is the block form's C (named KILN_SYMBOL): the kernel of
 // qdwconvKernel with the channel block cb as its last argument.
 func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 	if b.plane {
 		return b.planeSource(p, epi)
+	}
+	if b.ring.lanes == qdwBlockLanes512 {
+		return b.source512(p, epi)
 	}
 	var s strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&s, format, a...) }
@@ -312,7 +323,8 @@ func (b qdwBlock) planeSource(p qconvParams, epi *qconvEpi) string {
 // evalBlock is the block form's Eval: the channels of block cb, each as
 // the row form's kernel computes it (evalChannel).
 func (k *qdwconvKernel) evalBlock(args []tir.KernelArg, cb int64) error {
-	for c := cb * 8; c < min(cb*8+8, k.p.c); c++ {
+	n := k.block.ring.lanes
+	for c := cb * n; c < min(cb*n+n, k.p.c); c++ {
 		if err := k.evalChannel(args, c); err != nil {
 			return err
 		}

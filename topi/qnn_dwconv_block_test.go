@@ -12,7 +12,8 @@ import (
 
 // TestQDWBlockPortable: the depthwise kernel's block form
 // (qnn_dwconv_block.go), its ring and its plane variant, built with AVX2
-// and built for a plain x86-64 (the portable C under its guards, as an
+// (and its sixteen-lane form built with AVX-512 VNNI,
+// qnn_dwconv_block512.go) and built for a plain x86-64 (the portable C under its guards, as an
 // exported project may be built), gives a plain depthwise convolution's
 // values exactly: int32 sums, and requantized bytes with a bias and a
 // multiplier per channel, over channel counts that leave a partial block
@@ -33,16 +34,35 @@ func TestQDWBlockPortable(t *testing.T) {
 		{"30 columns requantized, 16 channels", qconvParams{c: 16, h: 6, w: 30, oc: 16, oh: 6, ow: 30, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 128},
 			&qconvEpi{shift: 35, zp: 2, lo: 0, hi: 255, perChannel: true}},
 		{"stride 2 from 37 columns, int8 data, int32 sums, 11 channels", qconvParams{c: 11, h: 9, w: 37, oc: 11, oh: 5, ow: 19, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, izp: 5, signed: true}, nil},
+		// Sixteen channels per call under AVX-512 VNNI: a whole block
+		// and a partial one, rows of a whole group of sixteen columns and
+		// a partial one, short rows, per-tensor and per-channel
+		// multipliers on both sides of shift 33, and shift 31's 64-bit
+		// lanes.
+		{"AVX-512 37 columns requantized, 20 channels", qconvParams{c: 20, h: 6, w: 37, oc: 20, oh: 6, ow: 37, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 128, isa: qconvAVX512VNNI},
+			&qconvEpi{shift: 35, zp: 2, lo: 0, hi: 255, perChannel: true}},
+		{"AVX-512 7x7 int8 out, 32 channels, shift 32", qconvParams{c: 32, h: 7, w: 7, oc: 32, oh: 7, ow: 7, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 3, isa: qconvAVX512VNNI},
+			&qconvEpi{shift: 32, zp: -5, lo: -128, hi: 127, signed: true, perChannel: true}},
+		{"AVX-512 stride 2 from 35 columns, int8 data, int32 sums, 19 channels", qconvParams{c: 19, h: 9, w: 35, oc: 19, oh: 5, ow: 18, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, izp: -9, signed: true, isa: qconvAVX512VNNI}, nil},
+		{"AVX-512 dilated 5x3 per tensor, shift 31", qconvParams{c: 17, h: 9, w: 18, oc: 17, oh: 9, ow: 17, kh: 5, kw: 3, sh: 1, sw: 1, ph: 4, pw: 1, dh: 2, dw: 1, izp: 40, isa: qconvAVX512VNNI},
+			&qconvEpi{shift: 31, zp: 7, lo: 0, hi: 200}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
-			p.isa = qconvAVX2
+			avx512 := p.isa == qconvAVX512VNNI
+			marchs := []string{avx512VNNIMarch, "-march=x86-64"}
+			if !avx512 {
+				p.isa, marchs = qconvAVX2, []string{"-march=haswell", "-march=x86-64"}
+			}
 			k := newQDWConvKernel(p, tc.epi)
 			if k.block == nil {
 				t.Fatal("the block form is not used")
 			}
-			if plane := p.ow < qdwBlockPlaneWidth; k.block.plane != plane {
+			if plane := p.ow < qdwBlockPlaneWidth && !avx512; k.block.plane != plane {
 				t.Fatalf("plane variant: %v, want %v", k.block.plane, plane)
+			}
+			if lanes := map[bool]int64{true: 16, false: 8}[avx512]; k.block.ring.lanes != lanes {
+				t.Fatalf("%d channels per call, want %d", k.block.ring.lanes, lanes)
 			}
 			rng := rand.New(rand.NewSource(11))
 			x := make([]int64, p.c*p.h*p.w)
@@ -115,7 +135,7 @@ func TestQDWBlockPortable(t *testing.T) {
 			}
 			fmt.Fprintf(&b, "  for (int32_t cb = 0; cb < %d; ++cb) %s(%s);\n", k.block.blocks(p), k.Symbol(), call)
 			fmt.Fprintf(&b, "  for (int32_t i = 0; i < %d; ++i) printf(\"%%d\\n\", (int)out[i]);\n  return 0;\n}\n", len(want))
-			runCVariants(t, cc, b.String(), want)
+			runCBuilds(t, cc, b.String(), want, marchs...)
 		})
 	}
 }
