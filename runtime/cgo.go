@@ -149,6 +149,34 @@ static kiln_rt_call_result kiln_rt_call(void* f, kiln_tensor* args, int32_t n,
 	return r;
 }
 
+// kiln_rt_item is one packed-function call of a batch (kiln_rt_call_all).
+typedef struct {
+	void* f;
+	kiln_tensor* args;
+	int32_t n;
+	void* set_err;
+	void* get_err;
+} kiln_rt_item;
+
+static void kiln_rt_set_item(kiln_rt_item* items, int32_t i, void* f, void* args, int32_t n, void* set_err, void* get_err) {
+	items[i].f = f;
+	items[i].args = (kiln_tensor*)args;
+	items[i].n = n;
+	items[i].set_err = set_err;
+	items[i].get_err = get_err;
+}
+
+// kiln_rt_call_all makes the calls [from, to) of items in order, each as
+// kiln_rt_call, in one C call: it stops at the first failure and returns
+// its index, with its result in *r, or -1.
+static int32_t kiln_rt_call_all(const kiln_rt_item* items, int32_t from, int32_t to, kiln_rt_call_result* r) {
+	for (int32_t i = from; i < to; ++i) {
+		*r = kiln_rt_call(items[i].f, items[i].args, items[i].n, items[i].set_err, items[i].get_err);
+		if (r->rc != 0) return i;
+	}
+	return -1;
+}
+
 // kiln_rt_registry_entry reads entry i of a kiln_func_registry table.
 static void kiln_rt_registry_entry(void* table, int32_t i, const char** name, void** func) {
 	const kiln_func_entry* e = (const kiln_func_entry*)table + i;
@@ -291,7 +319,37 @@ func callSetNumThreads(f unsafe.Pointer, n int32) {
 // return it reports the library's error text (or the code when the library
 // recorded none).
 func callPacked(f unsafe.Pointer, args unsafe.Pointer, n int32, setErr, getErr unsafe.Pointer) error {
-	r := C.kiln_rt_call(f, (*C.kiln_tensor)(args), C.int32_t(n), setErr, getErr)
+	return callError(C.kiln_rt_call(f, (*C.kiln_tensor)(args), C.int32_t(n), setErr, getErr))
+}
+
+// packCalls builds a C array of the calls for callAll; the caller frees
+// it with cFree.
+func packCalls(items []callItem) (unsafe.Pointer, error) {
+	p, err := cAlloc(int64(len(items)) * int64(C.sizeof_kiln_rt_item))
+	if err != nil {
+		return nil, err
+	}
+	for i, it := range items {
+		C.kiln_rt_set_item((*C.kiln_rt_item)(p), C.int32_t(i), it.fn, it.args, C.int32_t(it.n), it.setErr, it.getErr)
+	}
+	return p, nil
+}
+
+// callAll makes the calls [from, to) of a packCalls array in order, in
+// one cgo call, and stops at the first failure: it returns that call's
+// index and error (as callPacked's), or -1.
+func callAll(items unsafe.Pointer, from, to int) (int, error) {
+	var r C.kiln_rt_call_result
+	i := C.kiln_rt_call_all((*C.kiln_rt_item)(items), C.int32_t(from), C.int32_t(to), &r)
+	if i < 0 {
+		return -1, nil
+	}
+	return int(i), callError(r)
+}
+
+// callError is the error of a call's result: nil for code 0, else the
+// library's error text (or the code when the library recorded none).
+func callError(r C.kiln_rt_call_result) error {
 	if r.rc == 0 {
 		return nil
 	}

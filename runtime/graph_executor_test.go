@@ -506,6 +506,14 @@ func TestGraphExecutorKernelErrors(t *testing.T) {
 		} else if err == nil || err.Error() != c.want {
 			t.Errorf("%s:\n  got  %v\n  want %s", c.fn, err, c.want)
 		}
+		// Run makes the native steps in one C call (callAll); a run that
+		// can be cancelled makes them one by one: the same error.
+		ctx, cancel := context.WithCancel(context.Background())
+		err = e.RunContext(ctx)
+		cancel()
+		if (err == nil) != (c.want == "") || (err != nil && err.Error() != c.want) {
+			t.Errorf("%s, step by step:\n  got  %v\n  want %s", c.fn, err, c.want)
+		}
 		e.Close()
 	}
 }

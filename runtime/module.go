@@ -305,9 +305,20 @@ type nativeFunc struct {
 // call invokes the function on a C kiln_tensor array of n entries.
 func (f *nativeFunc) call(args unsafe.Pointer, n int) error {
 	if err := callPacked(f.fn, args, int32(n), f.setErr, f.getErr); err != nil {
-		return fmt.Errorf("%s (in %s): %w", f.name, f.lib, err)
+		return f.wrap(err)
 	}
 	return nil
+}
+
+// wrap names the function and its library in an error of its call.
+func (f *nativeFunc) wrap(err error) error { return fmt.Errorf("%s (in %s): %w", f.name, f.lib, err) }
+
+// callItem is one call of a batch made by callAll: a native function, its
+// C argument block of n entries and its library's error functions.
+type callItem struct {
+	fn, args       unsafe.Pointer
+	n              int32
+	setErr, getErr unsafe.Pointer
 }
 
 // packed wraps the function as a PackedFunc that packs its arguments into

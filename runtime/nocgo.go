@@ -55,6 +55,10 @@ func callPacked(unsafe.Pointer, unsafe.Pointer, int32, unsafe.Pointer, unsafe.Po
 
 func packArgs([]*NDArray) (unsafe.Pointer, error) { return nil, ErrNoCgo }
 
+func packCalls([]callItem) (unsafe.Pointer, error) { return nil, ErrNoCgo }
+
+func callAll(unsafe.Pointer, int, int) (int, error) { return -1, ErrNoCgo }
+
 func pinThread(CoreSet) error { return ErrNoAffinity }
 
 func allowedCores() (CoreSet, error) { return nil, ErrNoAffinity }

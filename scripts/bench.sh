@@ -25,22 +25,6 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-active}
 # few per cent: docs/performance.md, 2026-11-26.)
 export OMP_PROC_BIND=${OMP_PROC_BIND:-true}
 
-# Below the machine's core count, kiln and ORT run on the same cores, the
-# last TH ones (taskset): on a shared VM one core can be 20-25 % slower
-# than the other for minutes at a time (int8 resnet18, kiln and ORT alike,
-# docs/performance.md, 2026-11-27 night), and a comparison between two
-# cores measures the cores.
-pin() {
-	local th=$1 n
-	shift
-	n=$(nproc)
-	if [ "$th" -lt "$n" ] && command -v taskset >/dev/null; then
-		taskset -c "$((n - th))-$((n - 1))" "$@"
-	else
-		"$@"
-	fi
-}
-
 MODELS=${MODELS:-"resnet18 mobilenet_v2 squeezenet1_1 tiny_bert"}
 RUNS=${RUNS:-30}
 # ROUNDS > 1 repeats each kiln/ORT pair and prints the range of the
@@ -84,8 +68,8 @@ for m in $MODELS; do
 			# each and of the round's ratio.
 			rows=""
 			for _ in $(seq "$ROUNDS"); do
-				km=$(pin "$th" out/kiln bench "out/bench/$m" --json --threads "$th" --runs "$RUNS" | sed -n 's/.*"median_ms":\([0-9.]*\).*/\1/p')
-				om=$(cd out/peer && pin "$th" node ort_bench.js "$OLDPWD/$dir" "$th" "$RUNS" | tail -n 1 | sed -n 's/.*median_ms=\([0-9.]*\).*/\1/p')
+				km=$(out/kiln bench "out/bench/$m" --json --threads "$th" --runs "$RUNS" | sed -n 's/.*"median_ms":\([0-9.]*\).*/\1/p')
+				om=$(cd out/peer && node ort_bench.js "$OLDPWD/$dir" "$th" "$RUNS" | tail -n 1 | sed -n 's/.*median_ms=\([0-9.]*\).*/\1/p')
 				rows="$rows$km $om"$'\n'
 			done
 			awk -v m="$m" -v th="$th" -v cold="$cold" -v cached="$cached" 'NF == 2 {
@@ -96,10 +80,10 @@ for m in $MODELS; do
 			} END { printf "| %s | %s | %.2f–%.2f | %.2f–%.2f | %.2f–%.2f | %s | %s |\n", m, th, k0, k1, o0, o1, r0, r1, cold, cached }' <<<"$rows"
 			continue
 		fi
-		k=$(pin "$th" out/kiln bench "out/bench/$m" --json --threads "$th" --runs "$RUNS")
+		k=$(out/kiln bench "out/bench/$m" --json --threads "$th" --runs "$RUNS")
 		km=$(sed -n 's/.*"median_ms":\([0-9.]*\).*/\1/p' <<<"$k")
 		kn=$(sed -n 's/.*"min_ms":\([0-9.]*\).*/\1/p' <<<"$k")
-		o=$(cd out/peer && pin "$th" node ort_bench.js "$OLDPWD/$dir" "$th" "$RUNS" | tail -n 1)
+		o=$(cd out/peer && node ort_bench.js "$OLDPWD/$dir" "$th" "$RUNS" | tail -n 1)
 		om=$(sed -n 's/.*median_ms=\([0-9.]*\).*/\1/p' <<<"$o")
 		on=$(sed -n 's/.*min_ms=\([0-9.]*\).*/\1/p' <<<"$o")
 		ratio=$(awk -v a="$km" -v b="$om" 'BEGIN { printf "%.2f", a / b }')
