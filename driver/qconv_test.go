@@ -79,6 +79,11 @@ func TestQConv2DDifferential(t *testing.T) {
 		{"direct pairs of rows requantized", ir.Uint8, ir.Int8, ir.Shape{1, 12, 8, 16}, ir.Shape{10, 12, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(90)}, true,
 			ir.Attrs{"out_zero_point": int64(2), "out_dtype": ir.Uint8}},
 		{"direct dilation 2", ir.Uint8, ir.Int8, ir.Shape{1, 8, 5, 8}, ir.Shape{8, 8, 3, 3}, ir.Attrs{"dilation": []int64{2, 2}, "padding": []int64{2, 2, 2, 2}, "input_zero_point": int64(1)}, true, nil},
+		// Stride 2: the direct form reads phase planes (pairs of rows
+		// under AVX2; under AVX-512 too for 14 columns).
+		{"direct stride 2 requantized", ir.Uint8, ir.Int8, ir.Shape{1, 10, 16, 16}, ir.Shape{12, 10, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "strides": []int64{2, 2}, "input_zero_point": int64(61)}, true,
+			ir.Attrs{"out_zero_point": int64(4), "out_dtype": ir.Uint8}},
+		{"AVX-512 direct stride 2 int8 data", ir.Int8, ir.Int8, ir.Shape{1, 6, 12, 28}, ir.Shape{9, 6, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "strides": []int64{2, 2}, "input_zero_point": int64(-11)}, true, nil},
 		// The AVX-512 direct form's rows of 32 pixels: two tiles a row,
 		// the second of 28 pixels; three rows of one partial tile.
 		{"AVX-512 direct rows of 32 requantized", ir.Uint8, ir.Int8, ir.Shape{1, 5, 2, 60}, ir.Shape{10, 5, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(33)}, true,
@@ -101,7 +106,7 @@ func TestQConv2DDifferential(t *testing.T) {
 	// form); under AVX2 and AVX-VNNI, those named direct (and maybe
 	// others).
 	direct512 := map[string]bool{"int8 data 1x1": true, "requantized int8 relu6 per tensor": true, "direct 1x1 flat requantized": true, "direct pairs of rows requantized": true,
-		"7-bit weight direct 3x1 requantized": true, "AVX-512 direct rows of 32 requantized": true, "AVX-512 direct rows, partial tiles": true}
+		"7-bit weight direct 3x1 requantized": true, "AVX-512 direct rows of 32 requantized": true, "AVX-512 direct rows, partial tiles": true, "AVX-512 direct stride 2 int8 data": true}
 	// AVX-512 VNNI, AVX-VNNI, AVX2 (vpmaddwd) and plain C.
 	hosts := []string{"c", "c -mattr=-avx512f", "c -mattr=-avx512f,-avxvnni", "c -mcpu=x86-64"}
 	for _, tc := range cases {

@@ -61,7 +61,17 @@ import (
 
 // qconvDirect is the direct form's geometry.
 type qconvDirect struct {
-	hp, wp int64 // the padded plane: Hp = OH + (KH-1)*DH rows of Wp = OW + (KW-1)*DW words
+	// hp, wp: a phase plane, hp rows of wp words (stride 1: the padded
+	// plane, Hp = OH + (KH-1)*DH rows of Wp = OW + (KW-1)*DW words).
+	hp, wp int64
+	// sh, sw: the stride, and phases the (row, column) phases of the
+	// padded input the taps read (stride 1: only (0, 0)). Phase (a, b)'s
+	// plane holds the padded input's words (r*sh + a, q*sw + b), so that
+	// with any stride a tap reads consecutive words for consecutive
+	// output pixels of a row: word(oy, ox) of tap (ky, kx) is word
+	// (oy + ky*DH/sh, ox + kx*DW/sw) of phase (ky*DH%sh, kx*DW%sw).
+	sh, sw int64
+	phases [][2]int64
 	rows   int64 // output rows as the tiles see them (1: the plane is one row)
 	rl     int64 // their length in pixels
 	np     int64 // pixels per tile: AVX2 16 (two vectors, four channels at a time) or 8 (one vector, eight channels); AVX-512 32 (two vectors)
@@ -81,15 +91,23 @@ type qconvDirect struct {
 // more lanes (AVX-512: more than a seventh more, choose512).
 func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
 	avx512 := p.isa == qconvAVX512VNNI
-	if (p.isa != qconvAVX2 && p.isa != qconvAVXVNNI && !avx512) || p.sh != 1 || p.sw != 1 || p.ph < 0 || p.pw < 0 {
+	if (p.isa != qconvAVX2 && p.isa != qconvAVXVNNI && !avx512) || p.sh < 1 || p.sw < 1 || p.ph < 0 || p.pw < 0 {
 		return nil
 	}
-	d := &qconvDirect{hp: p.oh + (p.kh-1)*p.dh, wp: p.ow + (p.kw-1)*p.dw}
+	d := &qconvDirect{hp: p.oh + (p.kh-1)*p.dh/p.sh, wp: p.ow + (p.kw-1)*p.dw/p.sw, sh: p.sh, sw: p.sw}
 	// With stride 1 the padded plane spans the input and its padding
 	// before and after; anything else (an output cut short of the
-	// input) keeps the usual form.
-	if d.hp < p.h+p.ph || d.wp < p.w+p.pw {
+	// input) keeps the usual form. (With a stride the phase planes hold
+	// what the taps read, from coordinates: packByte.)
+	if p.sh == 1 && p.sw == 1 && (d.hp < p.h+p.ph || d.wp < p.w+p.pw) {
 		return nil
+	}
+	for ky := int64(0); ky < p.kh; ky++ {
+		for kx := int64(0); kx < p.kw; kx++ {
+			if ph := [2]int64{ky * p.dh % p.sh, kx * p.dw % p.sw}; d.phase(ph) < 0 {
+				d.phases = append(d.phases, ph)
+			}
+		}
 	}
 	c4 := (p.c + 3) / 4
 	// A row's last tile reads up to np-1 words past the row; past the
@@ -127,10 +145,21 @@ func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
 	}
 	for ky := int64(0); ky < p.kh; ky++ {
 		for kx := int64(0); kx < p.kw; kx++ {
-			d.koff = append(d.koff, ky*p.dh*d.wp+kx*p.dw)
+			ph := d.phase([2]int64{ky * p.dh % p.sh, kx * p.dw % p.sw})
+			d.koff = append(d.koff, int64(ph)*d.phaseWords()+ky*p.dh/p.sh*d.wp+kx*p.dw/p.sw)
 		}
 	}
 	return d
+}
+
+// phase is the index of phase ph in d.phases, or -1.
+func (d *qconvDirect) phase(ph [2]int64) int {
+	for i, q := range d.phases {
+		if q == ph {
+			return i
+		}
+	}
+	return -1
 }
 
 // choose512 picks the AVX-512 direct form's tiles, two vectors of
@@ -156,8 +185,8 @@ func (d *qconvDirect) choose512(p qconvParams, lanes func(int64) int64, usual in
 	return true
 }
 
-// planeWords is the distance of the padded planes in words. A flat
-// plane's is Hp x Wp rounded up to sixteen words, so that every plane
+// phaseWords is the distance of the phase planes (with stride 1, of the
+// padded planes) in words. A flat plane's is Hp x Wp rounded up to sixteen words, so that every plane
 // starts on a 64-byte line and its tiles of sixteen words load whole
 // lines (unaligned, half the loads of mobilenet_v2's 14x14 maps split
 // across two lines, and their 1x1 convolutions took 10-30 % longer than
@@ -165,12 +194,16 @@ func (d *qconvDirect) choose512(p qconvParams, lanes func(int64) int64, usual in
 // row anyway, and on resnet18's 7x7 maps the planes of 81 words were
 // faster than planes of 96 (1.49 against 1.58 ms), whose equal offsets
 // put every plane's tile in the same cache sets.
-func (d *qconvDirect) planeWords() int64 {
+func (d *qconvDirect) phaseWords() int64 {
 	if d.rows > 1 {
 		return d.hp * d.wp
 	}
 	return (d.hp*d.wp + 15) / 16 * 16
 }
+
+// planeWords is the distance in words of the groups of four channels:
+// their phase planes, phaseWords apart.
+func (d *qconvDirect) planeWords() int64 { return int64(len(d.phases)) * d.phaseWords() }
 
 // imageBytes is the bytes of one image's laid-out input: the padded
 // planes and the slack.
@@ -179,9 +212,12 @@ func (d *qconvDirect) imageBytes(c4 int64) int64 {
 }
 
 // packSource is the pack kernel's C for the padded layout: plane c4 of
-// X4p with the zero point's words around the input, and after the last
-// plane the slack, zero.
+// X4p with the zero point's words around the input (with a stride, its
+// phase planes), and after the last plane the slack, zero.
 func (d *qconvDirect) packSource(p qconvParams) string {
+	if d.sh != 1 || d.sw != 1 {
+		return d.phasePackSource(p)
+	}
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	xt := "uint8_t"
@@ -228,10 +264,74 @@ func (d *qconvDirect) packSource(p qconvParams) string {
 	return b.String()
 }
 
+// phasePackSource is packSource with a stride: each phase plane's words
+// (r, q) are the padded input's (r*SH + a, q*SW + b), the zero point's
+// word where that is padding or past it.
+func (d *qconvDirect) phasePackSource(p qconvParams) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	xt := "uint8_t"
+	if p.signed {
+		xt = "int8_t"
+	}
+	flip := ""
+	if p.flips() {
+		flip = " ^ 0x80u"
+	}
+	c4 := (p.c + 3) / 4
+	plane := p.h * p.w
+	as, bs := make([]int64, len(d.phases)), make([]int64, len(d.phases))
+	for i, ph := range d.phases {
+		as[i], bs[i] = ph[0], ph[1]
+	}
+	w("/* qnn.conv2d input, %d channels of %dx%d, in groups of four, padded, in %d phase planes of %dx%d (stride %dx%d). */\n", p.c, p.h, p.w, len(d.phases), d.hp, d.wp, d.sh, d.sw)
+	w("static void KILN_SYMBOL(const %s* restrict x, uint8_t* restrict x4, int32_t c4) {\n", xt)
+	w("  static const int32_t pa[%d] = {%s}, pb[%d] = {%s};\n", len(as), joinInts(as), len(bs), joinInts(bs))
+	w("  const uint32_t z = %du;\n", p.izpWord())
+	w("  const %s* s[4];\n  int32_t have = %d - c4 * 4;\n  if (have > 4) have = 4;\n", xt, p.c)
+	w("  for (int32_t i = 0; i < 4; ++i) s[i] = x + (int64_t)(c4 * 4 + (i < have ? i : 0)) * %d;\n", plane)
+	w("  for (int32_t f = 0; f < %d; ++f) {\n", len(d.phases))
+	w("    uint8_t* restrict d = x4 + (int64_t)c4 * %d + (int64_t)f * %d;\n", d.planeWords()*4, d.phaseWords()*4)
+	// The columns q whose input column ix = q*SW + b - PW lies in [0, W):
+	// [qlo, qhi).
+	w("    const int32_t b = pb[f];\n")
+	w("    int32_t qlo = b >= %d ? 0 : (%d - b + %d) / %d;\n", p.pw, p.pw, d.sw-1, d.sw)
+	w("    int32_t qhi = (%d - b + %d) / %d;\n", p.w+p.pw, d.sw-1, d.sw)
+	w("    if (qhi > %d) qhi = %d;\n    if (qlo > qhi) qlo = qhi;\n", d.wp, d.wp)
+	w("    for (int32_t r = 0; r < %d; ++r) {\n", d.hp)
+	w("      uint8_t* restrict row = d + (int64_t)r * %d;\n", d.wp*4)
+	w("      const int32_t iy = r * %d + pa[f] - %d;\n", d.sh, p.ph)
+	w("      if ((uint32_t)iy >= %du) {\n", p.h)
+	w("        for (int32_t q = 0; q < %d; ++q) memcpy(row + q * 4, &z, 4);\n        continue;\n      }\n", d.wp)
+	w("      for (int32_t q = 0; q < qlo; ++q) memcpy(row + q * 4, &z, 4);\n")
+	// o: the input word of column qlo, within the row when qlo < qhi.
+	w("      const int64_t o = (int64_t)iy * %d + (int64_t)qlo * %d + b - %d;\n", p.w, d.sw, p.pw)
+	w("      if (have == 4 && qlo < qhi) {\n")
+	w("        const %s* restrict s0 = s[0] + o; const %s* restrict s1 = s[1] + o; const %s* restrict s2 = s[2] + o; const %s* restrict s3 = s[3] + o;\n", xt, xt, xt, xt)
+	w("        uint8_t* restrict dq = row + (int64_t)qlo * 4;\n")
+	w("        for (int32_t j = 0; j < qhi - qlo; ++j) {\n")
+	for i := 0; i < 4; i++ {
+		w("          dq[j * 4 + %d] = (uint8_t)((uint8_t)s%d[j * %d]%s);\n", i, i, d.sw, flip)
+	}
+	w("        }\n      } else {\n")
+	w("        for (int32_t q = qlo; q < qhi; ++q)\n")
+	w("          for (int32_t i = 0; i < 4; ++i) row[q * 4 + i] = i < have ? (uint8_t)((uint8_t)s[i][o + (int64_t)(q - qlo) * %d]%s) : (uint8_t)0;\n", d.sw, flip)
+	w("      }\n")
+	w("      for (int32_t q = qhi; q < %d; ++q) memcpy(row + q * 4, &z, 4);\n", d.wp)
+	w("    }\n")
+	if gap := d.phaseWords() - d.hp*d.wp; gap > 0 {
+		w("    memset(d + %d, 0, %d);\n", d.hp*d.wp*4, gap*4)
+	}
+	w("  }\n")
+	w("  if (c4 == %d) memset(x4 + %d, 0, %d);\n", c4-1, c4*d.planeWords()*4, d.slack*4)
+	w("}\n")
+	return b.String()
+}
+
 // packByte is the pack kernel's Eval in the padded layout: the byte at
-// word (py, px) of plane c4, channel i.
-func (d *qconvDirect) packByte(p qconvParams, x func(c, iy, ix int64) uint8, c4, py, px, i int64) uint8 {
-	iy, ix := py-p.ph, px-p.pw
+// word (py, px) of phase f's plane of group c4, channel i.
+func (d *qconvDirect) packByte(p qconvParams, x func(c, iy, ix int64) uint8, c4 int64, f int, py, px, i int64) uint8 {
+	iy, ix := py*d.sh+d.phases[f][0]-p.ph, px*d.sw+d.phases[f][1]-p.pw
 	if iy < 0 || iy >= p.h || ix < 0 || ix >= p.w {
 		return uint8(int8(p.izpu()))
 	}

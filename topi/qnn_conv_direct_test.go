@@ -17,7 +17,8 @@ import (
 // convolution over the zero-point-padded input, for the tile shapes
 // (AVX2: rows of eight pixels, a flat plane in tiles of sixteen, tiles
 // of two rows of eight; AVX-512: rows and flat planes in tiles of
-// thirty-two, tiles of two rows of sixteen), with input channels not a
+// thirty-two, tiles of two rows of sixteen), with stride 1 and with
+// stride 2 (the phase planes), with input channels not a
 // multiple of four, output channels not a multiple of the register
 // block, asymmetric padding and int8 data.
 func TestQConvDirectPortable(t *testing.T) {
@@ -33,6 +34,10 @@ func TestQConvDirectPortable(t *testing.T) {
 		{"pairs 3x3 on 8x16", qconvParams{c: 7, h: 8, w: 16, oc: 9, oh: 8, ow: 16, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 130}, 16, false},
 		{"pairs 3x3 on 6x24 maddubs", qconvParams{c: 4, h: 6, w: 24, oc: 6, oh: 6, ow: 24, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 3, maddubs: true}, 16, false},
 		{"flat 3x1 maddubs", qconvParams{c: 8, h: 6, w: 10, oc: 5, oh: 6, ow: 10, kh: 3, kw: 1, sh: 1, sw: 1, ph: 1, dh: 1, dw: 1, izp: 200, maddubs: true}, 16, false},
+		{"pairs 3x3 stride 2 on 16x16", qconvParams{c: 6, h: 16, w: 16, oc: 9, oh: 8, ow: 8, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, izp: 17}, 16, false},
+		{"flat 1x1 stride 2", qconvParams{c: 5, h: 10, w: 12, oc: 7, oh: 5, ow: 6, kh: 1, kw: 1, sh: 2, sw: 2, dh: 1, dw: 1, izp: 250}, 16, false},
+		{"rows of 32 7x7 stride 2 AVX-512", qconvParams{c: 3, h: 20, w: 64, oc: 10, oh: 10, ow: 32, kh: 7, kw: 7, sh: 2, sw: 2, ph: 3, pw: 3, dh: 1, dw: 1, izp: 100}, 32, true},
+		{"pairs 3x3 stride 2 AVX-512 int8 data", qconvParams{c: 9, h: 12, w: 28, oc: 12, oh: 6, ow: 14, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, izp: -3, signed: true}, 32, true},
 		{"rows of 32 AVX-512", qconvParams{c: 6, h: 3, w: 60, oc: 11, oh: 3, ow: 60, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 2, dh: 1, dw: 1, izp: 9}, 32, true},
 		{"flat 1x1 AVX-512 int8 data", qconvParams{c: 5, h: 9, w: 11, oc: 10, oh: 9, ow: 11, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, izp: -20, signed: true}, 32, true},
 		{"pairs 3x3 on 6x14 AVX-512", qconvParams{c: 7, h: 6, w: 14, oc: 17, oh: 6, ow: 14, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 130}, 32, true},
@@ -82,7 +87,7 @@ func TestQConvDirectPortable(t *testing.T) {
 						for c := int64(0); c < p.c; c++ {
 							for ky := int64(0); ky < p.kh; ky++ {
 								for kx := int64(0); kx < p.kw; kx++ {
-									iy, ix := oy-p.ph+ky*p.dh, ox-p.pw+kx*p.dw
+									iy, ix := oy*p.sh-p.ph+ky*p.dh, ox*p.sw-p.pw+kx*p.dw
 									v := p.izp
 									if iy >= 0 && iy < p.h && ix >= 0 && ix < p.w {
 										v = x[(c*p.h+iy)*p.w+ix]

@@ -125,16 +125,18 @@ func (k *qconvPackKernel) Eval(args []tir.KernelArg) error {
 			return fmt.Errorf("qnn.conv2d pack kernel: output: %v", err)
 		}
 		x := func(c, iy, ix int64) uint8 { return uint8(int64(xm.Float(xo + c*plane + iy*p.w + ix))) }
-		base := do + c4*d.planeWords()*4
-		for py := int64(0); py < d.hp; py++ {
-			for px := int64(0); px < d.wp; px++ {
-				for i := int64(0); i < 4; i++ {
-					dm.SetFloat(base+(py*d.wp+px)*4+i, float64(d.packByte(p, x, c4, py, px, i)))
+		for f := range d.phases {
+			base := do + (c4*d.planeWords()+int64(f)*d.phaseWords())*4
+			for py := int64(0); py < d.hp; py++ {
+				for px := int64(0); px < d.wp; px++ {
+					for i := int64(0); i < 4; i++ {
+						dm.SetFloat(base+(py*d.wp+px)*4+i, float64(d.packByte(p, x, c4, f, py, px, i)))
+					}
 				}
 			}
-		}
-		for i := d.hp * d.wp * 4; i < d.planeWords()*4; i++ {
-			dm.SetFloat(base+i, 0)
+			for i := d.hp * d.wp * 4; i < d.phaseWords()*4; i++ {
+				dm.SetFloat(base+i, 0)
+			}
 		}
 		if c4 == c4s-1 {
 			for i := int64(0); i < d.slack*4; i++ {
@@ -1160,7 +1162,7 @@ func (k *qconvKernel) Eval(args []tir.KernelArg) error {
 						// padding reads the zero point (adds nothing).
 						var at int64
 						if d := k.dir; d != nil {
-							at = (c4*d.planeWords() + (oy+ky*p.dh)*d.wp + ox + kx*p.dw) * 4
+							at = (c4*d.planeWords() + d.koff[ky*p.kw+kx] + oy*d.wp + ox) * 4
 						} else {
 							iy, ix := oy*p.sh-p.ph+ky*p.dh, ox*p.sw-p.pw+kx*p.dw
 							if iy < 0 || iy >= p.h || ix < 0 || ix >= p.w {
