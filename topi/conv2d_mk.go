@@ -677,9 +677,12 @@ func (p *convPlan) scheduleTiles(s *te.Schedule, outs []*te.Tensor, anchor, vT *
 	default:
 		o.Reorder(ax[0], ocO, ohO, ohI, ax[3])
 	}
-	o.Parallel(o.Fuse(ax[0], outer))
+	// Both tile loops run in parallel: resnet18's Winograd layers have
+	// 7 row tiles on 56x56 (the outer loop), which 2 threads split 4/3.
+	par := o.Fuse(o.Fuse(ax[0], outer), at)
+	o.Parallel(par)
 	o.Vectorize(ax[3])
-	vs.ComputeAt(o, at)
+	vs.ComputeAt(o, par)
 	vs.SetScope(tir.ScopeLocal)
 	if ti := tileOf(tile, p.tileCols(p.rows)); ti != nil {
 		vs.Tensorize(vs.Axis()[0], ti)
