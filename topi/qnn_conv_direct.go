@@ -220,14 +220,7 @@ func (d *qconvDirect) packSource(p qconvParams) string {
 	}
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	xt := "uint8_t"
-	if p.signed {
-		xt = "int8_t"
-	}
-	flip := ""
-	if p.flips() {
-		flip = " ^ 0x80u"
-	}
+	xt, flip := p.packTypes()
 	c4 := (p.c + 3) / 4
 	plane := p.h * p.w
 	w("/* qnn.conv2d input, %d channels of %dx%d, in groups of four, padded to %dx%d. */\n", p.c, p.h, p.w, d.hp, d.wp)
@@ -264,20 +257,27 @@ func (d *qconvDirect) packSource(p qconvParams) string {
 	return b.String()
 }
 
+// packTypes is the pack kernels' C type of the input's values and the
+// C that flips a value's top bit into the layout (empty when data and
+// layout agree in sign).
+func (p qconvParams) packTypes() (xt, flip string) {
+	xt = "uint8_t"
+	if p.signed {
+		xt = "int8_t"
+	}
+	if p.flips() {
+		flip = " ^ 0x80u"
+	}
+	return xt, flip
+}
+
 // phasePackSource is packSource with a stride: each phase plane's words
 // (r, q) are the padded input's (r*SH + a, q*SW + b), the zero point's
 // word where that is padding or past it.
 func (d *qconvDirect) phasePackSource(p qconvParams) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	xt := "uint8_t"
-	if p.signed {
-		xt = "int8_t"
-	}
-	flip := ""
-	if p.flips() {
-		flip = " ^ 0x80u"
-	}
+	xt, flip := p.packTypes()
 	c4 := (p.c + 3) / 4
 	plane := p.h * p.w
 	as, bs := make([]int64, len(d.phases)), make([]int64, len(d.phases))

@@ -180,20 +180,29 @@ func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 	w("#if %s\n", p.isa.guard())
 	forLanesGroups(p.ow, func(from, to string, nb int64) { b.group(w, p, epi, ot, from, to, nb) })
 	w("#else\n")
+	writeBlockScalarRow(w, p, epi, ot, 8)
+	w("#endif\n")
+	w("  }\n}\n")
+	return s.String()
+}
+
+// writeBlockScalarRow writes the block forms' portable C for output row
+// oy: each of the nc channels' columns summed over the taps from the
+// ring rows rp (lanes channels interleaved) and the weights wl, then
+// requantized (with epi) and stored to the row o.
+func writeBlockScalarRow(w func(string, ...any), p qconvParams, epi *qconvEpi, ot string, lanes int64) {
+	oplane := p.oh * p.ow
 	w("    for (int32_t i = 0; i < nc; ++i)\n")
 	w("      for (int32_t ox = 0; ox < %d; ++ox) {\n", p.ow)
 	w("        float a = 0.0f;\n")
 	w("        for (int32_t ky = 0; ky < %d; ++ky)\n", p.kh)
-	w("          for (int32_t kx = 0; kx < %d; ++kx) a += rp[ky][(ox * %d + kx * %d) * 8 + i] * wl[ky * %d + kx][i];\n", p.kw, p.sw, p.dw, p.kw)
+	w("          for (int32_t kx = 0; kx < %d; ++kx) a += rp[ky][(ox * %d + kx * %d) * %d + i] * wl[ky * %d + kx][i];\n", p.kw, p.sw, p.dw, lanes, p.kw)
 	if epi != nil {
 		w("        o[(int64_t)i * %d + ox] = (%s)KILN_SYMBOL_rq((int32_t)a, bl[i], ml[i]);\n", oplane, ot)
 	} else {
 		w("        o[(int64_t)i * %d + ox] = (int32_t)a;\n", oplane)
 	}
 	w("      }\n")
-	w("#endif\n")
-	w("  }\n}\n")
-	return s.String()
 }
 
 // group writes the loop over groups of eight output columns in

@@ -132,17 +132,7 @@ func (b qdwBlock) source512(p qconvParams, epi *qconvEpi) string {
 		b.group512(w, p, epi, ot, fmt.Sprint(full), fmt.Sprint(p.ow), t)
 	}
 	w("#else\n")
-	w("    for (int32_t i = 0; i < nc; ++i)\n")
-	w("      for (int32_t ox = 0; ox < %d; ++ox) {\n", p.ow)
-	w("        float a = 0.0f;\n")
-	w("        for (int32_t ky = 0; ky < %d; ++ky)\n", p.kh)
-	w("          for (int32_t kx = 0; kx < %d; ++kx) a += rp[ky][(ox * %d + kx * %d) * %d + i] * wl[ky * %d + kx][i];\n", p.kw, p.sw, p.dw, L, p.kw)
-	if epi != nil {
-		w("        o[(int64_t)i * %d + ox] = (%s)KILN_SYMBOL_rq((int32_t)a, bl[i], ml[i]);\n", oplane, ot)
-	} else {
-		w("        o[(int64_t)i * %d + ox] = (int32_t)a;\n", oplane)
-	}
-	w("      }\n")
+	writeBlockScalarRow(w, p, epi, ot, L)
 	w("#endif\n")
 	w("  }\n}\n")
 	return s.String()
