@@ -680,21 +680,13 @@ func (k *qconvKernel) mainAVX512(kw func(string, ...any)) string {
 	mr := k.mr
 	var hb strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&hb, format, a...) }
-	w("static __attribute__((noinline)) void KILN_SYMBOL_mac(const uint8_t* restrict src, const int8_t* restrict w, int32_t o0, int32_t o1, __m512i* restrict buf) {\n")
-	w("  enum { K4 = %d, NP = %d };\n", k.k4, k.np)
+	k.macHeader(w, "__m512i")
 	// x1: the second vector's words, sixteen words on or (pairs) the
 	// next row's.
 	x1 := "64"
-	if d := k.dir; d != nil {
-		d.taps(w, k.p)
-		w("  const uint8_t* restrict xd = src;\n")
-		if d.pairs {
-			x1 = fmt.Sprint(d.wp * 4)
-		}
-	} else {
-		w("  const uint32_t* restrict xp = (const uint32_t*)(const void*)src;\n")
+	if d := k.dir; d != nil && d.pairs {
+		x1 = fmt.Sprint(d.wp * 4)
 	}
-	k.defineQW(w)
 	w("  int32_t o = o0;\n")
 	w("  for (; o + %d <= o1; o += %d) {\n", mr, mr)
 	for m := int64(0); m < mr; m++ {
@@ -942,7 +934,7 @@ func (k *qconvKernel) mainAVX2(kw func(string, ...any)) string {
 	var hb strings.Builder
 	if k.epi != nil {
 		w = func(format string, a ...any) { fmt.Fprintf(&hb, format, a...) }
-		k.macHeader(w)
+		k.macHeader(w, "__m256i")
 		o1 = "o1"
 		keep = func(ind, acc, o string) {
 			w("%s_mm256_store_si256(buf + ((int64_t)(%s) - o0) * %d, %s0);\n", ind, o, nv, acc)
@@ -1018,16 +1010,16 @@ func (k *qconvKernel) mainAVX2(kw func(string, ...any)) string {
 	return hb.String()
 }
 
-// macHeader opens the AVX2 kernel's multiply function (mainAVX2): the
-// sums of channels [o0, o1) of the tile whose words start at src (the
-// tile's copy xp, or the direct form's xd), into buf, nv vectors per
-// channel.
-func (k *qconvKernel) macHeader(w func(string, ...any)) {
+// macHeader opens the x86 kernels' multiply function (mainAVX2,
+// mainAVX512; vt: the buffer's vector type): the sums of channels
+// [o0, o1) of the tile whose words start at src (the tile's copy xp, or
+// the direct form's xd), into buf, the tile's vectors per channel.
+func (k *qconvKernel) macHeader(w func(string, ...any), vt string) {
 	wt := "int8_t"
 	if k.w16 {
 		wt = "int16_t"
 	}
-	w("static __attribute__((noinline)) void KILN_SYMBOL_mac(const uint8_t* restrict src, const %s* restrict w, int32_t o0, int32_t o1, __m256i* restrict buf) {\n", wt)
+	w("static __attribute__((noinline)) void KILN_SYMBOL_mac(const uint8_t* restrict src, const %s* restrict w, int32_t o0, int32_t o1, %s* restrict buf) {\n", wt, vt)
 	w("  enum { K4 = %d, NP = %d };\n", k.k4, k.np)
 	if d := k.dir; d != nil {
 		d.taps(w, k.p)

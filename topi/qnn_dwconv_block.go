@@ -103,37 +103,19 @@ func (b qdwBlock) source(p qconvParams, epi *qconvEpi) string {
 	if epi != nil {
 		ot = epi.outType()
 	}
-	taps := p.kh * p.kw
 	plane, oplane := p.h*p.w, p.oh*p.ow
 	w("/* Depthwise qnn.conv2d, block form: eight of %d channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d). */\n",
 		p.c, p.h, p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw)
 	w("#if %s\n", p.isa.guard())
 	writeTranspose8(w, "KILN_SYMBOL_tr8")
 	w("#endif\n")
-	if epi != nil {
-		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t cb) {\n", xt, ot)
-	} else {
-		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, %s* restrict out, int32_t cb) {\n", xt, ot)
-	}
-	b.ring.writeDecl(w, taps)
-	if p.c%8 == 0 {
-		// Every block is whole: the loops over its channels unroll.
-		w("  const int32_t c0 = cb * 8, nc = 8;\n")
-	} else {
-		w("  const int32_t c0 = cb * 8, nc = %d - c0 < 8 ? %d - c0 : 8;\n", p.c, p.c)
-	}
-	w("  float wl[KK][8];\n")
-	w("  for (int32_t t = 0; t < KK; ++t)\n")
-	w("    for (int32_t i = 0; i < 8; ++i) wl[t][i] = i < nc ? (float)w[(int64_t)(c0 + i) * KK + t] : 0.0f;\n")
-	if epi != nil {
-		epi.writeLaneParams(w)
-	}
+	b.writeHead(w, p, epi, xt, ot)
 	w("#if %s\n", p.isa.guard())
 	w("  __m256 wv[KK];\n")
 	w("  for (int32_t t = 0; t < KK; ++t) wv[t] = _mm256_loadu_ps(wl[t]);\n")
 	if epi != nil {
 		w("  const __m256i bv = _mm256_loadu_si256((const __m256i*)(const void*)bl), mv = _mm256_loadu_si256((const __m256i*)(const void*)ml);\n")
-		epi.writeLaneFast(w)
+		epi.writeLaneFast(w, 8)
 	}
 	w("#endif\n")
 	w("  for (int32_t oy = 0; oy < %d; ++oy) {\n", p.oh)
@@ -288,10 +270,10 @@ func (b qdwBlock) planeSource(p qconvParams, epi *qconvEpi) string {
 	w("    for (int32_t i = 0; i < 8; ++i) l[i] = i < nc ? (float)w[(int64_t)(c0 + i) * KK + t] : 0.0f;\n")
 	w("    memcpy(&wv[t], l, sizeof l);\n  }\n")
 	if epi != nil {
-		epi.writeLaneParams(w)
+		epi.writeLaneParams(w, 8)
 		w("#if %s\n", p.isa.guard())
 		w("  __m256i bv, mv;\n  memcpy(&bv, bl, sizeof bl);\n  memcpy(&mv, ml, sizeof ml);\n")
-		epi.writeLaneFast(w)
+		epi.writeLaneFast(w, 8)
 		w("#endif\n")
 	}
 	w("  for (int32_t oy = 0; oy < %d; ++oy)\n", p.oh)
@@ -341,28 +323,59 @@ func (k *qdwconvKernel) evalBlock(args []tir.KernelArg, cb int64) error {
 	return nil
 }
 
-// writeLaneFast writes, after writeLaneParams and the vectors bv and mv,
-// the odd lanes' multipliers mvo and whether every lane's multiplier
-// rules ties out (fast: KILN_SYMBOL_rqn), for KILN_SYMBOL_rq8vf.
-func (e *qconvEpi) writeLaneFast(w func(string, ...any)) {
-	w("  const __m256i mvo = _mm256_srli_epi64(mv, 32);\n")
+// writeHead writes the block form's function head for lanes channels
+// per call (the ring's): its signature (x of C type xt, out of ot), the
+// ring, the block's channels c0 and nc, their weights as float32 lanes
+// wl[KK][lanes] and, with epi, their bias and multiplier lanes.
+func (b qdwBlock) writeHead(w func(string, ...any), p qconvParams, epi *qconvEpi, xt, ot string) {
+	n := b.ring.lanes
+	if epi != nil {
+		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t cb) {\n", xt, ot)
+	} else {
+		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, %s* restrict out, int32_t cb) {\n", xt, ot)
+	}
+	b.ring.writeDecl(w, p.kh*p.kw)
+	if p.c%n == 0 {
+		// Every block is whole: the loops over its channels unroll.
+		w("  const int32_t c0 = cb * %d, nc = %d;\n", n, n)
+	} else {
+		w("  const int32_t c0 = cb * %d, nc = %d - c0 < %d ? %d - c0 : %d;\n", n, p.c, n, p.c, n)
+	}
+	w("  float wl[KK][%d];\n", n)
+	w("  for (int32_t t = 0; t < KK; ++t)\n")
+	w("    for (int32_t i = 0; i < %d; ++i) wl[t][i] = i < nc ? (float)w[(int64_t)(c0 + i) * KK + t] : 0.0f;\n", n)
+	if epi != nil {
+		epi.writeLaneParams(w, n)
+	}
+}
+
+// writeLaneFast writes, after writeLaneParams and the vectors bv and mv
+// (of lanes 8 or 16), the odd lanes' multipliers mvo and whether every
+// lane's multiplier rules ties out (fast: KILN_SYMBOL_rqn), for
+// KILN_SYMBOL_rq8vf or KILN_SYMBOL_q16.
+func (e *qconvEpi) writeLaneFast(w func(string, ...any), lanes int64) {
+	if lanes == 16 {
+		w("  const __m512i mvo = _mm512_srli_epi64(mv, 32);\n")
+	} else {
+		w("  const __m256i mvo = _mm256_srli_epi64(mv, 32);\n")
+	}
 	if e.shift < 33 {
 		w("  const int fast = 0;\n")
 		return
 	}
-	w("  int fast = 1;\n  for (int32_t i = 0; i < 8; ++i) fast &= KILN_SYMBOL_rqn(ml[i]);\n")
+	w("  int fast = 1;\n  for (int32_t i = 0; i < %d; ++i) fast &= KILN_SYMBOL_rqn(ml[i]);\n", lanes)
 }
 
 // writeLaneParams writes the block form's bias and multiplier per lane,
-// bl[8] and ml[8], for the channels c0 + i (the last channel's for lanes
-// past nc).
-func (e *qconvEpi) writeLaneParams(w func(string, ...any)) {
+// bl[lanes] and ml[lanes], for the channels c0 + i (the last channel's
+// for lanes past nc).
+func (e *qconvEpi) writeLaneParams(w func(string, ...any), lanes int64) {
 	m := "mult[0]"
 	if e.perChannel {
 		m = "mult[c]"
 	}
-	w("  int32_t bl[8], ml[8];\n")
-	w("  for (int32_t i = 0; i < 8; ++i) {\n")
+	w("  int32_t bl[%d], ml[%d];\n", lanes, lanes)
+	w("  for (int32_t i = 0; i < %d; ++i) {\n", lanes)
 	w("    const int32_t c = c0 + (i < nc ? i : 0);\n")
 	w("    bl[i] = bias[c];\n    ml[i] = %s;\n  }\n", m)
 }

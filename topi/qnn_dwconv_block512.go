@@ -38,7 +38,6 @@ func (b qdwBlock) source512(p qconvParams, epi *qconvEpi) string {
 	if epi != nil {
 		ot = epi.outType()
 	}
-	taps := p.kh * p.kw
 	plane, oplane := p.h*p.w, p.oh*p.ow
 	guard := p.isa.guard()
 	w("/* Depthwise qnn.conv2d, block form: sixteen of %d channels of %dx%d, %dx%d taps (stride %dx%d, pad %dx%d, dilation %dx%d). */\n",
@@ -46,41 +45,13 @@ func (b qdwBlock) source512(p qconvParams, epi *qconvEpi) string {
 	w("#if %s\n", guard)
 	writeTranspose16(w, "KILN_SYMBOL_tr16")
 	w("#endif\n")
-	if epi != nil {
-		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, const int32_t* restrict bias, const int32_t* restrict mult, %s* restrict out, int32_t cb) {\n", xt, ot)
-	} else {
-		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, %s* restrict out, int32_t cb) {\n", xt, ot)
-	}
-	b.ring.writeDecl(w, taps)
-	if p.c%L == 0 {
-		w("  const int32_t c0 = cb * %d, nc = %d;\n", L, L)
-	} else {
-		w("  const int32_t c0 = cb * %d, nc = %d - c0 < %d ? %d - c0 : %d;\n", L, p.c, L, p.c, L)
-	}
-	w("  float wl[KK][%d];\n", L)
-	w("  for (int32_t t = 0; t < KK; ++t)\n")
-	w("    for (int32_t i = 0; i < %d; ++i) wl[t][i] = i < nc ? (float)w[(int64_t)(c0 + i) * KK + t] : 0.0f;\n", L)
-	if epi != nil {
-		m := "mult[0]"
-		if epi.perChannel {
-			m = "mult[c]"
-		}
-		w("  int32_t bl[%d], ml[%d];\n", L, L)
-		w("  for (int32_t i = 0; i < %d; ++i) {\n", L)
-		w("    const int32_t c = c0 + (i < nc ? i : 0);\n")
-		w("    bl[i] = bias[c];\n    ml[i] = %s;\n  }\n", m)
-	}
+	b.writeHead(w, p, epi, xt, ot)
 	w("#if %s\n", guard)
 	w("  __m512 wv[KK];\n")
 	w("  for (int32_t t = 0; t < KK; ++t) wv[t] = _mm512_loadu_ps(wl[t]);\n")
 	if epi != nil {
 		w("  const __m512i bv = _mm512_loadu_si512((const void*)bl), mv = _mm512_loadu_si512((const void*)ml);\n")
-		w("  const __m512i mvo = _mm512_srli_epi64(mv, 32);\n")
-		if epi.shift >= 33 {
-			w("  int fast = 1;\n  for (int32_t i = 0; i < %d; ++i) fast &= KILN_SYMBOL_rqn(ml[i]);\n", L)
-		} else {
-			w("  const int fast = 0;\n")
-		}
+		epi.writeLaneFast(w, L)
 	}
 	w("#endif\n")
 	w("  for (int32_t oy = 0; oy < %d; ++oy) {\n", p.oh)

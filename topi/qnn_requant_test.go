@@ -33,29 +33,22 @@ func TestRequantizeAVX2(t *testing.T) {
 	vals := requantSums()
 	for _, c := range requantCases {
 		t.Run(fmt.Sprintf("shift%d", c.shift), func(t *testing.T) {
-			k := &qconvKernel{p: qconvParams{isa: qconvAVX2}, epi: &qconvEpi{shift: c.shift, zp: c.zp, lo: c.lo, hi: c.hi, signed: c.lo < 0}}
-			var src strings.Builder
-			src.WriteString("#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <immintrin.h>\n")
-			src.WriteString(strings.ReplaceAll(k.epilogueHelpers(), "KILN_SYMBOL", "k"))
-			fmt.Fprintf(&src, "static const int32_t in[%d] = {", len(vals))
-			for _, v := range vals {
-				fmt.Fprintf(&src, "(int32_t)%dLL, ", v)
-			}
+			src := requantProgram(qconvAVX2, c, vals)
 			// out: rq8, rq8vf's exact form, and sat8 of the exact form; then
 			// whether rq8 took rq8n.
 			n := len(vals)
-			fmt.Fprintf(&src, "};\nint main(void) {\n  int32_t out[%d];\n", 3*n+1)
-			fmt.Fprintf(&src, "  const __m256i bv = _mm256_set1_epi32(%d), mv = _mm256_set1_epi32((int32_t)%dLL);\n", c.bias, c.mult)
-			fmt.Fprintf(&src, "  for (int i = 0; i < %d; i += 8) {\n", n)
+			fmt.Fprintf(src, "};\nint main(void) {\n  int32_t out[%d];\n", 3*n+1)
+			fmt.Fprintf(src, "  const __m256i bv = _mm256_set1_epi32(%d), mv = _mm256_set1_epi32((int32_t)%dLL);\n", c.bias, c.mult)
+			fmt.Fprintf(src, "  for (int i = 0; i < %d; i += 8) {\n", n)
 			src.WriteString("    const __m256i v = _mm256_loadu_si256((const __m256i*)(in + i));\n")
-			fmt.Fprintf(&src, "    _mm256_storeu_si256((__m256i*)(out + i), k_rq8(v, %d, (int32_t)%dLL));\n", c.bias, c.mult)
-			fmt.Fprintf(&src, "    _mm256_storeu_si256((__m256i*)(out + %d + i), k_rq8vf(v, bv, mv, mv, 0));\n", n)
-			fmt.Fprintf(&src, "    _mm256_storeu_si256((__m256i*)(out + %d + i), k_sat8(k_rq8vf(v, bv, mv, mv, 0)));\n  }\n", 2*n)
+			fmt.Fprintf(src, "    _mm256_storeu_si256((__m256i*)(out + i), k_rq8(v, %d, (int32_t)%dLL));\n", c.bias, c.mult)
+			fmt.Fprintf(src, "    _mm256_storeu_si256((__m256i*)(out + %d + i), k_rq8vf(v, bv, mv, mv, 0));\n", n)
+			fmt.Fprintf(src, "    _mm256_storeu_si256((__m256i*)(out + %d + i), k_sat8(k_rq8vf(v, bv, mv, mv, 0)));\n  }\n", 2*n)
 			fast := "0"
 			if c.shift >= 33 {
 				fast = fmt.Sprintf("k_rqn((int32_t)%dLL)", c.mult)
 			}
-			fmt.Fprintf(&src, "  out[%d] = %s;\n", 3*n, fast)
+			fmt.Fprintf(src, "  out[%d] = %s;\n", 3*n, fast)
 			src.WriteString("  FILE* f = fopen(\"out.bin\", \"wb\");\n  if (!f || fwrite(out, sizeof out, 1, f) != 1) return 3;\n  return fclose(f) != 0;\n}\n")
 			raw := runKernelProgram(t, cc, src.String(), nil, []string{"-O2", "-mavx2", "-std=c11"})
 			word := func(i int) int64 { return int64(int32(binary.LittleEndian.Uint32(raw[4*i:]))) }
@@ -101,17 +94,10 @@ func TestRequantizeAVX512(t *testing.T) {
 	n := len(vals)
 	for _, c := range requantCases {
 		t.Run(fmt.Sprintf("shift%d", c.shift), func(t *testing.T) {
-			k := &qconvKernel{p: qconvParams{isa: qconvAVX512VNNI}, epi: &qconvEpi{shift: c.shift, zp: c.zp, lo: c.lo, hi: c.hi, signed: c.lo < 0}}
-			var src strings.Builder
-			src.WriteString("#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <immintrin.h>\n")
-			src.WriteString(strings.ReplaceAll(k.epilogueHelpers(), "KILN_SYMBOL", "k"))
-			fmt.Fprintf(&src, "static const int32_t in[%d] = {", n)
-			for _, v := range vals {
-				fmt.Fprintf(&src, "(int32_t)%dLL, ", v)
-			}
-			fmt.Fprintf(&src, "};\nint main(void) {\n  uint8_t out[%d];\n", n)
-			fmt.Fprintf(&src, "  for (int i = 0; i < %d; i += 16)\n", n)
-			fmt.Fprintf(&src, "    _mm_storeu_si128((__m128i*)(void*)(out + i), k_rq16(_mm512_loadu_si512((const void*)(in + i)), %d, (int32_t)%dLL));\n", c.bias, c.mult)
+			src := requantProgram(qconvAVX512VNNI, c, vals)
+			fmt.Fprintf(src, "};\nint main(void) {\n  uint8_t out[%d];\n", n)
+			fmt.Fprintf(src, "  for (int i = 0; i < %d; i += 16)\n", n)
+			fmt.Fprintf(src, "    _mm_storeu_si128((__m128i*)(void*)(out + i), k_rq16(_mm512_loadu_si512((const void*)(in + i)), %d, (int32_t)%dLL));\n", c.bias, c.mult)
 			src.WriteString("  FILE* f = fopen(\"out.bin\", \"wb\");\n  if (!f || fwrite(out, sizeof out, 1, f) != 1) return 3;\n  return fclose(f) != 0;\n}\n")
 			raw := runKernelProgram(t, cc, src.String(), nil, []string{"-O2", avx512VNNIMarch, "-std=c11", "-Wall", "-Wextra", "-Werror"})
 			for i, v := range vals {
@@ -126,6 +112,21 @@ func TestRequantizeAVX512(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requantProgram starts a C test program of the requantization helpers
+// of isa for case c (named k_*, as epilogueHelpers writes them), with the
+// sums vals as in[], its initialiser left open.
+func requantProgram(isa qconvISA, c requantCase, vals []int64) *strings.Builder {
+	k := &qconvKernel{p: qconvParams{isa: isa}, epi: &qconvEpi{shift: c.shift, zp: c.zp, lo: c.lo, hi: c.hi, signed: c.lo < 0}}
+	src := &strings.Builder{}
+	src.WriteString("#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <immintrin.h>\n")
+	src.WriteString(strings.ReplaceAll(k.epilogueHelpers(), "KILN_SYMBOL", "k"))
+	fmt.Fprintf(src, "static const int32_t in[%d] = {", len(vals))
+	for _, v := range vals {
+		fmt.Fprintf(src, "(int32_t)%dLL, ", v)
+	}
+	return src
 }
 
 // requantCase is one requantization of the vector helpers' tests.
