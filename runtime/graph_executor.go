@@ -64,8 +64,9 @@ type GraphExecutor struct {
 	steps   []step
 	blocks  []unsafe.Pointer // C argument blocks, freed by Close
 	// calls is the C array of every step's native call (packCalls; the
-	// other steps' entries unused), for runs made in one cgo call per run
-	// of native steps (runSteps); nil when there is none. It is in blocks.
+	// other steps' entries unused), for runs that make up to maxBatch
+	// consecutive native steps in one cgo call (runSteps); nil when there
+	// is none. It is in blocks.
 	calls    unsafe.Pointer
 	inputIdx map[string]int // input name -> position in g.argNodes
 	set      []bool         // per input: has a value
@@ -857,12 +858,12 @@ func (e *GraphExecutor) runSteps(ctx context.Context, start, end int, times []ti
 	for _, f := range e.threadsHere {
 		callSetNumThreads(f, e.threads)
 	}
-	// Without times, trace or a context that can stop the run, each run of
-	// consecutive native steps is one cgo call (callAll). A cgo call of
-	// more than 20 µs loses its P to the Go scheduler's monitor, and with
-	// GOMAXPROCS 1 (a process confined to one core) the hand-offs on the
-	// same core took tiny_bert's 40 kernels from 0.52 to 0.66-1.25 ms a
-	// run; one call per run makes one hand-off.
+	// Without times, trace or a context that can stop the run, up to
+	// maxBatch consecutive native steps are one cgo call (callAll). A cgo
+	// call of more than 20 µs loses its P to the Go scheduler's monitor,
+	// and with GOMAXPROCS 1 (a process confined to one core) the
+	// hand-offs on the same core took tiny_bert's 40 kernels from 0.52 to
+	// 0.66-1.25 ms a run; a batch makes one hand-off.
 	batch := times == nil && trace == nil && ctx.Done() == nil && e.calls != nil
 	for i := start; i < end; {
 		if !batch || e.steps[i].native == nil {
@@ -877,8 +878,7 @@ func (e *GraphExecutor) runSteps(ctx context.Context, start, end int, times []ti
 			j++
 		}
 		if k, err := callAll(e.calls, i, j); err != nil {
-			st := &e.steps[k]
-			return fmt.Errorf("run: %s (func %q): %w", e.g.nodeRef(st.node), e.g.nodes[st.node].funcName, st.native.wrap(err))
+			return e.stepError(k, e.steps[k].native.wrap(err))
 		}
 		i = j
 	}
@@ -896,7 +896,6 @@ const maxBatch = 8
 func (e *GraphExecutor) runStep(ctx context.Context, i int, times []time.Duration, trace *[]stepEvent) error {
 	var t0 time.Time
 	st := &e.steps[i]
-	n := &e.g.nodes[st.node]
 	if done := ctx.Done(); done != nil {
 		select {
 		case <-done:
@@ -928,10 +927,17 @@ func (e *GraphExecutor) runStep(ctx context.Context, i int, times []time.Duratio
 		*trace = append(*trace, stepEvent{step: i, run: run, start: t0, dur: time.Since(t0)})
 	}
 	if err != nil {
-		if n.op == opKiln {
-			return fmt.Errorf("run: %s (func %q): %w", e.g.nodeRef(st.node), n.funcName, err)
-		}
-		return fmt.Errorf("run: %s: %w", e.g.nodeRef(st.node), err)
+		return e.stepError(i, err)
 	}
 	return nil
+}
+
+// stepError is the error of a run whose step i failed with err: the
+// step's node, and the function a kiln_op node calls.
+func (e *GraphExecutor) stepError(i int, err error) error {
+	st := &e.steps[i]
+	if n := &e.g.nodes[st.node]; n.op == opKiln {
+		return fmt.Errorf("run: %s (func %q): %w", e.g.nodeRef(st.node), n.funcName, err)
+	}
+	return fmt.Errorf("run: %s: %w", e.g.nodeRef(st.node), err)
 }
