@@ -18,7 +18,7 @@ import (
 //   - cpu: groups 1, weights int8 with zero point 0 (what quantizers
 //     write) packed OIHW4i (the importer packs constant weights). The
 //     input is first laid out channels in fours (qconvPackKernel, per
-//     image and channel group, in parallel); then qconvKernel runs once per
+//     image, in blocks of rows, in parallel); then qconvKernel runs once per
 //     tile of output pixels, in parallel: it copies the tile's taps (one
 //     32-bit word holds four input channels of a pixel) and multiplies
 //     them with the weight words using the target's widest integer dot
@@ -183,17 +183,18 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 		return tir.AddressOf(tir.NewLoad(b, idx...))
 	}
 	x4 := te.Extern("qconv_nc4hw4", []ir.Shape{x4Shape}, []ir.DType{ir.Uint8}, []*te.Tensor{x}, func(ins, outs []*tir.Buffer) tir.Stmt {
-		iv, cv := tir.NewVar("n", tir.Int32T), tir.NewVar("c4", tir.Int32T)
+		iv, uv := tir.NewVar("n", tir.Int32T), tir.NewVar("u", tir.Int32T)
 		zero := tir.Idx(0)
 		call := tir.CallKernel(pk,
 			tir.AddressOf(tir.NewLoad(ins[0], iv, zero, zero, zero)),
 			x4At(outs[0], iv),
-			cv)
+			uv)
+		calls := pk.split.calls()
 		kind := tir.Parallel
-		if c4 < 2 {
+		if calls < 2 {
 			kind = tir.Serial
 		}
-		return tir.Loop(iv, n, tir.Serial, tir.Loop(cv, c4, kind, tir.Eval(call)))
+		return tir.Loop(iv, n, tir.Serial, tir.Loop(uv, calls, kind, tir.Eval(call)))
 	})[0]
 	wk := w
 	if k.w16 {

@@ -214,9 +214,9 @@ func (d *qconvDirect) imageBytes(c4 int64) int64 {
 // packSource is the pack kernel's C for the padded layout: plane c4 of
 // X4p with the zero point's words around the input (with a stride, its
 // phase planes), and after the last plane the slack, zero.
-func (d *qconvDirect) packSource(p qconvParams) string {
+func (d *qconvDirect) packSource(p qconvParams, split packSplit) string {
 	if d.sh != 1 || d.sw != 1 {
-		return d.phasePackSource(p)
+		return d.phasePackSource(p, split)
 	}
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
@@ -224,12 +224,12 @@ func (d *qconvDirect) packSource(p qconvParams) string {
 	c4 := (p.c + 3) / 4
 	plane := p.h * p.w
 	w("/* qnn.conv2d input, %d channels of %dx%d, in groups of four, padded to %dx%d. */\n", p.c, p.h, p.w, d.hp, d.wp)
-	w("static void KILN_SYMBOL(const %s* restrict x, uint8_t* restrict x4, int32_t c4) {\n", xt)
+	b.WriteString(split.head(xt))
 	w("  const uint32_t z = %du;\n", p.izpWord())
 	w("  uint8_t* restrict d = x4 + (int64_t)c4 * %d;\n", d.planeWords()*4)
 	w("  const %s* s[4];\n  int32_t have = %d - c4 * 4;\n  if (have > 4) have = 4;\n", xt, p.c)
 	w("  for (int32_t i = 0; i < 4; ++i) s[i] = x + (int64_t)(c4 * 4 + (i < have ? i : 0)) * %d;\n", plane)
-	w("  for (int32_t py = 0; py < %d; ++py) {\n", d.hp)
+	w("  for (int32_t py = r0; py < r1; ++py) {\n")
 	w("    uint8_t* restrict r = d + (int64_t)py * %d;\n", d.wp*4)
 	w("    const int32_t iy = py - %d;\n", p.ph)
 	w("    if ((uint32_t)iy >= %du) {\n", p.h)
@@ -250,9 +250,9 @@ func (d *qconvDirect) packSource(p qconvParams) string {
 	w("    for (int32_t px = %d; px < %d; ++px) memcpy(r + px * 4, &z, 4);\n", p.pw+p.w, d.wp)
 	w("  }\n")
 	if gap := d.planeWords() - d.hp*d.wp; gap > 0 {
-		w("  memset(d + %d, 0, %d);\n", d.hp*d.wp*4, gap*4)
+		w("  if (r1 == %d) memset(d + %d, 0, %d);\n", d.hp, d.hp*d.wp*4, gap*4)
 	}
-	w("  if (c4 == %d) memset(x4 + %d, 0, %d);\n", c4-1, c4*d.planeWords()*4, d.slack*4)
+	w("  if (c4 == %d && r1 == %d) memset(x4 + %d, 0, %d);\n", c4-1, d.hp, c4*d.planeWords()*4, d.slack*4)
 	w("}\n")
 	return b.String()
 }
@@ -274,7 +274,7 @@ func (p qconvParams) packTypes() (xt, flip string) {
 // phasePackSource is packSource with a stride: each phase plane's words
 // (r, q) are the padded input's (r*SH + a, q*SW + b), the zero point's
 // word where that is padding or past it.
-func (d *qconvDirect) phasePackSource(p qconvParams) string {
+func (d *qconvDirect) phasePackSource(p qconvParams, split packSplit) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	xt, flip := p.packTypes()
@@ -285,7 +285,7 @@ func (d *qconvDirect) phasePackSource(p qconvParams) string {
 		as[i], bs[i] = ph[0], ph[1]
 	}
 	w("/* qnn.conv2d input, %d channels of %dx%d, in groups of four, padded, in %d phase planes of %dx%d (stride %dx%d). */\n", p.c, p.h, p.w, len(d.phases), d.hp, d.wp, d.sh, d.sw)
-	w("static void KILN_SYMBOL(const %s* restrict x, uint8_t* restrict x4, int32_t c4) {\n", xt)
+	b.WriteString(split.head(xt))
 	w("  static const int32_t pa[%d] = {%s}, pb[%d] = {%s};\n", len(as), joinInts(as), len(bs), joinInts(bs))
 	w("  const uint32_t z = %du;\n", p.izpWord())
 	w("  const %s* s[4];\n  int32_t have = %d - c4 * 4;\n  if (have > 4) have = 4;\n", xt, p.c)
@@ -298,7 +298,7 @@ func (d *qconvDirect) phasePackSource(p qconvParams) string {
 	w("    int32_t qlo = b >= %d ? 0 : (%d - b + %d) / %d;\n", p.pw, p.pw, d.sw-1, d.sw)
 	w("    int32_t qhi = (%d - b + %d) / %d;\n", p.w+p.pw, d.sw-1, d.sw)
 	w("    if (qhi > %d) qhi = %d;\n    if (qlo > qhi) qlo = qhi;\n", d.wp, d.wp)
-	w("    for (int32_t r = 0; r < %d; ++r) {\n", d.hp)
+	w("    for (int32_t r = r0; r < r1; ++r) {\n")
 	w("      uint8_t* restrict row = d + (int64_t)r * %d;\n", d.wp*4)
 	w("      const int32_t iy = r * %d + pa[f] - %d;\n", d.sh, p.ph)
 	w("      if ((uint32_t)iy >= %du) {\n", p.h)
@@ -320,10 +320,10 @@ func (d *qconvDirect) phasePackSource(p qconvParams) string {
 	w("      for (int32_t q = qhi; q < %d; ++q) memcpy(row + q * 4, &z, 4);\n", d.wp)
 	w("    }\n")
 	if gap := d.phaseWords() - d.hp*d.wp; gap > 0 {
-		w("    memset(d + %d, 0, %d);\n", d.hp*d.wp*4, gap*4)
+		w("    if (r1 == %d) memset(d + %d, 0, %d);\n", d.hp, d.hp*d.wp*4, gap*4)
 	}
 	w("  }\n")
-	w("  if (c4 == %d) memset(x4 + %d, 0, %d);\n", c4-1, c4*d.planeWords()*4, d.slack*4)
+	w("  if (c4 == %d && r1 == %d) memset(x4 + %d, 0, %d);\n", c4-1, d.hp, c4*d.planeWords()*4, d.slack*4)
 	w("}\n")
 	return b.String()
 }

@@ -118,7 +118,7 @@ func TestQConvDirectPortable(t *testing.T) {
 			}
 			ints("wsum", "int32_t", wsum)
 			fmt.Fprintf(&b, "int main(void) {\n  uint8_t* x4 = malloc(%d);\n  int32_t* out = malloc(%d);\n", k.dir.imageBytes(k.c4), len(want)*4)
-			fmt.Fprintf(&b, "  for (int32_t c4 = 0; c4 < %d; ++c4) %s(xin, x4, c4);\n", k.c4, pk.Symbol())
+			fmt.Fprintf(&b, "  for (int32_t u = 0; u < %d; ++u) %s(xin, x4, u);\n", pk.split.calls(), pk.Symbol())
 			fmt.Fprintf(&b, "  for (int32_t t = 0; t < %d; ++t) %s(x4, win, wsum, out, t);\n", k.tiles, k.Symbol())
 			fmt.Fprintf(&b, "  for (int32_t i = 0; i < %d; ++i) printf(\"%%d\\n\", (int)out[i]);\n  free(x4);\n  free(out);\n  return 0;\n}\n", len(want))
 			runCBuilds(t, cc, b.String(), want, marchs...)
@@ -128,8 +128,8 @@ func TestQConvDirectPortable(t *testing.T) {
 				xm = conv(make(sliceMem[int8], len(x)), x)
 			}
 			x4 := make(sliceMem[uint8], k.dir.imageBytes(k.c4))
-			for c4 := int64(0); c4 < k.c4; c4++ {
-				if err := pk.Eval([]tir.KernelArg{{Mem: xm}, {Mem: x4}, {Int: c4}}); err != nil {
+			for u := int64(0); u < pk.split.calls(); u++ {
+				if err := pk.Eval([]tir.KernelArg{{Mem: xm}, {Mem: x4}, {Int: u}}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -89,10 +89,11 @@ func qdwconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor,
 			args = append(args, tir.AddressOf(tir.NewLoad(ins[2], zero)), tir.AddressOf(tir.NewLoad(ins[3], mi...)))
 		}
 		args = append(args, tir.AddressOf(tir.NewLoad(outs[0], iv, zero, zero, zero)), cv)
-		// One call per channel, or per block of eight or sixteen (block form).
+		// One call per channel, or per block of rows of eight or sixteen
+		// channels (block form).
 		calls := p.c
 		if k.block != nil {
-			calls = k.block.blocks(p)
+			calls = k.block.calls(p)
 		}
 		kind := tir.Parallel
 		if calls < 2 {
@@ -254,12 +255,16 @@ func (k *qdwconvKernel) Eval(args []tir.KernelArg) error {
 	if k.block != nil {
 		return k.evalBlock(args, args[nargs-1].Int)
 	}
-	return k.evalChannel(args, args[nargs-1].Int)
+	c := args[nargs-1].Int
+	if c < 0 || c >= k.p.c {
+		return fmt.Errorf("depthwise qnn.conv2d kernel: channel %d of %d", c, k.p.c)
+	}
+	return k.evalChannel(args, c, 0, k.p.oh)
 }
 
-// evalChannel computes channel c of one image, as the row form's call
-// for c does.
-func (k *qdwconvKernel) evalChannel(args []tir.KernelArg, c int64) error {
+// evalChannel computes output rows [oy0, oy1) of channel c of one image,
+// as the row form's call for c does for all rows.
+func (k *qdwconvKernel) evalChannel(args []tir.KernelArg, c, oy0, oy1 int64) error {
 	p, nargs := k.p, len(args)
 	xm, xo, err := args[0].Ptr(p.c * p.h * p.w)
 	if err != nil {
@@ -289,7 +294,7 @@ func (k *qdwconvKernel) evalChannel(args []tir.KernelArg, c int64) error {
 		}
 		bias, mult = int64(bm.Float(bo+c)), int64(mm.Float(mo+mi))
 	}
-	for oy := int64(0); oy < p.oh; oy++ {
+	for oy := oy0; oy < oy1; oy++ {
 		for ox := int64(0); ox < p.ow; ox++ {
 			var acc int64
 			for ky := int64(0); ky < p.kh; ky++ {

@@ -54,7 +54,7 @@ func (b qdwBlock) source512(p qconvParams, epi *qconvEpi) string {
 		epi.writeLaneFast(w, L)
 	}
 	w("#endif\n")
-	w("  for (int32_t oy = 0; oy < %d; ++oy) {\n", p.oh)
+	w("  for (int32_t oy = oy0; oy < oy1; ++oy) {\n")
 	w("    const float* rp[%d];\n", p.kh)
 	// The padding (and the lanes past the last channel) hold zero, the
 	// centred zero point.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/tir"
 )
 
 // TestQDWBlockPortable: the depthwise kernel's block form
@@ -17,8 +18,9 @@ import (
 // exported project may be built), gives a plain depthwise convolution's
 // values exactly: int32 sums, and requantized bytes with a bias and a
 // multiplier per channel, over channel counts that leave a partial block
-// or none, stride 2, dilation, asymmetric padding and rows that end in a
-// partial group of eight columns.
+// or none, stride 2, dilation, asymmetric padding, rows that end in a
+// partial group of eight columns and maps whose calls take blocks of
+// rows; and so does its Eval.
 func TestQDWBlockPortable(t *testing.T) {
 	cc := testenv.Tool(t, "gcc")
 	for _, tc := range []struct {
@@ -46,6 +48,13 @@ func TestQDWBlockPortable(t *testing.T) {
 		{"AVX-512 stride 2 from 35 columns, int8 data, int32 sums, 19 channels", qconvParams{c: 19, h: 9, w: 35, oc: 19, oh: 5, ow: 18, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, izp: -9, signed: true, isa: qconvAVX512VNNI}, nil},
 		{"AVX-512 dilated 5x3 per tensor, shift 31", qconvParams{c: 17, h: 9, w: 18, oc: 17, oh: 9, ow: 17, kh: 5, kw: 3, sh: 1, sw: 1, ph: 4, pw: 1, dh: 2, dw: 1, izp: 40, isa: qconvAVX512VNNI},
 			&qconvEpi{shift: 31, zp: 7, lo: 0, hi: 200}},
+		// Maps of 16 rows and more: calls of blocks of rows (qdwBlockRows),
+		// whose rings start empty at any row, with dilation and stride.
+		{"row blocks 60x56 requantized, 9 channels", qconvParams{c: 9, h: 60, w: 56, oc: 9, oh: 60, ow: 56, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 90},
+			&qconvEpi{shift: 35, zp: 2, lo: 0, hi: 255, perChannel: true}},
+		{"AVX-512 row blocks dilated 5x3 on 70x49, 17 channels", qconvParams{c: 17, h: 70, w: 50, oc: 17, oh: 70, ow: 49, kh: 5, kw: 3, sh: 1, sw: 1, ph: 4, pw: 1, dh: 2, dw: 1, izp: 40, isa: qconvAVX512VNNI},
+			&qconvEpi{shift: 35, zp: 7, lo: 0, hi: 255, perChannel: true}},
+		{"AVX-512 row blocks stride 2 from 113x121, int32 sums, 3 channels", qconvParams{c: 3, h: 113, w: 121, oc: 3, oh: 57, ow: 61, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, izp: -9, signed: true, isa: qconvAVX512VNNI}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
@@ -63,6 +72,9 @@ func TestQDWBlockPortable(t *testing.T) {
 			}
 			if lanes := map[bool]int64{true: 16, false: 8}[avx512]; k.block.ring.lanes != lanes {
 				t.Fatalf("%d channels per call, want %d", k.block.ring.lanes, lanes)
+			}
+			if split := k.block.calls(p) > k.block.blocks(p); split != strings.Contains(tc.name, "row blocks") {
+				t.Fatalf("%d calls for %d channel blocks of %d rows", k.block.calls(p), k.block.blocks(p), p.oh)
 			}
 			rng := rand.New(rand.NewSource(11))
 			x := make([]int64, p.c*p.h*p.w)
@@ -129,13 +141,40 @@ func TestQDWBlockPortable(t *testing.T) {
 				ints("min", "int32_t", mult)
 			}
 			fmt.Fprintf(&b, "static %s out[%d];\nint main(void) {\n", ot, len(want))
-			call := "xin, win, out, cb"
+			call := "xin, win, out, u"
 			if tc.epi != nil {
-				call = "xin, win, bin, min, out, cb"
+				call = "xin, win, bin, min, out, u"
 			}
-			fmt.Fprintf(&b, "  for (int32_t cb = 0; cb < %d; ++cb) %s(%s);\n", k.block.blocks(p), k.Symbol(), call)
+			// The calls in reverse: each stands alone.
+			fmt.Fprintf(&b, "  for (int32_t u = %d; u >= 0; --u) %s(%s);\n", k.block.calls(p)-1, k.Symbol(), call)
 			fmt.Fprintf(&b, "  for (int32_t i = 0; i < %d; ++i) printf(\"%%d\\n\", (int)out[i]);\n  return 0;\n}\n", len(want))
 			runCBuilds(t, cc, b.String(), want, marchs...)
+			// The kernel's Eval (the interpreter's), on the same data.
+			var xm tir.KernelMemory = conv(make(sliceMem[uint8], len(x)), x)
+			if p.signed {
+				xm = conv(make(sliceMem[int8], len(x)), x)
+			}
+			om := make(sliceMem[int32], len(want))
+			args := []tir.KernelArg{{Mem: xm}, {Mem: conv(make(sliceMem[int8], len(wt)), wt)}}
+			if tc.epi != nil {
+				args = append(args, tir.KernelArg{Mem: conv(make(sliceMem[int32], len(bias)), bias)}, tir.KernelArg{Mem: conv(make(sliceMem[int32], len(mult)), mult)})
+			}
+			args = append(args, tir.KernelArg{Mem: om}, tir.KernelArg{})
+			for u := k.block.calls(p) - 1; u >= 0; u-- {
+				args[len(args)-1].Int = u
+				if err := k.Eval(args); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, v := range om {
+				if int64(v) != want[i] {
+					t.Fatalf("Eval: output %d is %d, want %d", i, v, want[i])
+				}
+			}
+			args[len(args)-1].Int = k.block.calls(p)
+			if err := k.Eval(args); err == nil {
+				t.Fatalf("call %d of %d: no error", k.block.calls(p), k.block.calls(p))
+			}
 		})
 	}
 }

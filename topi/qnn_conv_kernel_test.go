@@ -1,0 +1,86 @@
+package topi
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/kiln-dev/kiln/tir"
+)
+
+// TestQConvPackSplit checks the pack kernel's division into calls
+// (packSplit): the calls, in any order, write every byte of the layout
+// (a buffer filled with 0x00 and one filled with 0xAB end the same), and
+// the layout is the one a single call per channel group writes.
+func TestQConvPackSplit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    qconvParams
+		isa  qconvISA
+	}{
+		{"flat 1x1", qconvParams{c: 9, h: 40, w: 30, oc: 8, oh: 40, ow: 30, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, izp: 7}, qconvScalar},
+		{"flat int8 data", qconvParams{c: 3, h: 64, w: 20, oc: 8, oh: 64, ow: 20, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, izp: -5, signed: true}, qconvScalar},
+		{"direct 3x3", qconvParams{c: 6, h: 30, w: 60, oc: 11, oh: 30, ow: 60, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 9}, qconvAVX512VNNI},
+		{"phases 3x3 stride 2", qconvParams{c: 9, h: 40, w: 28, oc: 12, oh: 20, ow: 14, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, izp: -3, signed: true}, qconvAVX512VNNI},
+		{"phases 7x7 stride 2, 3 channels", qconvParams{c: 3, h: 64, w: 64, oc: 8, oh: 32, ow: 32, kh: 7, kw: 7, sh: 2, sw: 2, ph: 3, pw: 3, dh: 1, dw: 1, izp: 100}, qconvAVX512VNNI},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.p
+			p.isa, p.l1 = tc.isa, 32<<10
+			k, err := newQConvKernel(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (k.dir != nil) != (tc.isa != qconvScalar) {
+				t.Fatalf("direct form %v, want %v", k.dir != nil, tc.isa != qconvScalar)
+			}
+			pk := newQConvPackKernel(p, k.dir)
+			calls := pk.split.calls()
+			if calls <= pk.split.c4s {
+				t.Fatalf("%d calls for %d channel groups: the test wants blocks of rows", calls, pk.split.c4s)
+			}
+			size := pk.split.c4s * p.h * p.w * 4
+			if k.dir != nil {
+				size = k.dir.imageBytes(pk.split.c4s)
+			}
+			rng := rand.New(rand.NewSource(5))
+			x := make([]int64, p.c*p.h*p.w)
+			for i := range x {
+				x[i] = int64(rng.Intn(256))
+				if p.signed {
+					x[i] -= 128
+				}
+			}
+			var xm tir.KernelMemory = conv(make(sliceMem[uint8], len(x)), x)
+			if p.signed {
+				xm = conv(make(sliceMem[int8], len(x)), x)
+			}
+			run := func(k *qconvPackKernel, fill uint8, order []int) sliceMem[uint8] {
+				out := make(sliceMem[uint8], size)
+				for i := range out {
+					out[i] = fill
+				}
+				for _, u := range order {
+					if err := k.Eval([]tir.KernelArg{{Mem: xm}, {Mem: out}, {Int: int64(u)}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return out
+			}
+			a, b := run(pk, 0, rng.Perm(int(calls))), run(pk, 0xAB, rng.Perm(int(calls)))
+			whole := *pk
+			whole.split.rowsPer = whole.split.rows
+			ref := run(&whole, 0x5C, rng.Perm(int(whole.split.calls())))
+			for i := range a {
+				if a[i] != b[i] {
+					t.Fatalf("byte %d of %d is written by no call", i, size)
+				}
+				if a[i] != ref[i] {
+					t.Fatalf("byte %d is %d, one call per channel group writes %d", i, a[i], ref[i])
+				}
+			}
+			if err := pk.Eval([]tir.KernelArg{{Mem: xm}, {Mem: a}, {Int: calls}}); err == nil {
+				t.Fatalf("call %d of %d: no error", calls, calls)
+			}
+		})
+	}
+}
