@@ -36,36 +36,65 @@ func TransformWinogradWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, error) 
 	if err != nil {
 		return nil, err
 	}
-	for o := int64(0); o < oc; o++ {
+	// Float32 weights are read and written as such (the generic element
+	// access took 390 ms of resnet18's compile).
+	var src, dst []float32
+	if w.DType == ir.Float32 {
+		src, dst = w.Float32s(), out.Float32s()
+	}
+	// Block by block and input channel by input channel, so that each of
+	// the 16 planes gets whole runs of b values (in output channel order:
+	// 347 against 40 ms for resnet18's weights).
+	nb := oc / b
+	for ob := int64(0); ob < nb; ob++ {
 		for c := int64(0); c < ic; c++ {
-			var g [3][3]float64
-			for i := range 3 {
-				for j := range 3 {
-					g[i][j] = w.Float(int(((o*ic+c)*3+int64(i))*3 + int64(j)))
-				}
-			}
-			// G g (4x3), then (G g) G^T (4x4).
-			var gg [4][3]float64
-			for i := range 4 {
-				for j := range 3 {
-					for k := range 3 {
-						gg[i][j] += winogradG[i][k] * g[k][j]
+			for ov := int64(0); ov < b; ov++ {
+				o := ob*b + ov
+				var g [3][3]float64
+				base := int((o*ic + c) * 9)
+				for k := range 9 {
+					if src != nil {
+						g[k/3][k%3] = float64(src[base+k])
+					} else {
+						g[k/3][k%3] = w.Float(base + k)
 					}
 				}
-			}
-			for i := range 4 {
-				for j := range 4 {
-					u := 0.0
-					for k := range 3 {
-						u += gg[i][k] * winogradG[j][k]
+				u := winogradWeightTile(&g)
+				for xi := range int64(16) {
+					at := int(((xi*nb+ob)*ic+c)*b + ov)
+					if dst != nil {
+						dst[at] = float32(u[xi])
+					} else {
+						out.SetFloat(at, u[xi])
 					}
-					xi := int64(i*4 + j)
-					out.SetFloat(int(((xi*(oc/b)+o/b)*ic+c)*b+o%b), u)
 				}
 			}
 		}
 	}
 	return out, nil
+}
+
+// winogradWeightTile is G g G^T of a 3x3 kernel g, row by row: (G g)
+// first (4x3), then (G g) G^T (4x4).
+func winogradWeightTile(g *[3][3]float64) (u [16]float64) {
+	var gg [4][3]float64
+	for i := range 4 {
+		for j := range 3 {
+			for k := range 3 {
+				gg[i][j] += winogradG[i][k] * g[k][j]
+			}
+		}
+	}
+	for i := range 4 {
+		for j := range 4 {
+			v := 0.0
+			for k := range 3 {
+				v += gg[i][k] * winogradG[j][k]
+			}
+			u[i*4+j] = v
+		}
+	}
+	return u
 }
 
 // winogradInput is B^T d B of a 4x4 tile d.

@@ -10,6 +10,11 @@ import (
 // parallel; below it the loop stays serial.
 const parallelGrain = 4
 
+// parallelMinOuter is the fewest iterations of an injective stage's
+// parallel loop when the loops inside it can be fused into it: a static
+// split of them among threads is then within a few per cent of even.
+const parallelMinOuter = 16
+
 // vectorWidth is the inner split factor used for vectorisable loops (16
 // float32 lanes = one AVX-512 register; compilers narrow it as needed).
 const vectorWidth = 16
@@ -78,11 +83,24 @@ func flattenParallel(st *te.Stage) {
 		if total < parallelGrain*vectorWidth {
 			return
 		}
-		for _, a := range loops {
-			if a.Extent >= 2 {
-				st.Parallel(a)
-				break
+		for k, a := range loops {
+			if a.Extent < 2 {
+				continue
 			}
+			// A short first loop (an image's three channels) is fused
+			// with the loops inside it until there are iterations
+			// enough to share evenly among threads: split three ways,
+			// two threads did two channels and one; an int8 model's
+			// input quantization on 3x224x224 took 0.09 ms at 2 threads
+			// against 0.06 at 1.
+			for _, b := range loops[k+1:] {
+				if a.Extent >= parallelMinOuter {
+					break
+				}
+				a = st.Fuse(a, b)
+			}
+			st.Parallel(a)
+			break
 		}
 		return
 	}

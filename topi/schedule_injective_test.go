@@ -131,3 +131,46 @@ func TestScheduleInjectiveByteRows(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleInjectiveShortOuter: an injective stage whose first loop
+// is short (an image's three channels) fuses it with the next into its
+// parallel loop, so that threads share the work evenly; a first loop of
+// 16 or more stays the parallel loop alone. The values are those of a
+// direct computation either way.
+func TestScheduleInjectiveShortOuter(t *testing.T) {
+	for _, c := range []struct {
+		shape ir.Shape
+		loop  string
+	}{
+		{ir.Shape{1, 3, 40, 64}, "T.parallel(120)"},
+		{ir.Shape{1, 16, 40, 64}, "T.parallel(16)"},
+	} {
+		shape := c.shape
+		impl := strategy.Implementation{Name: "short_outer", Compute: func(_ *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
+			x := in[0]
+			return []*te.Tensor{te.Compute("scaled", shape, func(i []tir.PrimExpr) tir.PrimExpr {
+				return tir.Add(tir.Mul(x.At(i...), tir.FloatConst(nnTF32, 3)), tir.FloatConst(nnTF32, 1))
+			})}, nil
+		}, Schedule: ScheduleInjective}
+		call := &strategy.Call{Op: op.Add, ArgTypes: []ir.Type{ir.NewTensorType(nnTF32, shape)},
+			OutType: ir.NewTensorType(nnTF32, shape), Target: topitest.HostTarget()}
+		f, err := topitest.Lower(call, impl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := f.String(); !strings.Contains(text, c.loop) {
+			t.Errorf("%v: want %s:\n%s", shape, c.loop, text)
+		}
+		rng := rand.New(rand.NewSource(4))
+		x := topitest.Rand(rng, nnTF32, shape)
+		outs, err := topitest.Run(call, impl, []*tensor.Tensor{x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range x.Float32s() {
+			if g, want := outs[0].Float32s()[i], v*3+1; g != want {
+				t.Fatalf("%v: element %d is %v, want %v", shape, i, g, want)
+			}
+		}
+	}
+}
