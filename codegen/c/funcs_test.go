@@ -2,6 +2,8 @@ package c
 
 import (
 	"math"
+	"strings"
+	"testing"
 
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/tir"
@@ -212,7 +214,43 @@ func testFuncs() []*tir.PrimFunc {
 		fs = append(fs, ex.Build())
 	}
 	return append(fs, intrinsicsFunc("intrin_f32", ir.Float32), intrinsicsFunc("intrin_f64", ir.Float64),
-		castsFunc(), halfFunc(), loopsFunc(), allocFunc(), vmathFunc())
+		castsFunc(), halfFunc(), loopsFunc(), allocFunc(), vmathFunc(), clampCastsFunc())
+}
+
+// clampCastsFunc converts clipped float32 values to int32 the way a
+// quantization does, select(isnan(v), n, clip(v)) (codegen's
+// clampToInt32 helpers), on NaN, values far outside int32 and ordinary
+// ones, in a vectorized loop: max then min to [0, 255] with n = 0 (no NaN
+// test: the comparisons give 0 for NaN), to [-128, 127] with n = 0 (a NaN
+// test), min then max to [-128, 127], isnan of v rather than of the clip,
+// and bounds the wrong way round (min(max(v, 10), 3) is 3).
+func clampCastsFunc() *tir.PrimFunc {
+	const n = 64
+	f := tir.NewPrimFunc("clamp_casts")
+	x := f.AddBuffer(tir.NewBuffer("X", ir.Float32, ir.Shape{n}, ""))
+	out := f.AddBuffer(tir.NewBuffer("Out", ir.Int32, ir.Shape{5, n}, ""))
+	i := v32("i")
+	xi := tir.NewLoad(x, i)
+	c := func(v float64) tir.PrimExpr { return tir.FloatConst(ir.Float32, v) }
+	v := tir.NewSelect(tir.LT(xi, c(-0.8)), c(math.NaN()),
+		tir.NewSelect(tir.GT(xi, c(0.8)), tir.Mul(xi, c(1e12)), tir.Mul(xi, c(300))))
+	isnan := func(e tir.PrimExpr) tir.PrimExpr { return tir.NewCall(tir.IntrinIsNaN, e) }
+	conv := func(nan tir.PrimExpr, cond, clip tir.PrimExpr) tir.PrimExpr {
+		return tir.NewCast(tir.Int32T, tir.NewSelect(isnan(cond), nan, clip))
+	}
+	u8 := tir.Min(tir.Max(v, c(0)), c(255))
+	s8 := tir.Min(tir.Max(v, c(-128)), c(127))
+	s8r := tir.Max(tir.Min(v, c(127)), c(-128))
+	wrong := tir.Min(tir.Max(v, c(10)), c(3))
+	body := []tir.Stmt{
+		tir.NewStore(out, conv(c(0), u8, u8), tir.Idx(0), i),
+		tir.NewStore(out, conv(c(0), s8, s8), tir.Idx(1), i),
+		tir.NewStore(out, conv(c(0), s8r, s8r), tir.Idx(2), i),
+		tir.NewStore(out, conv(c(-7), v, s8), tir.Idx(3), i),
+		tir.NewStore(out, conv(c(5), wrong, wrong), tir.Idx(4), i),
+	}
+	f.Body = tir.Loop(i, n, tir.Vectorized, tir.Seq(body...))
+	return f
 }
 
 // vmathFunc computes exp, sigmoid and erf of float32 inputs in a
@@ -323,4 +361,22 @@ func tolerance(fn, param string, k int64) int64 {
 		}
 	}
 	return 0
+}
+
+// TestClampCastHelpers checks which helper each of clampCastsFunc's
+// conversions takes: a NaN test only where the comparisons would not give
+// the select's constant for a NaN (TestDifferential checks their values).
+func TestClampCastHelpers(t *testing.T) {
+	code := generate(t, HostOptions(), clampCastsFunc()).Code
+	for _, want := range []string{
+		"kiln_clamp_f32(", "kiln_clamp_n_f32(", "kiln_clampr_n_f32(",
+		", 0.0f, 255.0f)", ", (-128.0f), 127.0f, 0.0f)", ", 127.0f, (-128.0f), 0.0f)", ", 10.0f, 3.0f, 5.0f)",
+	} {
+		if !strings.Contains(code, want) {
+			t.Errorf("no %q in:\n%s", want, code)
+		}
+	}
+	if strings.Contains(code, "isnan(") {
+		t.Errorf("a select with isnan is left:\n%s", code)
+	}
 }

@@ -281,6 +281,14 @@ static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e
 	// min, the rules above reduce to these (expr.go minMaxConst).
 	{name: "kiln_maxc_f32", code: `static inline float kiln_maxc_f32(float a, float c) { return a != a ? NAN : (a > c ? a : c); }`},
 	{name: "kiln_minc_f32", code: `static inline float kiln_minc_f32(float a, float c) { return a != a ? NAN : (a < c ? a : c); }`},
+	// A clip with constant bounds before a conversion to int32
+	// (expr.go clampToInt32): max then min (kiln_clamp_f32) or min then
+	// max (kiln_clampr_f32), a NaN operand giving the constant n
+	// (the _n forms) or, without a test, what the comparisons give.
+	{name: "kiln_clamp_f32", code: `static inline float kiln_clamp_f32(float v, float lo, float hi) { const float t = v > lo ? v : lo; return t < hi ? t : hi; }`},
+	{name: "kiln_clampr_f32", code: `static inline float kiln_clampr_f32(float v, float hi, float lo) { const float t = v < hi ? v : hi; return t > lo ? t : lo; }`},
+	{name: "kiln_clamp_n_f32", code: `static inline float kiln_clamp_n_f32(float v, float lo, float hi, float n) { const float t = v > lo ? v : lo; return v != v ? n : (t < hi ? t : hi); }`},
+	{name: "kiln_clampr_n_f32", code: `static inline float kiln_clampr_n_f32(float v, float hi, float lo, float n) { const float t = v < hi ? v : hi; return v != v ? n : (t > lo ? t : lo); }`},
 	{name: "kiln_maxc_f64", code: `static inline double kiln_maxc_f64(double a, double c) { return a != a ? (double)NAN : (a > c ? a : c); }`},
 	{name: "kiln_minc_f64", code: `static inline double kiln_minc_f64(double a, double c) { return a != a ? (double)NAN : (a < c ? a : c); }`},
 	{name: "kiln_min_f64", code: `static inline double kiln_min_f64(double a, double b) {
