@@ -54,7 +54,7 @@ type qdwBlock struct {
 	ring  lanesRing
 	plane bool
 	hp    int64
-	// rows is the output rows per call (qdwBlockRows) of the oh.
+	// rows is the output rows per call (qdwBlockRows) of the output's oh.
 	rows, oh int64
 }
 
