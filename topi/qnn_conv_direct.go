@@ -214,7 +214,7 @@ func (d *qconvDirect) imageBytes(c4 int64) int64 {
 // packSource is the pack kernel's C for the padded layout: plane c4 of
 // X4p with the zero point's words around the input (with a stride, its
 // phase planes), and after the last plane the slack, zero.
-func (d *qconvDirect) packSource(p qconvParams, split packSplit) string {
+func (d *qconvDirect) packSource(p qconvParams, split rowSplit) string {
 	if d.sh != 1 || d.sw != 1 {
 		return d.phasePackSource(p, split)
 	}
@@ -224,7 +224,7 @@ func (d *qconvDirect) packSource(p qconvParams, split packSplit) string {
 	c4 := (p.c + 3) / 4
 	plane := p.h * p.w
 	w("/* qnn.conv2d input, %d channels of %dx%d, in groups of four, padded to %dx%d. */\n", p.c, p.h, p.w, d.hp, d.wp)
-	b.WriteString(split.head(xt))
+	b.WriteString(split.packHead(xt))
 	w("  const uint32_t z = %du;\n", p.izpWord())
 	w("  uint8_t* restrict d = x4 + (int64_t)c4 * %d;\n", d.planeWords()*4)
 	w("  const %s* s[4];\n  int32_t have = %d - c4 * 4;\n  if (have > 4) have = 4;\n", xt, p.c)
@@ -274,7 +274,7 @@ func (p qconvParams) packTypes() (xt, flip string) {
 // phasePackSource is packSource with a stride: each phase plane's words
 // (r, q) are the padded input's (r*SH + a, q*SW + b), the zero point's
 // word where that is padding or past it.
-func (d *qconvDirect) phasePackSource(p qconvParams, split packSplit) string {
+func (d *qconvDirect) phasePackSource(p qconvParams, split rowSplit) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	xt, flip := p.packTypes()
@@ -285,7 +285,7 @@ func (d *qconvDirect) phasePackSource(p qconvParams, split packSplit) string {
 		as[i], bs[i] = ph[0], ph[1]
 	}
 	w("/* qnn.conv2d input, %d channels of %dx%d, in groups of four, padded, in %d phase planes of %dx%d (stride %dx%d). */\n", p.c, p.h, p.w, len(d.phases), d.hp, d.wp, d.sh, d.sw)
-	b.WriteString(split.head(xt))
+	b.WriteString(split.packHead(xt))
 	w("  static const int32_t pa[%d] = {%s}, pb[%d] = {%s};\n", len(as), joinInts(as), len(bs), joinInts(bs))
 	w("  const uint32_t z = %du;\n", p.izpWord())
 	w("  const %s* s[4];\n  int32_t have = %d - c4 * 4;\n  if (have > 4) have = 4;\n", xt, p.c)

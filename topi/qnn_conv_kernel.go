@@ -59,40 +59,42 @@ func (p qconvParams) izpWord() uint32 { return uint32(uint8(int8(p.izpu()))) * 0
 type qconvPackKernel struct {
 	p           qconvParams
 	dir         *qconvDirect
-	split       packSplit
+	split       rowSplit
 	symbol, src string
 }
 
-// packSplit is how the pack's calls divide the layout: call u writes rows
-// [r0, r1) of channel group c4 = u % c4s, r0 = u / c4s * rowsPer, r1 =
-// min(r0 + rowsPer, rows). The rows are the layout's: the padded rows of
-// every phase plane for the direct form, the input's rows otherwise. The
-// calls go row block first, so that a static split of them among threads
-// gives each thread about the rows that its share of the tiles, which go
-// in row order, reads: the tiles read the layout on the core that wrote
-// it. Split by channel groups (or not at all, for one group), a tile
-// read much of its taps from the other core's cache: at 2 threads on a
-// 2-core EPYC, mobilenet_v2's first convolution (3 channels, one group)
-// took 0.14-0.15 ms in a C harness with its pack on one thread, and
-// 0.07-0.08 ms with the pack split by rows.
-type packSplit struct {
-	c4s, rows, rowsPer int64
+// rowSplit is how a kernel's calls divide its work into blocks of rows
+// of groups: call u takes rows [r0, r1) of group g = u % groups, r0 =
+// u / groups * rowsPer, r1 = min(r0 + rowsPer, rows). The calls go row
+// block first, so that a static split of them among threads gives each
+// thread about the same rows whatever the kernel: the pack's (groups of
+// four channels), the tiles' (which go in row order) and the depthwise
+// block forms' (blocks of channels) line up, and each thread reads the
+// rows it wrote on its own core.
+type rowSplit struct {
+	groups, rows, rowsPer int64
 }
 
 // qconvPackBytes is the fewest bytes a pack call writes when the rows
 // allow: enough that the call's own cost stays small next to its copy.
 const qconvPackBytes = 1024
 
-// newPackSplit divides c4s groups of rows rows of rowBytes bytes, in
-// row blocks of at least qconvPackBytes (rowBlocks).
-func newPackSplit(c4s, rows, rowBytes int64) packSplit {
-	return packSplit{c4s: c4s, rows: rows, rowsPer: rowBlocks(rows, (qconvPackBytes+rowBytes-1)/rowBytes)}
+// packSplit is the pack's split: c4s groups of four channels, of rows
+// rows of rowBytes bytes (the padded rows of every phase plane for the
+// direct form, the input's rows otherwise), in row blocks of at least
+// qconvPackBytes (rowBlocks). Split by channel groups (or not at all,
+// for one group), a tile read much of its taps from the other core's
+// cache: at 2 threads on a 2-core EPYC, mobilenet_v2's first convolution
+// (3 channels, one group) took 0.14-0.15 ms in a C harness with its pack
+// on one thread, and 0.07-0.08 ms with the pack split by rows.
+func packSplit(c4s, rows, rowBytes int64) rowSplit {
+	return rowSplit{groups: c4s, rows: rows, rowsPer: rowBlocks(rows, (qconvPackBytes+rowBytes-1)/rowBytes)}
 }
 
 // rowBlocks is the rows per block when rows rows are cut into blocks of
 // at least minRows: two, four or eight blocks (the most that minRows
 // allows), or one. A power of two of blocks, taken first in a parallel
-// loop over blocks and channels, gives 2, 4 or 8 threads whole blocks of
+// loop over blocks and groups, gives 2, 4 or 8 threads whole blocks of
 // rows (a static split of the loop), which line up with the rows of
 // their share of the convolution's tiles.
 func rowBlocks(rows, minRows int64) int64 {
@@ -103,38 +105,43 @@ func rowBlocks(rows, minRows int64) int64 {
 	return (rows + n - 1) / n
 }
 
-// calls is the number of pack calls.
-func (s packSplit) calls() int64 { return (s.rows + s.rowsPer - 1) / s.rowsPer * s.c4s }
+// calls is the number of calls.
+func (s rowSplit) calls() int64 { return (s.rows + s.rowsPer - 1) / s.rowsPer * s.groups }
 
-// rowRange is call u's channel group and rows [r0, r1).
-func (s packSplit) rowRange(u int64) (c4, r0, r1 int64) {
-	c4, r0 = u%s.c4s, u/s.c4s*s.rowsPer
-	return c4, r0, min(r0+s.rowsPer, s.rows)
+// rowRange is call u's group and rows [r0, r1).
+func (s rowSplit) rowRange(u int64) (g, r0, r1 int64) {
+	g, r0 = u%s.groups, u/s.groups*s.rowsPer
+	return g, r0, min(r0+s.rowsPer, s.rows)
 }
 
-// head is the C that opens a pack kernel: its signature, and call u's
-// group c4 and rows [r0, r1) (rowRange).
-func (s packSplit) head(xt string) string {
-	return fmt.Sprintf("static void KILN_SYMBOL(const %s* restrict x, uint8_t* restrict x4, int32_t u) {\n"+
-		"  const int32_t c4 = u %% %d, r0 = u / %d * %d;\n"+
-		"  const int32_t r1 = r0 + %d < %d ? r0 + %d : %d;\n", xt, s.c4s, s.c4s, s.rowsPer, s.rowsPer, s.rows, s.rowsPer, s.rows)
+// decl is the C that declares call u's group and rows [r0, r1)
+// (rowRange) under the names given.
+func (s rowSplit) decl(g, r0, r1 string) string {
+	return fmt.Sprintf("  const int32_t %s = u %% %d, %s = u / %d * %d;\n"+
+		"  const int32_t %s = %s + %d < %d ? %s + %d : %d;\n", g, s.groups, r0, s.groups, s.rowsPer, r1, r0, s.rowsPer, s.rows, r0, s.rowsPer, s.rows)
+}
+
+// packHead is the C that opens a pack kernel of input type xt: its
+// signature, and call u's group c4 and rows [r0, r1).
+func (s rowSplit) packHead(xt string) string {
+	return fmt.Sprintf("static void KILN_SYMBOL(const %s* restrict x, uint8_t* restrict x4, int32_t u) {\n", xt) + s.decl("c4", "r0", "r1")
 }
 
 func newQConvPackKernel(p qconvParams, dir *qconvDirect) *qconvPackKernel {
 	k := &qconvPackKernel{p: p, dir: dir}
 	c4s := (p.c + 3) / 4
 	if dir != nil {
-		k.split = newPackSplit(c4s, dir.hp, int64(len(dir.phases))*dir.wp*4)
+		k.split = packSplit(c4s, dir.hp, int64(len(dir.phases))*dir.wp*4)
 		k.symbol, k.src = kernelSymbol("kiln_qconv_pack_", dir.packSource(p, k.split))
 		return k
 	}
-	k.split = newPackSplit(c4s, p.h, p.w*4)
+	k.split = packSplit(c4s, p.h, p.w*4)
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	xt, flip := p.packTypes()
 	plane := p.h * p.w
 	w("/* qnn.conv2d input, %d channels of %dx%d, in groups of four. */\n", p.c, p.h, p.w)
-	b.WriteString(k.split.head(xt))
+	b.WriteString(k.split.packHead(xt))
 	w("  uint8_t* restrict d = x4 + (int64_t)c4 * %d;\n", plane*4)
 	w("  const %s* s[4];\n  int32_t have = %d - c4 * 4;\n  if (have > 4) have = 4;\n", xt, p.c)
 	w("  for (int32_t i = 0; i < 4; ++i) s[i] = x + (int64_t)(c4 * 4 + (i < have ? i : 0)) * %d;\n", plane)
@@ -179,7 +186,7 @@ func (k *qconvPackKernel) Eval(args []tir.KernelArg) error {
 	}
 	c4, r0, r1 := k.split.rowRange(u)
 	if d := k.dir; d != nil {
-		c4s := k.split.c4s
+		c4s := k.split.groups
 		dm, do, err := args[1].Ptr(d.imageBytes(c4s))
 		if err != nil {
 			return fmt.Errorf("qnn.conv2d pack kernel: output: %v", err)

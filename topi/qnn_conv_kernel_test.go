@@ -35,12 +35,12 @@ func TestQConvPackSplit(t *testing.T) {
 			}
 			pk := newQConvPackKernel(p, k.dir)
 			calls := pk.split.calls()
-			if calls <= pk.split.c4s {
-				t.Fatalf("%d calls for %d channel groups: the test wants blocks of rows", calls, pk.split.c4s)
+			if calls <= pk.split.groups {
+				t.Fatalf("%d calls for %d channel groups: the test wants blocks of rows", calls, pk.split.groups)
 			}
-			size := pk.split.c4s * p.h * p.w * 4
+			size := pk.split.groups * p.h * p.w * 4
 			if k.dir != nil {
-				size = k.dir.imageBytes(pk.split.c4s)
+				size = k.dir.imageBytes(pk.split.groups)
 			}
 			rng := rand.New(rand.NewSource(5))
 			x := make([]int64, p.c*p.h*p.w)

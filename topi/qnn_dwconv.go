@@ -93,7 +93,7 @@ func qdwconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor,
 		// channels (block form).
 		calls := p.c
 		if k.block != nil {
-			calls = k.block.calls(p)
+			calls = k.block.split.calls()
 		}
 		kind := tir.Parallel
 		if calls < 2 {

@@ -54,13 +54,14 @@ type qdwBlock struct {
 	ring  lanesRing
 	plane bool
 	hp    int64
-	// rows is the output rows per call (qdwBlockRows) of the output's oh.
-	rows, oh int64
+	// split is the calls' blocks of output rows of channel blocks
+	// (qdwBlockRows).
+	split rowSplit
 }
 
 // The ring forms' calls each compute a block of output rows of a block of
-// channels, row block first (rowBlocks), as the convolution kernel's
-// tiles and pack calls go (packSplit), on maps of at least
+// channels, row block first (rowSplit), as the convolution kernel's
+// tiles and pack calls go, on maps of at least
 // qdwBlockSplitPixels: a static split of the calls among threads then
 // gives each thread the rows it wrote (the previous convolution's output)
 // and those the next convolution reads, instead of every thread reading
@@ -87,6 +88,17 @@ func qdwBlockRows(oh, ow int64) int64 {
 	return rowBlocks(oh, qdwBlockMinRows)
 }
 
+// withSplit is b with its calls' split: the plane variant's calls take
+// whole maps, the ring forms' blocks of qdwBlockRows.
+func (b qdwBlock) withSplit(p qconvParams) qdwBlock {
+	per := p.oh
+	if !b.plane {
+		per = qdwBlockRows(p.oh, p.ow)
+	}
+	b.split = rowSplit{groups: b.blocks(p), rows: p.oh, rowsPer: per}
+	return b
+}
+
 // newQDWBlock returns the block form for p, or false where it does not
 // apply.
 func newQDWBlock(p qconvParams) (qdwBlock, bool) {
@@ -96,7 +108,7 @@ func newQDWBlock(p qconvParams) (qdwBlock, bool) {
 	if !p.isa.hasAVX2() {
 		return qdwBlock{}, false
 	}
-	b := qdwBlock{ring: newLanesRing(p.kh, p.kw, p.dh, p.dw, p.sw, p.ow), rows: qdwBlockRows(p.oh, p.ow), oh: p.oh}
+	b := qdwBlock{ring: newLanesRing(p.kh, p.kw, p.dh, p.dw, p.sw, p.ow)}
 	if p.isa == qconvAVX512VNNI {
 		b.ring.lanes = qdwBlockLanes512
 	}
@@ -104,28 +116,17 @@ func newQDWBlock(p qconvParams) (qdwBlock, bool) {
 		return qdwBlock{}, false
 	}
 	if b.ring.lanes == qdwBlockLanes512 {
-		return b, true
+		return b.withSplit(p), true
 	}
 	if hp := (p.oh-1)*p.sh + (p.kh-1)*p.dh + 1; p.ow < qdwBlockPlaneWidth && hp*b.ring.wpl*dwLanes*4 <= qdwBlockMaxRing {
-		b.plane, b.hp, b.rows = true, hp, p.oh
+		b.plane, b.hp = true, hp
 	}
-	return b, true
+	return b.withSplit(p), true
 }
 
 // blocks is the channel blocks of an image: channels in blocks of the
 // ring's lanes.
 func (b qdwBlock) blocks(p qconvParams) int64 { return (p.c + b.ring.lanes - 1) / b.ring.lanes }
-
-// calls is the calls per image: each channel block's rows in blocks of
-// b.rows, row block first.
-func (b qdwBlock) calls(p qconvParams) int64 { return (b.oh + b.rows - 1) / b.rows * b.blocks(p) }
-
-// callRange is call u's channel block cb and output rows [oy0, oy1).
-func (b qdwBlock) callRange(p qconvParams, u int64) (cb, oy0, oy1 int64) {
-	nb := b.blocks(p)
-	cb, oy0 = u%nb, u/nb*b.rows
-	return cb, oy0, min(oy0+b.rows, b.oh)
-}
 
 // source is the block form's C (named KILN_SYMBOL): the kernel of
 // qdwconvKernel with the channel block cb as its last argument.
@@ -355,14 +356,14 @@ func (b qdwBlock) planeSource(p qconvParams, epi *qconvEpi) string {
 }
 
 // evalBlock is the block form's Eval: call u's rows of the channels of
-// its block (callRange), each as the row form's kernel computes them
+// its block (split), each as the row form's kernel computes them
 // (evalChannel).
 func (k *qdwconvKernel) evalBlock(args []tir.KernelArg, u int64) error {
 	b := k.block
-	if u < 0 || u >= b.calls(k.p) {
-		return fmt.Errorf("depthwise qnn.conv2d kernel: call %d of %d", u, b.calls(k.p))
+	if u < 0 || u >= b.split.calls() {
+		return fmt.Errorf("depthwise qnn.conv2d kernel: call %d of %d", u, b.split.calls())
 	}
-	cb, oy0, oy1 := b.callRange(k.p, u)
+	cb, oy0, oy1 := b.split.rowRange(u)
 	n := b.ring.lanes
 	for c := cb * n; c < min(cb*n+n, k.p.c); c++ {
 		if err := k.evalChannel(args, c, oy0, oy1); err != nil {
@@ -375,7 +376,7 @@ func (k *qdwconvKernel) evalBlock(args []tir.KernelArg, u int64) error {
 // writeHead writes the ring forms' function head for lanes channels
 // per call (the ring's): its signature (x of C type xt, out of ot, the
 // call u), the call's channel block cb and output rows [oy0, oy1)
-// (callRange), the ring, the block's channels c0 and nc, their weights
+// (split), the ring, the block's channels c0 and nc, their weights
 // as float32 lanes wl[KK][lanes] and, with epi, their bias and
 // multiplier lanes.
 func (b qdwBlock) writeHead(w func(string, ...any), p qconvParams, epi *qconvEpi, xt, ot string) {
@@ -385,9 +386,7 @@ func (b qdwBlock) writeHead(w func(string, ...any), p qconvParams, epi *qconvEpi
 	} else {
 		w("static void KILN_SYMBOL(const %s* restrict x, const int8_t* restrict w, %s* restrict out, int32_t u) {\n", xt, ot)
 	}
-	nb := b.blocks(p)
-	w("  const int32_t cb = u %% %d, oy0 = u / %d * %d;\n", nb, nb, b.rows)
-	w("  const int32_t oy1 = oy0 + %d < %d ? oy0 + %d : %d;\n", b.rows, b.oh, b.rows, b.oh)
+	w("%s", b.split.decl("cb", "oy0", "oy1"))
 	b.ring.writeDecl(w, p.kh*p.kw)
 	if p.c%n == 0 {
 		// Every block is whole: the loops over its channels unroll.

@@ -73,8 +73,8 @@ func TestQDWBlockPortable(t *testing.T) {
 			if lanes := map[bool]int64{true: 16, false: 8}[avx512]; k.block.ring.lanes != lanes {
 				t.Fatalf("%d channels per call, want %d", k.block.ring.lanes, lanes)
 			}
-			if split := k.block.calls(p) > k.block.blocks(p); split != strings.Contains(tc.name, "row blocks") {
-				t.Fatalf("%d calls for %d channel blocks of %d rows", k.block.calls(p), k.block.blocks(p), p.oh)
+			if split := k.block.split.calls() > k.block.blocks(p); split != strings.Contains(tc.name, "row blocks") {
+				t.Fatalf("%d calls for %d channel blocks of %d rows", k.block.split.calls(), k.block.blocks(p), p.oh)
 			}
 			rng := rand.New(rand.NewSource(11))
 			x := make([]int64, p.c*p.h*p.w)
@@ -146,7 +146,7 @@ func TestQDWBlockPortable(t *testing.T) {
 				call = "xin, win, bin, min, out, u"
 			}
 			// The calls in reverse: each stands alone.
-			fmt.Fprintf(&b, "  for (int32_t u = %d; u >= 0; --u) %s(%s);\n", k.block.calls(p)-1, k.Symbol(), call)
+			fmt.Fprintf(&b, "  for (int32_t u = %d; u >= 0; --u) %s(%s);\n", k.block.split.calls()-1, k.Symbol(), call)
 			fmt.Fprintf(&b, "  for (int32_t i = 0; i < %d; ++i) printf(\"%%d\\n\", (int)out[i]);\n  return 0;\n}\n", len(want))
 			runCBuilds(t, cc, b.String(), want, marchs...)
 			// The kernel's Eval (the interpreter's), on the same data.
@@ -160,7 +160,7 @@ func TestQDWBlockPortable(t *testing.T) {
 				args = append(args, tir.KernelArg{Mem: conv(make(sliceMem[int32], len(bias)), bias)}, tir.KernelArg{Mem: conv(make(sliceMem[int32], len(mult)), mult)})
 			}
 			args = append(args, tir.KernelArg{Mem: om}, tir.KernelArg{})
-			for u := k.block.calls(p) - 1; u >= 0; u-- {
+			for u := k.block.split.calls() - 1; u >= 0; u-- {
 				args[len(args)-1].Int = u
 				if err := k.Eval(args); err != nil {
 					t.Fatal(err)
@@ -171,9 +171,9 @@ func TestQDWBlockPortable(t *testing.T) {
 					t.Fatalf("Eval: output %d is %d, want %d", i, v, want[i])
 				}
 			}
-			args[len(args)-1].Int = k.block.calls(p)
+			args[len(args)-1].Int = k.block.split.calls()
 			if err := k.Eval(args); err == nil {
-				t.Fatalf("call %d of %d: no error", k.block.calls(p), k.block.calls(p))
+				t.Fatalf("call %d of %d: no error", k.block.split.calls(), k.block.split.calls())
 			}
 		})
 	}

@@ -309,8 +309,9 @@ func nanSafeInt32(e tir.PrimExpr) bool {
 // NaN test only where the comparisons would not give n for a NaN anyway
 // (a uint8 quantization's clip to [0, 255] with n = 0 needs none). An
 // int8 model's input QuantizeLinear (3x224x224) took 0.045 ms in a C
-// harness with the general helpers' five comparisons per vector, which
-// this leaves at a max and a min.
+// harness with the general helpers (five comparisons per vector), 0.038
+// ms with this (gcc 12 still compares and blends rather than using
+// vmaxps and vminps).
 func (fg *funcGen) clampToInt32(sel *tir.Select) (string, bool) {
 	outer := sel.False.(*tir.Binary)
 	inner := outer.A.(*tir.Binary)
