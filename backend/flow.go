@@ -76,6 +76,13 @@ type Flow struct {
 	// them): measured partitioning is skipped for a compilation that
 	// lists the kind, and partitioning is greedy.
 	Unmeasured bool
+	// OpenMP says that the kind's runtime modules run OpenMP parallel
+	// regions (oneDNN's primitives run on libgomp). A compilation that
+	// gives the kind functions then runs the host library's parallel
+	// loops on OpenMP teams as well, instead of kiln's own thread pool:
+	// threads of two pools, each spinning while it waits for work,
+	// would take the cores from each other between the two kinds' kernels.
+	OpenMP bool
 }
 
 // noFlow is the flow of kinds without one.

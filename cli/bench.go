@@ -120,10 +120,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if *threads > 1 && !*asJSON && os.Getenv("OMP_WAIT_POLICY") == "" {
-		fmt.Fprintln(stderr, "kiln bench: note: OMP_WAIT_POLICY is not set: OpenMP's workers may sleep between kernels and multi-thread timings vary from run to run; OMP_WAIT_POLICY=active keeps them spinning, as ONNX Runtime's thread pool does (scripts/bench.sh sets it)")
+		fmt.Fprintln(stderr, "kiln bench: note: OMP_WAIT_POLICY is not set: the workers of kiln's thread pool sleep after 2 ms without work (OpenMP's, which run the kernels of a model with dnnl regions, sooner), and multi-thread timings vary from run to run; OMP_WAIT_POLICY=active keeps them spinning, as ONNX Runtime's thread pool does (scripts/bench.sh sets it)")
 	}
 	if *threads > 1 && !*asJSON && os.Getenv("OMP_PROC_BIND") == "" {
-		fmt.Fprintln(stderr, "kiln bench: note: OMP_PROC_BIND is not set: OpenMP's threads may move between cores; OMP_PROC_BIND=true keeps one OpenMP thread per core, a few per cent faster here (scripts/bench.sh sets it)")
+		fmt.Fprintln(stderr, "kiln bench: note: OMP_PROC_BIND is not set: OpenMP's threads (a model with dnnl regions runs its kernels on them) may move between cores; OMP_PROC_BIND=true keeps one OpenMP thread per core, a few per cent faster here (scripts/bench.sh sets it)")
 	}
 	rep := BenchReport{Model: pos[0], Threads: *threads, Runs: *runs, Warmup: benchWarmup, Inputs: "random"}
 	dir := pos[0]

@@ -539,6 +539,20 @@ func stageExecutor(_ context.Context, s *state) error {
 	return nil
 }
 
+// runsOpenMP reports whether a kind that built one of the modules runs
+// OpenMP parallel regions (backend.Flow.OpenMP): the host library's
+// parallel loops then run on OpenMP teams too.
+func runsOpenMP(mods ...[]externalModule) bool {
+	for _, ms := range mods {
+		for _, m := range ms {
+			if m.target != nil && backend.Of(m.target.Kind).OpenMP {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // stageCodegen hands the PrimFuncs of kinds with TIRToRuntime to their
 // hooks and generates C for the rest.
 func stageCodegen(_ context.Context, s *state) error {
@@ -550,6 +564,7 @@ func stageCodegen(_ context.Context, s *state) error {
 	copts := cgen.HostOptions()
 	copts.NoPipeline = true
 	copts.AllowEmpty = true
+	copts.ThreadPool = !runsOpenMP(s.low.external, hookMods)
 	applyCCodegen(s.low.cfg, &copts, nil)
 	hostPrims, others, err := splitByTarget(s.low.cfg, defPrims)
 	if err != nil {

@@ -136,7 +136,7 @@ func AvailableCores() (CoreSet, error) { return allowedCores() }
 
 // coreWorker runs kernels on an OS thread of its own: an executor's home
 // thread (multi-threaded runs, see GraphExecutor.run), or one device's
-// kernels on a thread pinned to the device's cores, whose pin the OpenMP
+// kernels on a thread pinned to the device's cores, whose pin the pool (or OpenMP)
 // threads the kernels start inherit.
 type coreWorker struct {
 	cores CoreSet
@@ -193,12 +193,12 @@ func (w *coreWorker) run(job func() error) error {
 	return <-w.done
 }
 
-// stop ends the worker's thread. A thread that ran OpenMP regions takes
-// its OpenMP team with it.
+// stop ends the worker's thread. A thread that ran parallel loops takes
+// its team of workers (kiln's pool's, or OpenMP's) with it.
 func (w *coreWorker) stop() { close(w.jobs) }
 
 // SetDeviceCores runs the kernels of each listed CPU device (and the
-// copies into it) on a thread pinned to its cores (the OpenMP threads of those kernels inherit the
+// copies into it) on a thread pinned to its cores (the pool or OpenMP threads of those kernels inherit the
 // pin, and without a thread count set each kernel uses as many threads as
 // its device has cores); devices not listed run on the calling thread as
 // before. Every device must be one the program uses, and every core one

@@ -146,7 +146,8 @@
 // gives a fork its own thread count: the host library reads it per OS
 // thread (kiln_set_num_threads_here), so forks on different threads do
 // not disturb each other. Package kiln's sessions are built on forks.
-// OpenMP keeps a team of worker threads per calling OS thread: an
+// A library keeps a team of worker threads per calling OS thread (kiln's
+// pool, as OpenMP does for a library built on it): an
 // executor runs its multi-threaded runs on an OS thread of its own, so
 // that one team serves them all (runs from whatever thread called would
 // leave a spinning team on each), and its runs at one thread on the

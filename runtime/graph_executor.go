@@ -695,9 +695,10 @@ func (e *GraphExecutor) run(ctx context.Context, times []time.Duration, trace *[
 	if e.closed {
 		return errClosed
 	}
-	// Kernels run OpenMP parallel regions, and OpenMP keeps a thread
-	// team per calling OS thread, whose workers stay awake (spinning,
-	// with OMP_WAIT_POLICY=active) after the region: runs on whatever
+	// Kernels run parallel loops on a team of worker threads per calling
+	// OS thread (kiln's pool, or OpenMP's with dnnl regions), whose
+	// workers stay awake (spinning, with OMP_WAIT_POLICY=active) after
+	// the loop: runs on whatever
 	// thread called them would leave a team awake on each, competing
 	// for the cores with the team at work (two busy workers on one core,
 	// seen as mobilenet_v2 at 2 threads taking 8-11 ms instead of 5).

@@ -57,6 +57,7 @@ var Kind = &targets.Kind{
 		Supports:   Supported,
 		Patterns:   Patterns,
 		KeepRegion: KeepRegion,
+		OpenMP:     true,
 	},
 }
 

@@ -524,7 +524,10 @@ func CompileFlags(src *Source, opts BuildOptions) []string {
 	if isGCC(opts.CC) {
 		flags = append(flags, "-fno-tree-loop-distribute-patterns")
 	}
-	if src != nil && src.OpenMP {
+	switch {
+	case src != nil && src.OpenMP && src.ThreadPool:
+		flags = append(flags, "-pthread", "-fopenmp-simd", "-DKILN_OPENMP_SIMD")
+	case src != nil && src.OpenMP:
 		flags = append(flags, "-fopenmp")
 	}
 	return append(flags, opts.CPUFlags...)

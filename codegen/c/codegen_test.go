@@ -227,11 +227,22 @@ func TestHooksText(t *testing.T) {
 
 func TestLoopPragmas(t *testing.T) {
 	code := generate(t, HostOptions(), loopsFunc()).Code
-	counts := map[string]int{"  KILN_PARALLEL_FOR\n": 1, "  KILN_VECTORIZE\n": 1, "  KILN_UNROLL(40)\n": 1,
+	// Threaded, the parallel loop is outlined and run by kiln_parallel_for.
+	counts := map[string]int{"  KILN_PARALLEL_FOR\n": 0, "kiln_parallel_for(kiln_par_loops_0, ": 1,
+		"static void kiln_par_loops_0(void* kiln_p, int64_t kiln_lo, int64_t kiln_hi) {": 1,
+		"  KILN_VECTORIZE\n": 1, "  KILN_UNROLL(40)\n": 1,
 		"/* parallel loop nested in a parallel loop: serial */": 1}
 	for s, n := range counts {
 		if got := strings.Count(code, s); got != n {
 			t.Errorf("%q occurs %d times, want %d", s, got, n)
+		}
+	}
+	// Serial (a microcontroller's library), it stays a loop behind the
+	// pragma macro.
+	serial := generate(t, Options{AllowMalloc: true}, loopsFunc()).Code
+	for s, n := range map[string]int{"  KILN_PARALLEL_FOR\n": 1, "kiln_parallel_for": 0} {
+		if got := strings.Count(serial, s); got != n {
+			t.Errorf("serial: %q occurs %d times, want %d", s, got, n)
 		}
 	}
 	// The two unrolled copies of the let got distinct names.

@@ -601,7 +601,7 @@ func (fg *funcGen) call(c *tir.Call) string {
 		return fmt.Sprintf("(%s ? %s : %s)", fg.expr(c.Args[0]), fg.expr(c.Args[1]), fg.expr(c.Args[2]))
 	case tir.IntrinCheckIndex:
 		fg.g.use("kiln_check_index")
-		return fmt.Sprintf("kiln_check_index(%s, %s, &kiln_ierr)", strip(fg.expr(c.Args[0])), strip(fg.expr(c.Args[1])))
+		return fmt.Sprintf("kiln_check_index(%s, %s, %s)", strip(fg.expr(c.Args[0])), strip(fg.expr(c.Args[1])), fg.ierrRef())
 	case tir.IntrinAddressOf:
 		ld, ok := c.Args[0].(*tir.BufferLoad)
 		if !ok {

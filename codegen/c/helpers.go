@@ -21,11 +21,15 @@ const preambleMacros = `#define KILN_PRAGMA(x) _Pragma(#x)
 #endif
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+#if defined(_OPENMP) || defined(KILN_THREAD_POOL)
 /* The thread count is library-wide (the Go runtime calls kernels from
  * whichever OS thread runs the goroutine, and OpenMP's own setting is per
  * thread), unless the calling OS thread has a count of its own, which the
  * graph executor sets on the thread that runs its kernels (SetThreads). */
 int32_t kiln_thread_count(void);
+#endif
+#ifdef _OPENMP
 #define KILN_PARALLEL_FOR KILN_PRAGMA(omp parallel for schedule(static) num_threads(kiln_thread_count()))
 #define KILN_ATOMIC_WRITE KILN_PRAGMA(omp atomic write)
 #else
@@ -33,9 +37,10 @@ int32_t kiln_thread_count(void);
 #define KILN_ATOMIC_WRITE
 #endif
 /* KILN_VECTORIZE asserts that a loop's iterations are independent: omp
- * simd under OpenMP, else the compiler's ivdep (GCC rejects both on one
- * loop). */
-#if defined(_OPENMP)
+ * simd under OpenMP (or -fopenmp-simd, which a pool library is built
+ * with, saying so with KILN_OPENMP_SIMD), else the compiler's ivdep (GCC
+ * rejects both on one loop). */
+#if defined(_OPENMP) || defined(KILN_OPENMP_SIMD)
 #define KILN_VECTORIZE KILN_PRAGMA(omp simd)
 #elif defined(__clang__)
 #define KILN_VECTORIZE KILN_PRAGMA(clang loop vectorize(assume_safety))
@@ -50,6 +55,12 @@ int32_t kiln_thread_count(void);
 #define KILN_UNROLL(n) KILN_PRAGMA(GCC unroll n)
 #else
 #define KILN_UNROLL(n)
+#endif
+/* KILN_ASSUME(c) tells the compiler that c holds. */
+#if defined(__GNUC__)
+#define KILN_ASSUME(c) do { if (!(c)) __builtin_unreachable(); } while (0)
+#else
+#define KILN_ASSUME(c) ((void)0)
 #endif
 #if defined(__GNUC__)
 #define KILN_ALIGN64 __attribute__((aligned(64)))
@@ -86,20 +97,24 @@ void kiln_set_last_error(const char* msg) {
 
 const char* kiln_get_last_error(void) { return kiln_last_error; }
 
-#ifdef _OPENMP
+#if defined(_OPENMP) || defined(KILN_THREAD_POOL)
 static int32_t kiln_threads = 0;
 static KILN_THREAD_LOCAL int32_t kiln_threads_here = 0;
+static int32_t kiln_default_threads(void);
 
-/* The set count, else OpenMP's (OMP_NUM_THREADS, or the processors
-   available). */
+/* The set count, else the default: OMP_NUM_THREADS, or the processors
+   available (OpenMP's, or with the pool those of the calling thread). */
 int32_t kiln_thread_count(void) {
   int32_t n = kiln_threads_here > 0 ? kiln_threads_here : kiln_threads;
-  return n > 0 ? n : omp_get_max_threads();
+  return n > 0 ? n : kiln_default_threads();
 }
+#if !defined(KILN_THREAD_POOL)
+static int32_t kiln_default_threads(void) { return omp_get_max_threads(); }
+#endif
 #endif
 
 void kiln_set_num_threads(int32_t n) {
-#ifdef _OPENMP
+#if defined(_OPENMP) || defined(KILN_THREAD_POOL)
   kiln_threads = n > 0 ? n : 0;
 #else
   (void)n;
@@ -108,7 +123,7 @@ void kiln_set_num_threads(int32_t n) {
 
 /* The calling OS thread's count, before kiln_set_num_threads' (0: none). */
 void kiln_set_num_threads_here(int32_t n) {
-#ifdef _OPENMP
+#if defined(_OPENMP) || defined(KILN_THREAD_POOL)
   kiln_threads_here = n > 0 ? n : 0;
 #else
   (void)n;

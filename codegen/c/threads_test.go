@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,32 +13,51 @@ import (
 )
 
 // TestThreadCountDefault: a library whose thread count was never set
-// uses OpenMP's (OMP_NUM_THREADS here), and kiln_set_num_threads
-// overrides it.
+// uses OMP_NUM_THREADS, else (the pool) the processors the process may
+// run on, and kiln_set_num_threads overrides it; on OpenMP teams and on
+// kiln's pool.
 func TestThreadCountDefault(t *testing.T) {
 	testenv.CC(t)
-	dir := t.TempDir()
-	src := "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n" + preambleMacros + runtimeDefs +
-		"int main(void) {\n  printf(\"%d\", (int)kiln_thread_count());\n  kiln_set_num_threads(2);\n  printf(\" %d\\n\", (int)kiln_thread_count());\n  return 0;\n}\n"
-	file := filepath.Join(dir, "threads.c")
-	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "threads")
-	cc := compilerCommand("")
-	args := append(cc[1:], "-fopenmp", "-Wall", "-Wextra", "-Werror", file, "-o", exe)
-	if out, err := exec.Command(cc[0], args...).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	for _, n := range []string{"1", "3"} {
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), "OMP_NUM_THREADS="+n)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%v: %s", err, out)
+	const main = "int main(void) {\n  printf(\"%d\", (int)kiln_thread_count());\n  kiln_set_num_threads(2);\n  printf(\" %d\\n\", (int)kiln_thread_count());\n  return 0;\n}\n"
+	for _, pool := range []bool{false, true} {
+		dir := t.TempDir()
+		src := "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n" + preambleMacros + poolDecls + runtimeDefs + poolDefs + main
+		flags := []string{"-fopenmp"}
+		if pool {
+			src = "#define _GNU_SOURCE 1\n#define KILN_THREAD_POOL 1\n#include <stdlib.h>\n" + src
+			flags = []string{"-pthread", "-fopenmp-simd", "-DKILN_OPENMP_SIMD"}
 		}
-		if got, want := strings.TrimSpace(string(out)), n+" 2"; got != want {
-			t.Errorf("OMP_NUM_THREADS=%s: thread counts %q, want %q", n, got, want)
+		file := filepath.Join(dir, "threads.c")
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		exe := filepath.Join(dir, "threads")
+		cc := compilerCommand("")
+		args := append(append(cc[1:], flags...), "-std=c99", "-Wall", "-Wextra", "-Werror", file, "-o", exe)
+		if out, err := exec.Command(cc[0], args...).CombinedOutput(); err != nil {
+			t.Fatalf("pool %v: %v: %s", pool, err, out)
+		}
+		cases := map[string]string{"1": "1 2", "3": "3 2"}
+		if pool {
+			cases[""] = strconv.Itoa(goruntime.NumCPU()) + " 2"
+		}
+		for n, want := range cases {
+			cmd := exec.Command(exe)
+			for _, e := range os.Environ() {
+				if !strings.HasPrefix(e, "OMP_NUM_THREADS=") {
+					cmd.Env = append(cmd.Env, e)
+				}
+			}
+			if n != "" {
+				cmd.Env = append(cmd.Env, "OMP_NUM_THREADS="+n)
+			}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if got := strings.TrimSpace(string(out)); got != want {
+				t.Errorf("pool %v, OMP_NUM_THREADS=%q: thread counts %q, want %q", pool, n, got, want)
+			}
 		}
 	}
 }

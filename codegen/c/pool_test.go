@@ -1,0 +1,206 @@
+package c
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
+)
+
+// poolDriver exercises kiln_parallel_for on the pool: every iteration of
+// every loop runs exactly once, for ranges of 1 to 100 iterations at 1 to
+// 5 threads; a loop inside a running loop runs serially; calling threads
+// have teams of their own (three callers at once) that end with them; a
+// worker slowed down gives its chunks to the caller; and the thread count
+// follows kiln_set_num_threads_here, then kiln_set_num_threads.
+const poolDriver = `
+#include <stdio.h>
+#include <dirent.h>
+
+static int failures;
+#define CHECK(c, ...) do { if (!(c)) { ++failures; fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+typedef struct {
+  int32_t* hits;
+  int64_t base;
+  int nested;
+} count_ctx;
+
+static void count_fn(void* p, int64_t lo, int64_t hi) {
+  count_ctx* c = (count_ctx*)p;
+  for (int64_t i = lo; i < hi; ++i) {
+    if (c->nested) {
+      /* A loop inside a loop: runs on this thread, each inner
+         iteration once. */
+      count_ctx in = {c->hits + (i - c->base) * 4, 0, 0};
+      kiln_parallel_for(count_fn, &in, 0, 4);
+    } else {
+      __atomic_fetch_add(&c->hits[i - c->base], 1, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+/* run_counts checks every range and thread count; returns the failures. */
+static void run_counts(int rounds) {
+  static KILN_THREAD_LOCAL int32_t hits[400];
+  for (int r = 0; r < rounds; ++r) {
+    for (int32_t t = 1; t <= 5; ++t) {
+      kiln_set_num_threads_here(t);
+      for (int64_t n = 1; n <= 100; n += (n < 20 ? 1 : 7)) {
+        for (int nested = 0; nested < 2; ++nested) {
+          int64_t m = nested ? n * 4 : n;
+          memset(hits, 0, sizeof hits);
+          count_ctx c = {hits, 5, nested};
+          kiln_parallel_for(count_fn, &c, 5, 5 + n);
+          for (int64_t i = 0; i < m; ++i) CHECK(hits[i] == 1, "threads %d n %d nested %d: iteration %d ran %d times", (int)t, (int)n, nested, (int)i, (int)hits[i]);
+        }
+      }
+    }
+  }
+  kiln_set_num_threads_here(0);
+}
+
+static void* caller_main(void* p) {
+  (void)p;
+  run_counts(1);
+  return NULL;
+}
+
+/* Stealing: iterations on a worker are slow, so the caller, done with
+   its own chunks, takes the worker's. */
+static KILN_THREAD_LOCAL int is_caller;
+static int32_t by_caller;
+static void slow_fn(void* p, int64_t lo, int64_t hi) {
+  (void)p;
+  for (int64_t i = lo; i < hi; ++i) {
+    if (is_caller) {
+      __atomic_fetch_add(&by_caller, 1, __ATOMIC_RELAXED);
+    } else {
+      struct timespec d = {0, 2000000};
+      nanosleep(&d, NULL);
+    }
+  }
+}
+
+static int tasks(void) {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == NULL) return -1;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+int main(void) {
+  run_counts(1);
+  int before = tasks();
+
+  /* Three callers at once, each with its own team. */
+  pthread_t th[3];
+  for (int i = 0; i < 3; ++i) CHECK(pthread_create(&th[i], NULL, caller_main, NULL) == 0, "pthread_create");
+  for (int i = 0; i < 3; ++i) pthread_join(th[i], NULL);
+
+  /* Their teams ended with them. */
+  int after = tasks();
+  CHECK(after == before, "%d threads after the callers ended, %d before", after, before);
+
+  is_caller = 1;
+  kiln_set_num_threads_here(2);
+  kiln_parallel_for(slow_fn, NULL, 0, 64);
+  CHECK(by_caller > 40, "the caller ran %d of 64 iterations when the worker was slow, want more than 40", (int)by_caller);
+
+  kiln_set_num_threads_here(0);
+  kiln_set_num_threads(3);
+  CHECK(kiln_thread_count() == 3, "kiln_set_num_threads(3): count %d", (int)kiln_thread_count());
+  kiln_set_num_threads_here(2);
+  CHECK(kiln_thread_count() == 2, "kiln_set_num_threads_here(2): count %d", (int)kiln_thread_count());
+  if (failures == 0) printf("ok\n");
+  return failures != 0;
+}
+`
+
+// poolProgram is a C program of the pool's code and a driver.
+func poolProgram(driver string) string {
+	return "#define _GNU_SOURCE 1\n#include <stdint.h>\n#include <stdbool.h>\n#include <stddef.h>\n#include <stdlib.h>\n#include <string.h>\n" +
+		"#define KILN_THREAD_POOL 1\n" + preambleMacros + poolDecls + runtimeDefs + poolDefs + driver
+}
+
+// buildPoolProgram compiles a pool program with the pool library's flags
+// and extra flags.
+func buildPoolProgram(t *testing.T, src string, extra ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "pool.c")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "pool")
+	cc := compilerCommand("")
+	args := append(append(cc[1:], "-O2", "-std=c99", "-pthread", "-fopenmp-simd", "-DKILN_OPENMP_SIMD", "-Wall", "-Wextra", "-Werror"), extra...)
+	args = append(args, file, "-o", exe)
+	if out, err := exec.Command(cc[0], args...).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return exe
+}
+
+// runPool runs a pool program under each wait policy (spinning without
+// end, sleeping at once, the default) with OMP_NUM_THREADS unset.
+func runPool(t *testing.T, exe string, env ...string) {
+	t.Helper()
+	for _, policy := range []string{"active", "passive", ""} {
+		cmd := exec.Command(exe)
+		for _, e := range os.Environ() {
+			if !strings.HasPrefix(e, "OMP_") {
+				cmd.Env = append(cmd.Env, e)
+			}
+		}
+		cmd.Env = append(cmd.Env, env...)
+		if policy != "" {
+			cmd.Env = append(cmd.Env, "OMP_WAIT_POLICY="+policy)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "ok" {
+			t.Errorf("OMP_WAIT_POLICY=%q: %v\n%s", policy, err, out)
+		}
+	}
+}
+
+// TestThreadPool runs the pool driver built as the library is.
+func TestThreadPool(t *testing.T) {
+	testenv.CC(t)
+	runPool(t, buildPoolProgram(t, poolProgram(poolDriver)))
+}
+
+// tsanAvailable compiles and runs a trivial threaded program under
+// ThreadSanitizer (gcc's libtsan2 on Debian).
+func tsanAvailable(dir string) error {
+	src := filepath.Join(dir, "probe.c")
+	if err := os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644); err != nil {
+		return err
+	}
+	exe := filepath.Join(dir, "probe")
+	cc := compilerCommand("")
+	args := append(cc[1:], "-fsanitize=thread", src, "-o", exe)
+	if out, err := exec.Command(cc[0], args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	if out, err := exec.Command(exe).CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+// TestThreadPoolRaces runs the pool driver under ThreadSanitizer: any
+// data race between the caller, its workers and the teams' ends fails.
+func TestThreadPoolRaces(t *testing.T) {
+	testenv.CC(t)
+	testenv.Need(t, "ThreadSanitizer (apt-get install libtsan2)", tsanAvailable(t.TempDir()))
+	exe := buildPoolProgram(t, poolProgram(poolDriver), "-fsanitize=thread", "-g")
+	runPool(t, exe, "TSAN_OPTIONS=halt_on_error=1 exitcode=66")
+}
