@@ -56,7 +56,7 @@ func (c *compiledEngine) prepare(ctx context.Context, m *onnx.Model) error {
 	}
 	out := filepath.Join(c.tmp, fmt.Sprintf("artifact%d", c.n))
 	c.n++
-	res, _, err := compileModel(m, compileOptions{Ctx: ctx, Place: &placement{list: c.cfg.Targets}, Out: out, Passes: c.cfg.Passes, Executor: c.cfg.Executor, Tuning: c.cfg.Tuning})
+	res, _, err := compileModel(m, compileOptions{Ctx: ctx, Place: &placement{list: c.cfg.Targets}, Out: out, Passes: c.cfg.Passes, Executor: c.cfg.Executor, Tuning: c.cfg.Tuning, Cache: c.cfg.Cache})
 	if err != nil {
 		return err
 	}

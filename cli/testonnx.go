@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"io"
 	"os"
 	"path/filepath"
@@ -46,6 +47,10 @@ type TestConfig struct {
 	// Tuning gives the compiled engine's tunable operators their recorded
 	// knobs (nil: defaults).
 	Tuning strategy.Tuning
+	// Cache keeps the compiled engine's C objects across tests (nil:
+	// none): every test's library shares the thread pool's translation
+	// unit.
+	Cache *cgen.Cache
 	// temps tracks the compiled engine's temporary directories (may be nil).
 	temps *tempDirs
 }
@@ -86,6 +91,8 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 	passes.register(fs)
 	var tuning tuningFlag
 	tuning.register(fs)
+	var cache cacheFlags
+	cache.register(fs)
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -125,6 +132,7 @@ func runTestONNX(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.Targets = tl
 		cfg.temps = &tempDirs{}
+		cfg.Cache = cache.open(stderr)
 	default:
 		fmt.Fprintf(stderr, "kiln test-onnx: --engine %q: want ref or compiled\n", *engine)
 		return exitUsage

@@ -12,7 +12,9 @@
 //	OUT/params.bin      weights, in runtime's params format (absent when
 //	                    Config.LinkParams put them inside kiln_lib.so)
 //	OUT/kiln_lib.so     the compiled operators
-//	OUT/kiln_lib.c      the generated C, kept for inspection
+//	OUT/kiln_lib.c      the generated C, kept for inspection (with
+//	                    kiln_registry.c, and kiln_threads.c: the thread
+//	                    pool, in a threaded library)
 //	OUT/include/        the ABI header the C was compiled against
 package driver
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
@@ -271,7 +272,7 @@ func sanitizeModel(t *testing.T, cc, dir string) {
 	}
 	cargs := append([]string{"-std=c99", "-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror",
 		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-pthread", "-fopenmp-simd", "-DKILN_OPENMP_SIMD"}, proc.CFlags()...)
-	cargs = append(cargs, "-I", filepath.Join(out, "include"), filepath.Join(out, "kiln_lib.c"), filepath.Join(work, "driver.c"), "-o", bin, "-lm")
+	cargs = append(cargs, "-I", filepath.Join(out, "include"), filepath.Join(out, "kiln_lib.c"), filepath.Join(out, cgen.ThreadsName), filepath.Join(work, "driver.c"), "-o", bin, "-lm")
 	if msg, err := exec.Command(cc, cargs...).CombinedOutput(); err != nil {
 		t.Fatalf("sanitizer build: %v\n%s", err, msg)
 	}

@@ -165,12 +165,14 @@ func BuildOptionsForTarget(t *targets.Target) BuildOptions {
 // directory.
 const SourceName = "kiln_lib.c"
 
-// Build writes src to dir/kiln_lib.c (and the extra sources beside it),
-// writes the runtime headers to dir/include/kiln/, and compiles a shared
-// library dir/kiln_lib.so with
+// Build writes src to dir/kiln_lib.c (and the extra sources beside it:
+// the registry, and for a threaded library kiln_threads.c), writes the
+// runtime headers to dir/include/kiln/, and compiles a shared library
+// dir/kiln_lib.so with
 //
 //	CC -O3 -std=c99 -fPIC -shared -Wall -Wextra -Werror -ffp-contract=off
-//	   -fno-trapping-math [-fopenmp] [CPU_FLAGS] -I dir/include -I dir EXTRA_FLAGS SOURCES -o LIB -lm
+//	   -fno-trapping-math [-pthread -fopenmp-simd -DKILN_OPENMP_SIMD | -fopenmp]
+//	   [CPU_FLAGS] -I dir/include -I dir EXTRA_FLAGS SOURCES -o LIB -lm
 //
 // -ffp-contract=off keeps a*b+c from being fused so that results equal
 // the TIR interpreter's bit for bit. A compiler failure returns an error
@@ -230,11 +232,18 @@ func BuildContext(ctx context.Context, src *Source, dir string, opts BuildOption
 		}
 	}
 	sources, texts = append(sources, RegistryName), append(texts, reg)
+	if src.OpenMP {
+		th := threadsSource(src.ThreadPool)
+		if err := os.WriteFile(filepath.Join(dir, ThreadsName), []byte(th), 0o644); err != nil {
+			return "", fmt.Errorf("codegen/c: %w", err)
+		}
+		sources, texts = append(sources, ThreadsName), append(texts, th)
+	}
 	var context KeyHasher // the inputs every object depends on besides its source
 	own := map[string]*FileFlags{}
 	for _, f := range opts.ExtraSources {
-		if f.Name == "" || filepath.Base(f.Name) != f.Name || f.Name == SourceName || f.Name == RegistryName || unitFile.MatchString(f.Name) {
-			return "", fmt.Errorf("codegen/c: invalid extra source name %q (want a plain file name other than %s, %s and kiln_lib_N.c)", f.Name, SourceName, RegistryName)
+		if f.Name == "" || filepath.Base(f.Name) != f.Name || f.Name == SourceName || f.Name == RegistryName || f.Name == ThreadsName || unitFile.MatchString(f.Name) {
+			return "", fmt.Errorf("codegen/c: invalid extra source name %q (want a plain file name other than %s, %s, %s and kiln_lib_N.c)", f.Name, SourceName, RegistryName, ThreadsName)
 		}
 		if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
 			return "", fmt.Errorf("codegen/c: %w", err)

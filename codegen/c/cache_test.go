@@ -90,8 +90,8 @@ func TestCacheReuse(t *testing.T) {
 		return st, b
 	}
 	st1, lib1 := build()
-	if st1.Units != 2 || st1.Objects != 4 || st1.Cached != 0 {
-		t.Fatalf("first build: %+v, want 2 units, 4 objects (units, table, extern source), none cached", st1)
+	if st1.Units != 2 || st1.Objects != 5 || st1.Cached != 0 {
+		t.Fatalf("first build: %+v, want 2 units, 5 objects (units, table, threads, extern source), none cached", st1)
 	}
 	st2, lib2 := build()
 	if st2.Cached != st2.Objects {

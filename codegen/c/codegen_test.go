@@ -372,8 +372,8 @@ func TestBuildOwnFileFlags(t *testing.T) {
 	if _, err := Build(src, t.TempDir(), opts); err != nil {
 		t.Fatal(err)
 	}
-	if st.Objects != 4 {
-		t.Errorf("%d objects, want 4 (source, table, two extra files): a file with own flags needs its own compile", st.Objects)
+	if st.Objects != 5 {
+		t.Errorf("%d objects, want 5 (source, table, threads, two extra files): a file with own flags needs its own compile", st.Objects)
 	}
 	if _, err := Build(src, t.TempDir(), BuildOptions{ExtraSources: []File{{Name: "x.h", Own: &FileFlags{}}}}); err == nil || !strings.Contains(err.Error(), "not a .c file") {
 		t.Errorf("own flags on a header: %v", err)

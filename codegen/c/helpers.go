@@ -69,11 +69,10 @@ int32_t kiln_thread_count(void);
 #endif
 `
 
-// runtimeDefs defines the three runtime functions the ABI header declares.
-// The error buffer is thread-local (C11 _Thread_local, or GCC's __thread
-// in C99 mode), or a plain static with -DKILN_NO_THREADS (bare-metal
-// targets without thread-local storage).
-const runtimeDefs = `#if defined(KILN_NO_THREADS)
+// threadLocalMacro defines KILN_THREAD_LOCAL: C11 _Thread_local, or
+// GCC's __thread in C99 mode, or nothing with -DKILN_NO_THREADS
+// (bare-metal targets without thread-local storage).
+const threadLocalMacro = `#if defined(KILN_NO_THREADS)
 #define KILN_THREAD_LOCAL
 #elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 #define KILN_THREAD_LOCAL _Thread_local
@@ -83,6 +82,12 @@ const runtimeDefs = `#if defined(KILN_NO_THREADS)
 #define KILN_THREAD_LOCAL
 #endif
 
+`
+
+// runtimeDefs defines the error functions the ABI header declares; the
+// thread-count functions are in threadDefs (threaded libraries) or
+// threadStubs. The error buffer is thread-local (threadLocalMacro).
+const runtimeDefs = threadLocalMacro + `
 static KILN_THREAD_LOCAL char kiln_last_error[512];
 
 void kiln_set_last_error(const char* msg) {
@@ -97,38 +102,19 @@ void kiln_set_last_error(const char* msg) {
 
 const char* kiln_get_last_error(void) { return kiln_last_error; }
 
-#if defined(_OPENMP) || defined(KILN_THREAD_POOL)
-static int32_t kiln_threads = 0;
-static KILN_THREAD_LOCAL int32_t kiln_threads_here = 0;
-static int32_t kiln_default_threads(void);
+`
 
-/* The set count, else the default: OMP_NUM_THREADS, or the processors
-   available (OpenMP's, or with the pool those of the calling thread). */
-int32_t kiln_thread_count(void) {
-  int32_t n = kiln_threads_here > 0 ? kiln_threads_here : kiln_threads;
-  return n > 0 ? n : kiln_default_threads();
-}
-#if !defined(KILN_THREAD_POOL)
-static int32_t kiln_default_threads(void) { return omp_get_max_threads(); }
-#endif
+// threadStubs are the thread-count functions of a library without
+// threads (kiln_set_num_threads does nothing).
+const threadStubs = `#ifdef _OPENMP
+/* Compiled with -fopenmp anyway: KILN_PARALLEL_FOR's loops take OpenMP's
+   thread count. */
+int32_t kiln_thread_count(void) { return omp_get_max_threads(); }
 #endif
 
-void kiln_set_num_threads(int32_t n) {
-#if defined(_OPENMP) || defined(KILN_THREAD_POOL)
-  kiln_threads = n > 0 ? n : 0;
-#else
-  (void)n;
-#endif
-}
+void kiln_set_num_threads(int32_t n) { (void)n; }
 
-/* The calling OS thread's count, before kiln_set_num_threads' (0: none). */
-void kiln_set_num_threads_here(int32_t n) {
-#if defined(_OPENMP) || defined(KILN_THREAD_POOL)
-  kiln_threads_here = n > 0 ? n : 0;
-#else
-  (void)n;
-#endif
-}
+void kiln_set_num_threads_here(int32_t n) { (void)n; }
 `
 
 // argCheck is the argument checker every packed wrapper calls.

@@ -1,7 +1,6 @@
 package c
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,11 +123,9 @@ int main(void) {
 }
 `
 
-// poolProgram is a C program of the pool's code and a driver.
-func poolProgram(driver string) string {
-	return "#define _GNU_SOURCE 1\n#include <stdint.h>\n#include <stdbool.h>\n#include <stddef.h>\n#include <stdlib.h>\n#include <string.h>\n" +
-		"#define KILN_THREAD_POOL 1\n" + preambleMacros + poolDecls + runtimeDefs + poolDefs + driver
-}
+// poolProgram is a C program of the pool's translation unit and a
+// driver.
+func poolProgram(driver string) string { return threadsSource(true) + driver }
 
 // buildPoolProgram compiles a pool program with the pool library's flags
 // and extra flags.
@@ -177,30 +174,11 @@ func TestThreadPool(t *testing.T) {
 	runPool(t, buildPoolProgram(t, poolProgram(poolDriver)))
 }
 
-// tsanAvailable compiles and runs a trivial threaded program under
-// ThreadSanitizer (gcc's libtsan2 on Debian).
-func tsanAvailable(dir string) error {
-	src := filepath.Join(dir, "probe.c")
-	if err := os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644); err != nil {
-		return err
-	}
-	exe := filepath.Join(dir, "probe")
-	cc := compilerCommand("")
-	args := append(cc[1:], "-fsanitize=thread", src, "-o", exe)
-	if out, err := exec.Command(cc[0], args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("%v: %s", err, out)
-	}
-	if out, err := exec.Command(exe).CombinedOutput(); err != nil {
-		return fmt.Errorf("%v: %s", err, out)
-	}
-	return nil
-}
-
 // TestThreadPoolRaces runs the pool driver under ThreadSanitizer: any
 // data race between the caller, its workers and the teams' ends fails.
 func TestThreadPoolRaces(t *testing.T) {
 	testenv.CC(t)
-	testenv.Need(t, "ThreadSanitizer (apt-get install libtsan2)", tsanAvailable(t.TempDir()))
+	testenv.Need(t, "ThreadSanitizer (apt-get install libtsan2)", probeFlags(t.TempDir(), "-fsanitize=thread"))
 	exe := buildPoolProgram(t, poolProgram(poolDriver), "-fsanitize=thread", "-g")
 	runPool(t, exe, "TSAN_OPTIONS=halt_on_error=1 exitcode=66")
 }

@@ -25,14 +25,17 @@ var sanitizeFlags = []string{"-fsanitize=address,undefined,float-cast-overflow",
 // sanitizerAvailable compiles and runs a trivial program with the
 // sanitizers (the runtimes come with gcc's libasan8 and libubsan1
 // packages on Debian).
-func sanitizerAvailable(dir string) error {
+func sanitizerAvailable(dir string) error { return probeFlags(dir, sanitizeFlags...) }
+
+// probeFlags compiles and runs a trivial program with flags.
+func probeFlags(dir string, flags ...string) error {
 	src := filepath.Join(dir, "probe.c")
 	if err := os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644); err != nil {
 		return err
 	}
 	exe := filepath.Join(dir, "probe")
 	cc := compilerCommand("")
-	args := append(append(cc[1:], sanitizeFlags...), src, "-o", exe)
+	args := append(append(cc[1:], flags...), src, "-o", exe)
 	if out, err := exec.Command(cc[0], args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("%v: %s", err, out)
 	}

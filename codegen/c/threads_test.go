@@ -21,10 +21,9 @@ func TestThreadCountDefault(t *testing.T) {
 	const main = "int main(void) {\n  printf(\"%d\", (int)kiln_thread_count());\n  kiln_set_num_threads(2);\n  printf(\" %d\\n\", (int)kiln_thread_count());\n  return 0;\n}\n"
 	for _, pool := range []bool{false, true} {
 		dir := t.TempDir()
-		src := "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n" + preambleMacros + poolDecls + runtimeDefs + poolDefs + main
+		src := threadsSource(pool) + "#include <stdio.h>\n" + main
 		flags := []string{"-fopenmp"}
 		if pool {
-			src = "#define _GNU_SOURCE 1\n#define KILN_THREAD_POOL 1\n#include <stdlib.h>\n" + src
 			flags = []string{"-pthread", "-fopenmp-simd", "-DKILN_OPENMP_SIMD"}
 		}
 		file := filepath.Join(dir, "threads.c")
