@@ -334,7 +334,7 @@ func TestCompileCache(t *testing.T) {
 		want  string
 	}{
 		{nil, ""},
-		{nil, "objects (2 from the cache)"},
+		{nil, "3 objects (3 from the cache)"}, // the unit, the registry, the threads
 		{[]string{"--no-cache"}, "(0 from the cache)"},
 	} {
 		out := filepath.Join(dir, fmt.Sprintf("m%d.kiln", i))
