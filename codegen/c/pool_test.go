@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // poolDriver exercises kiln_parallel_for on the pool: every iteration of
@@ -131,13 +132,18 @@ func poolProgram(driver string) string { return threadsSource(true) + driver }
 // and extra flags.
 func buildPoolProgram(t *testing.T, src string, extra ...string) string {
 	t.Helper()
+	return buildPoolProgramWith(t, compilerCommand(""), src, extra...)
+}
+
+// buildPoolProgramWith is buildPoolProgram with the compiler command cc.
+func buildPoolProgramWith(t *testing.T, cc []string, src string, extra ...string) string {
+	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "pool.c")
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	exe := filepath.Join(dir, "pool")
-	cc := compilerCommand("")
 	args := append(append(cc[1:], "-O2", "-std=c99", "-pthread", "-fopenmp-simd", "-DKILN_OPENMP_SIMD", "-Wall", "-Wextra", "-Werror"), extra...)
 	args = append(args, file, "-o", exe)
 	if out, err := exec.Command(cc[0], args...).CombinedOutput(); err != nil {
@@ -147,11 +153,18 @@ func buildPoolProgram(t *testing.T, src string, extra ...string) string {
 }
 
 // runPool runs a pool program under each wait policy (spinning without
-// end, sleeping at once, the default) with OMP_NUM_THREADS unset.
+// end, sleeping at once, the default) with OMP_NUM_THREADS unset; with
+// a runner (an emulator and its arguments), through it.
 func runPool(t *testing.T, exe string, env ...string) {
 	t.Helper()
+	runPoolWith(t, nil, exe, env...)
+}
+
+func runPoolWith(t *testing.T, runner []string, exe string, env ...string) {
+	t.Helper()
 	for _, policy := range []string{"active", "passive", ""} {
-		cmd := exec.Command(exe)
+		argv := append(append([]string(nil), runner...), exe)
+		cmd := exec.Command(argv[0], argv[1:]...)
 		for _, e := range os.Environ() {
 			if !strings.HasPrefix(e, "OMP_") {
 				cmd.Env = append(cmd.Env, e)
@@ -181,4 +194,16 @@ func TestThreadPoolRaces(t *testing.T) {
 	testenv.Need(t, "ThreadSanitizer (apt-get install libtsan2)", probeFlags(t.TempDir(), "-fsanitize=thread"))
 	exe := buildPoolProgram(t, poolProgram(poolDriver), "-fsanitize=thread", "-g")
 	runPool(t, exe, "TSAN_OPTIONS=halt_on_error=1 exitcode=66")
+}
+
+// TestThreadPoolArm runs the pool driver built for 64-bit Arm (where
+// waiting threads pause with the yield instruction) under qemu-aarch64.
+func TestThreadPoolArm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("emulates a 64-bit Arm CPU; skipped with -short")
+	}
+	cc := testenv.Tool(t, crossCompilers[targets.AArch64])
+	qemu := testenv.Tool(t, "qemu-aarch64")
+	exe := buildPoolProgramWith(t, []string{cc}, poolProgram(poolDriver), "-static")
+	runPoolWith(t, []string{qemu}, exe)
 }
