@@ -271,7 +271,8 @@ func sanitizeModel(t *testing.T, cc, dir string) {
 		}
 	}
 	cargs := append([]string{"-std=c99", "-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror",
-		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-pthread", "-fopenmp-simd", "-DKILN_OPENMP_SIMD"}, proc.CFlags()...)
+		"-fsanitize=address,undefined", "-fno-sanitize-recover=all"}, cgen.ThreadFlags(true)...)
+	cargs = append(cargs, proc.CFlags()...)
 	cargs = append(cargs, "-I", filepath.Join(out, "include"), filepath.Join(out, "kiln_lib.c"), filepath.Join(out, cgen.ThreadsName), filepath.Join(work, "driver.c"), "-o", bin, "-lm")
 	if msg, err := exec.Command(cc, cargs...).CombinedOutput(); err != nil {
 		t.Fatalf("sanitizer build: %v\n%s", err, msg)

@@ -533,13 +533,20 @@ func CompileFlags(src *Source, opts BuildOptions) []string {
 	if isGCC(opts.CC) {
 		flags = append(flags, "-fno-tree-loop-distribute-patterns")
 	}
-	switch {
-	case src != nil && src.OpenMP && src.ThreadPool:
-		flags = append(flags, "-pthread", "-fopenmp-simd", "-DKILN_OPENMP_SIMD")
-	case src != nil && src.OpenMP:
-		flags = append(flags, "-fopenmp")
+	if src != nil && src.OpenMP {
+		flags = append(flags, ThreadFlags(src.ThreadPool)...)
 	}
 	return append(flags, opts.CPUFlags...)
+}
+
+// ThreadFlags are the compiler flags of a threaded library's sources: on
+// kiln's pool (pool) POSIX threads and OpenMP's simd pragmas without its
+// runtime (KILN_OPENMP_SIMD says so to the preamble), else OpenMP.
+func ThreadFlags(pool bool) []string {
+	if pool {
+		return []string{"-pthread", "-fopenmp-simd", "-DKILN_OPENMP_SIMD"}
+	}
+	return []string{"-fopenmp"}
 }
 
 // writeHeaders copies the embedded runtime headers into dir/kiln/.

@@ -19,7 +19,6 @@ import (
 
 // capture is a variable a parallel loop's body uses from outside.
 type capture struct {
-	v        *tir.Var
 	name     string // its C name (the same inside and outside)
 	ctype    string // its C type
 	restrict bool
@@ -30,11 +29,6 @@ type capture struct {
 type varDecl struct {
 	ctype    string
 	restrict bool
-}
-
-// declare records v's declaration (bind gives it its name).
-func (fg *funcGen) declare(v *tir.Var, ctype string, restrict bool) {
-	fg.decls[v] = varDecl{ctype: ctype, restrict: restrict}
 }
 
 // captures lists the variables in scope that s uses, in order of first
@@ -55,7 +49,7 @@ func (fg *funcGen) captures(s tir.Stmt) []capture {
 		if !ok {
 			failf("function %s: variable %s has no recorded declaration", fg.f.Name, v.Name)
 		}
-		out = append(out, capture{v: v, name: name, ctype: d.ctype, restrict: d.restrict})
+		out = append(out, capture{name: name, ctype: d.ctype, restrict: d.restrict})
 	}
 	tir.Visit(s, func(n tir.Node) bool {
 		switch x := n.(type) {
@@ -109,8 +103,7 @@ func (fg *funcGen) outlineParallel(x *tir.For, lo, end string) {
 		fg.line("(void)%s;", c.name)
 	}
 	ct := cType(x.Var.T)
-	name, restore := fg.bind(x.Var)
-	fg.declare(x.Var, ct, false)
+	name, restore := fg.bind(x.Var, varDecl{ctype: ct})
 	if minC, ok := tir.ConstInt(x.Min); ok && minC >= 0 {
 		fg.nonNeg[x.Var] = true
 		defer delete(fg.nonNeg, x.Var)

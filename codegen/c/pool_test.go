@@ -140,24 +140,38 @@ func poolProgram(driver string) string { return threadsSource(true) + driver }
 // and extra flags.
 func buildPoolProgram(t *testing.T, src string, extra ...string) string {
 	t.Helper()
-	return buildPoolProgramWith(t, compilerCommand(""), src, extra...)
+	return buildThreadsProgram(t, compilerCommand(""), true, src, extra...)
 }
 
-// buildPoolProgramWith is buildPoolProgram with the compiler command cc.
-func buildPoolProgramWith(t *testing.T, cc []string, src string, extra ...string) string {
+// buildThreadsProgram compiles a program of threadsSource(pool) with the
+// compiler command cc, the library's thread flags (ThreadFlags) and extra
+// flags, warnings as errors.
+func buildThreadsProgram(t *testing.T, cc []string, pool bool, src string, extra ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	file := filepath.Join(dir, "pool.c")
+	file := filepath.Join(dir, "threads.c")
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exe := filepath.Join(dir, "pool")
-	args := append(append(cc[1:], "-O2", "-std=c99", "-pthread", "-fopenmp-simd", "-DKILN_OPENMP_SIMD", "-Wall", "-Wextra", "-Werror"), extra...)
+	exe := filepath.Join(dir, "threads")
+	args := append(append(append(cc[1:], "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror"), ThreadFlags(pool)...), extra...)
 	args = append(args, file, "-o", exe)
 	if out, err := exec.Command(cc[0], args...).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
+		t.Fatalf("pool %v: %v: %s", pool, err, out)
 	}
 	return exe
+}
+
+// envWithout is the process's environment without the variables whose
+// "NAME=" starts with prefix.
+func envWithout(prefix string) []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, prefix) {
+			env = append(env, e)
+		}
+	}
+	return env
 }
 
 // runPool runs a pool program under each wait policy (spinning without
@@ -173,12 +187,7 @@ func runPoolWith(t *testing.T, runner []string, exe string, env ...string) {
 	for _, policy := range []string{"active", "passive", ""} {
 		argv := append(append([]string(nil), runner...), exe)
 		cmd := exec.Command(argv[0], argv[1:]...)
-		for _, e := range os.Environ() {
-			if !strings.HasPrefix(e, "OMP_") {
-				cmd.Env = append(cmd.Env, e)
-			}
-		}
-		cmd.Env = append(cmd.Env, env...)
+		cmd.Env = append(envWithout("OMP_"), env...)
 		if policy != "" {
 			cmd.Env = append(cmd.Env, "OMP_WAIT_POLICY="+policy)
 		}
@@ -212,6 +221,6 @@ func TestThreadPoolArm(t *testing.T) {
 	}
 	cc := testenv.Tool(t, crossCompilers[targets.AArch64])
 	qemu := testenv.Tool(t, "qemu-aarch64")
-	exe := buildPoolProgramWith(t, []string{cc}, poolProgram(poolDriver), "-static")
+	exe := buildThreadsProgram(t, []string{cc}, true, poolProgram(poolDriver), "-static")
 	runPoolWith(t, []string{qemu}, exe)
 }

@@ -1,9 +1,7 @@
 package c
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -20,33 +18,14 @@ func TestThreadCountDefault(t *testing.T) {
 	testenv.CC(t)
 	const main = "int main(void) {\n  printf(\"%d\", (int)kiln_thread_count());\n  kiln_set_num_threads(2);\n  printf(\" %d\\n\", (int)kiln_thread_count());\n  return 0;\n}\n"
 	for _, pool := range []bool{false, true} {
-		dir := t.TempDir()
-		src := threadsSource(pool) + "#include <stdio.h>\n" + main
-		flags := []string{"-fopenmp"}
-		if pool {
-			flags = []string{"-pthread", "-fopenmp-simd", "-DKILN_OPENMP_SIMD"}
-		}
-		file := filepath.Join(dir, "threads.c")
-		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		exe := filepath.Join(dir, "threads")
-		cc := compilerCommand("")
-		args := append(append(cc[1:], flags...), "-std=c99", "-Wall", "-Wextra", "-Werror", file, "-o", exe)
-		if out, err := exec.Command(cc[0], args...).CombinedOutput(); err != nil {
-			t.Fatalf("pool %v: %v: %s", pool, err, out)
-		}
+		exe := buildThreadsProgram(t, compilerCommand(""), pool, threadsSource(pool)+"#include <stdio.h>\n"+main)
 		cases := map[string]string{"1": "1 2", "3": "3 2"}
 		if pool {
 			cases[""] = strconv.Itoa(goruntime.NumCPU()) + " 2"
 		}
 		for n, want := range cases {
 			cmd := exec.Command(exe)
-			for _, e := range os.Environ() {
-				if !strings.HasPrefix(e, "OMP_NUM_THREADS=") {
-					cmd.Env = append(cmd.Env, e)
-				}
-			}
+			cmd.Env = envWithout("OMP_NUM_THREADS=")
 			if n != "" {
 				cmd.Env = append(cmd.Env, "OMP_NUM_THREADS="+n)
 			}
