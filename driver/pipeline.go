@@ -100,7 +100,10 @@ type state struct {
 	bopts     cgen.BuildOptions
 	hookMods  []externalModule
 	paramsBin []byte // the weights encoded, for LinkParams (linked into the library)
-	aot       *aotBuild
+	// paramsHash is the SHA-256 of params.bin when the link stage wrote
+	// it (beside the C compiler), "" when packaging is to write it.
+	paramsHash string
+	aot        *aotBuild
 }
 
 // NewPipeline builds the stage list of a compilation with configuration

@@ -47,32 +47,41 @@ func TransformWinogradWeight(w *tensor.Tensor, b int64) (*tensor.Tensor, error) 
 	// the 16 planes gets whole runs of b values (measured within noise of
 	// output channel order: 330 against 347 ms with fresh weights).
 	nb := oc / b
-	for ob := int64(0); ob < nb; ob++ {
-		for c := int64(0); c < ic; c++ {
-			for ov := int64(0); ov < b; ov++ {
-				o := ob*b + ov
-				var g [3][3]float64
-				base := int((o*ic + c) * 9)
-				for k := range 9 {
-					if src != nil {
-						g[k/3][k%3] = float64(src[base+k])
-					} else {
-						g[k/3][k%3] = w.Float(base + k)
-					}
+	splitWork(int(nb), 16*oc*ic, func(lo, hi int) {
+		for ob := int64(lo); ob < int64(hi); ob++ {
+			transformWinogradBlock(w, out, src, dst, ob, nb, ic, b)
+		}
+	})
+	return out, nil
+}
+
+// transformWinogradBlock writes output-channel block ob of
+// TransformWinogradWeight's result out (dst: its float32s, or nil) from
+// w (src: its float32s, or nil).
+func transformWinogradBlock(w, out *tensor.Tensor, src, dst []float32, ob, nb, ic, b int64) {
+	for c := int64(0); c < ic; c++ {
+		for ov := int64(0); ov < b; ov++ {
+			o := ob*b + ov
+			var g [3][3]float64
+			base := int((o*ic + c) * 9)
+			for k := range 9 {
+				if src != nil {
+					g[k/3][k%3] = float64(src[base+k])
+				} else {
+					g[k/3][k%3] = w.Float(base + k)
 				}
-				u := winogradWeightTile(&g)
-				for xi := range int64(16) {
-					at := int(((xi*nb+ob)*ic+c)*b + ov)
-					if dst != nil {
-						dst[at] = float32(u[xi])
-					} else {
-						out.SetFloat(at, u[xi])
-					}
+			}
+			u := winogradWeightTile(&g)
+			for xi := range int64(16) {
+				at := int(((xi*nb+ob)*ic+c)*b + ov)
+				if dst != nil {
+					dst[at] = float32(u[xi])
+				} else {
+					out.SetFloat(at, u[xi])
 				}
 			}
 		}
 	}
-	return out, nil
 }
 
 // winogradWeightTile is G g G^T of a 3x3 kernel g, row by row: (G g)
