@@ -45,12 +45,16 @@ type BenchReport struct {
 // nodes it computes and, for an external region, its own steps (each a
 // oneDNN kernel, its layout reorders included), slowest first.
 type KernelTime struct {
-	Node    string       `json:"node"`
-	Func    string       `json:"func,omitempty"`
-	Sources []string     `json:"sources,omitempty"`
-	MeanMs  float64      `json:"mean_ms"`
-	Share   float64      `json:"share"`
-	Inner   []KernelTime `json:"inner,omitempty"`
+	Node    string   `json:"node"`
+	Func    string   `json:"func,omitempty"`
+	Sources []string `json:"sources,omitempty"`
+	// MedianMs is the median of the kernel's per-run times (0 for the
+	// steps inside an external region, timed only summed), MeanMs the
+	// mean; Share is its part of the profiled time (the sum over runs).
+	MedianMs float64      `json:"median_ms,omitempty"`
+	MeanMs   float64      `json:"mean_ms"`
+	Share    float64      `json:"share"`
+	Inner    []KernelTime `json:"inner,omitempty"`
 	// Device and Cores say where the kernel ran, when not on cpu:0
 	// unpinned: its device, and the cores of its pinned thread
 	// (--devices).
@@ -264,7 +268,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "compile: %.2f s, %d kernels\n", rep.CompileS, rep.Kernels)
 	}
 	if len(rep.Profile) > 0 {
-		fmt.Fprintf(stdout, "slowest kernels (mean per run over %d profiled runs):\n", rep.Runs)
+		fmt.Fprintf(stdout, "slowest kernels (share of the time, median and mean per run over %d profiled runs):\n", rep.Runs)
 		printKernelTimes(stdout, rep.Profile, *profile)
 	}
 	if *traceFile != "" {

@@ -173,8 +173,8 @@ func TestBenchModel(t *testing.T) {
 	share := 0.0
 	for i, k := range rep.Profile {
 		share += k.Share
-		if k.MeanMs <= 0 || k.Func == "" || len(k.Sources) == 0 || i > 0 && k.MeanMs > rep.Profile[i-1].MeanMs {
-			t.Errorf("profile entry %d: %+v (want a time, a function and the model nodes)", i, k)
+		if k.MeanMs <= 0 || k.MedianMs <= 0 || k.Func == "" || len(k.Sources) == 0 || i > 0 && k.MedianMs > rep.Profile[i-1].MedianMs {
+			t.Errorf("profile entry %d: %+v (want times, slowest median first, a function and the model nodes)", i, k)
 		}
 	}
 	if len(rep.Profile) != 2 || share <= 0 || share > 1+1e-9 {

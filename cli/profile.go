@@ -13,17 +13,18 @@ import (
 // traceRuns is how many runs `kiln bench --trace` records.
 const traceRuns = 3
 
-// kernelTimes turns summed step times into per-run means with their share
-// of the total, slowest first, at most n of them; an external region's
-// inner steps are kept whole, slowest first, with their share of the
-// total too.
+// kernelTimes turns step times into per-run medians and means with their
+// share of the total, slowest median first (a few slow runs of a noisy
+// machine move a mean, not the median), at most n of them; an external
+// region's inner steps (means only) are kept whole, slowest first, with
+// their share of the total too.
 func kernelTimes(steps []krt.StepTime, runs, n int) []KernelTime {
 	var total time.Duration
 	for _, s := range steps {
 		total += s.Total
 	}
 	conv := func(s krt.StepTime) KernelTime {
-		k := KernelTime{Node: s.Node, Func: s.Func, Sources: s.Sources, MeanMs: float64(s.Total.Nanoseconds()) / 1e6 / float64(max(runs, 1))}
+		k := KernelTime{Node: s.Node, Func: s.Func, Sources: s.Sources, MedianMs: float64(s.Median.Nanoseconds()) / 1e6, MeanMs: float64(s.Total.Nanoseconds()) / 1e6 / float64(max(runs, 1))}
 		if s.Device != krt.CPUDevice(0) || len(s.Cores) > 0 {
 			// Rows say where they ran when that is not the default.
 			k.Device, k.Cores = s.Device.String(), s.Cores.String()
@@ -41,7 +42,12 @@ func kernelTimes(steps []krt.StepTime, runs, n int) []KernelTime {
 		}
 		sort.SliceStable(out[i].Inner, func(a, b int) bool { return out[i].Inner[a].MeanMs > out[i].Inner[b].MeanMs })
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].MeanMs > out[j].MeanMs })
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].MedianMs != out[j].MedianMs {
+			return out[i].MedianMs > out[j].MedianMs
+		}
+		return out[i].MeanMs > out[j].MeanMs
+	})
 	if len(out) > n {
 		out = out[:n]
 	}
@@ -57,7 +63,7 @@ func printKernelTimes(w io.Writer, ks []KernelTime, n int) {
 		if name == "" {
 			name = k.Node
 		}
-		fmt.Fprintf(w, "  %6.2f%%  %9.4f ms  %s%s%s\n", 100*k.Share, k.MeanMs, name, sourcesNote(k.Sources), placeNote(k))
+		fmt.Fprintf(w, "  %6.2f%%  %9.4f ms  (mean %.4f)  %s%s%s\n", 100*k.Share, k.MedianMs, k.MeanMs, name, sourcesNote(k.Sources), placeNote(k))
 		for i, in := range k.Inner {
 			if i == n {
 				fmt.Fprintf(w, "      ... %d more inside %s\n", len(k.Inner)-n, name)

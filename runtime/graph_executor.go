@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	goruntime "runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -518,6 +519,10 @@ type StepTime struct {
 	Sources []string
 	// Total is the time summed over the runs.
 	Total time.Duration
+	// Median is the median of the step's per-run times (Profile; 0 for
+	// Inner steps, which their modules report only summed). On a noisy
+	// machine a few slow runs move Total/runs; they do not move this.
+	Median time.Duration
 	// Inner are the steps inside the function, summed over the runs in
 	// the order first run, when its module times them (an external
 	// region's kernels; see InnerProfiler).
@@ -552,13 +557,22 @@ type TraceEvent struct {
 // plain Run's time. Functions of modules that are InnerProfilers report
 // their own steps (Inner).
 func (e *GraphExecutor) Profile(runs int) ([]StepTime, error) {
-	times := make([]time.Duration, len(e.steps))
+	times := make([]time.Duration, len(e.steps)) // one run's
+	totals := make([]time.Duration, len(e.steps))
+	perRun := make([][]time.Duration, len(e.steps))
+	afterRun := func() {
+		for i, d := range times {
+			totals[i] += d
+			perRun[i] = append(perRun[i], d)
+			times[i] = 0
+		}
+	}
 	out := make([]StepTime, len(e.steps))
-	err := e.recorded(runs, times, nil, func(profs []InnerProfiler) {
+	err := e.recorded(runs, times, nil, afterRun, func(profs []InnerProfiler) {
 		for i := range e.steps {
 			n := &e.g.nodes[e.steps[i].node]
 			dev, cores := e.placeOf(i)
-			out[i] = StepTime{Node: n.name, Func: n.funcName, Sources: n.sources, Total: times[i], Device: dev, Cores: cores}
+			out[i] = StepTime{Node: n.name, Func: n.funcName, Sources: n.sources, Total: totals[i], Median: medianDuration(perRun[i]), Device: dev, Cores: cores}
 			if n.op == opKiln {
 				out[i].Inner = sumInner(innerEvents(profs, n.funcName))
 			}
@@ -572,9 +586,10 @@ func (e *GraphExecutor) Profile(runs int) ([]StepTime, error) {
 
 // recorded runs the program runs times, under the executor's lock on one
 // OS thread, with the module tree's InnerProfilers recording, timing the
-// steps into times and trace (either may be nil); collect reads the
-// profilers before recording stops.
-func (e *GraphExecutor) recorded(runs int, times []time.Duration, trace *[]stepEvent, collect func([]InnerProfiler)) error {
+// steps into times and trace (either may be nil) and calling afterRun
+// (when not nil) after each run; collect reads the profilers before
+// recording stops.
+func (e *GraphExecutor) recorded(runs int, times []time.Duration, trace *[]stepEvent, afterRun func(), collect func([]InnerProfiler)) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	profs := e.innerProfilers(true)
@@ -582,6 +597,9 @@ func (e *GraphExecutor) recorded(runs int, times []time.Duration, trace *[]stepE
 	for r := 0; r < runs; r++ {
 		if err := e.run(context.Background(), times, trace); err != nil {
 			return err
+		}
+		if afterRun != nil {
+			afterRun()
 		}
 	}
 	collect(profs)
@@ -595,7 +613,7 @@ func (e *GraphExecutor) Trace(runs int) ([]TraceEvent, error) {
 	var raw []stepEvent
 	var out []TraceEvent
 	t0 := time.Now()
-	err := e.recorded(runs, nil, &raw, func(profs []InnerProfiler) {
+	err := e.recorded(runs, nil, &raw, nil, func(profs []InnerProfiler) {
 		runOf := func(t time.Time) int {
 			// The run a start time falls in: that of the last top-level
 			// step that started at or before it.
@@ -632,6 +650,20 @@ func (e *GraphExecutor) Trace(runs int) ([]TraceEvent, error) {
 		return out[i].Depth < out[j].Depth
 	})
 	return out, nil
+}
+
+// medianDuration is the median of ds (the mean of the middle two for an
+// even count), 0 for none; ds is reordered.
+func medianDuration(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	m := len(ds) / 2
+	if len(ds)%2 == 1 {
+		return ds[m]
+	}
+	return (ds[m-1] + ds[m]) / 2
 }
 
 // stepEvent is one step's run, recorded by run for Trace.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
@@ -790,7 +791,9 @@ func TestGraphExecutorProfile(t *testing.T) {
 	}
 	kernels := 0
 	for i, s := range steps {
-		if s.Total <= 0 || s.Node != e.g.nodes[e.steps[i].node].name {
+		// The median of three runs is one of them: above zero and at
+		// most their sum.
+		if s.Total <= 0 || s.Median <= 0 || s.Median > s.Total || s.Node != e.g.nodes[e.steps[i].node].name {
 			t.Errorf("step %d: %+v", i, s)
 		}
 		if s.Func != "" {
@@ -806,5 +809,24 @@ func TestGraphExecutorProfile(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkF32(t, fmt.Sprintf("output %d after Profile", i), got, want)
+	}
+}
+
+// TestMedianDuration: the middle value (odd counts), the mean of the
+// middle two (even), 0 for none, whatever the order.
+func TestMedianDuration(t *testing.T) {
+	for _, c := range []struct {
+		ds   []time.Duration
+		want time.Duration
+	}{
+		{nil, 0},
+		{[]time.Duration{7}, 7},
+		{[]time.Duration{9, 1, 5}, 5},
+		{[]time.Duration{100, 2, 4, 1}, 3},
+		{[]time.Duration{3, 3, 1000, 3, 2}, 3},
+	} {
+		if got := medianDuration(append([]time.Duration(nil), c.ds...)); got != c.want {
+			t.Errorf("medianDuration(%v) = %v, want %v", c.ds, got, c.want)
+		}
 	}
 }
