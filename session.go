@@ -15,9 +15,9 @@ import (
 // per processor at a time, each on one thread.
 type SessionOptions struct {
 	// Concurrency is the most inferences the session runs at the same
-	// time (0: one per processor, runtime.NumCPU). Each needs memory for
-	// the model's activations, made the first time it is used; the
-	// weights are shared.
+	// time (0: one per processor this process may use, GOMAXPROCS).
+	// Each needs memory for the model's activations, made the first time
+	// it is used; the weights are shared.
 	Concurrency int
 	// Threads is the thread count of each inference (0: 1 when
 	// Concurrency allows several inferences at once, else every
@@ -54,12 +54,12 @@ func (a *Artifact) NewSession(opts SessionOptions) (*Session, error) {
 		return nil, fmt.Errorf("kiln: session: negative Concurrency or Threads")
 	}
 	if opts.Concurrency == 0 {
-		opts.Concurrency = goruntime.NumCPU()
+		opts.Concurrency = goruntime.GOMAXPROCS(0)
 	}
 	if opts.Threads == 0 {
 		opts.Threads = 1
 		if opts.Concurrency == 1 {
-			opts.Threads = goruntime.NumCPU()
+			opts.Threads = goruntime.GOMAXPROCS(0)
 		}
 	}
 	s := &Session{art: a, opts: opts, slots: make(chan *slot, opts.Concurrency)}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	cgen "github.com/kiln-dev/kiln/codegen/c"
 	"github.com/kiln-dev/kiln/runtime"
 )
 
@@ -19,12 +20,18 @@ import (
 // has its first thread bound to one core by libgomp before Go starts;
 // kiln's runtime gives every thread the process's cores back and the Go
 // runtime sizes itself for them (before, every Go thread shared one core
-// and GOMAXPROCS was 1: mobilenet_v2 at 1 thread ran 40 % slower). Runs
+// and GOMAXPROCS was 1: mobilenet_v2 at 1 thread ran 40 % slower), and
+// the C build runs a compiler per core. Runs
 // in a child process, as libgomp reads its environment once.
 func TestOpenMPBindingUndoneAtStart(t *testing.T) {
 	if want := os.Getenv("KILN_TEST_OMP_CORES"); want != "" {
 		if n := goruntime.GOMAXPROCS(0); strconv.Itoa(n) != os.Getenv("KILN_TEST_OMP_NCORES") {
 			t.Errorf("GOMAXPROCS is %d with cores %s", n, want)
+		}
+		// The C build runs a compiler per core (NumCPU, fixed while the
+		// thread was bound, said 1: one unit at a time).
+		if n := cgen.DefaultJobs(); strconv.Itoa(n) != os.Getenv("KILN_TEST_OMP_NCORES") {
+			t.Errorf("the C build runs %d compilers at once with cores %s", n, want)
 		}
 		tasks, err := filepath.Glob("/proc/self/task/*/status")
 		if err != nil || len(tasks) == 0 {
