@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -287,15 +288,9 @@ func encodeParams(params map[string]*tensor.Tensor) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// writeParamsFile writes params with runtime.SaveParams to a new file at
-// path.
-func writeParamsFile(path string, params map[string]*tensor.Tensor) error {
-	_, err := writeHashedParams(path, params)
-	return err
-}
-
-// writeHashedParams is writeParamsFile, returning the file's SHA-256
-// (hex, as recordHashes records it) computed as it is written.
+// writeHashedParams writes params with runtime.SaveParams to a new file
+// at path and returns the file's SHA-256 (hex, as recordHashes records
+// it), computed as it is written.
 func writeHashedParams(path string, params map[string]*tensor.Tensor) (string, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -411,26 +406,27 @@ func (s *state) packageGraph() error {
 		return fmt.Errorf("build: %w", err)
 	}
 	hashed := []string{"kiln_lib.so", "graph.json"}
+	// written holds the hashes of the files hashed as they were written.
+	written := map[string]string{}
 	if !s.cfg.LinkParams {
-		// Streamed to the file, as the constants below: encoding the
-		// weights in memory first cost a model-sized buffer (45 MB of
-		// fresh pages for resnet18, slow to fault in a VM).
+		// The link stage streamed the weights to params.bin beside the C
+		// compiler (encoding them in memory first cost a model-sized
+		// buffer: 45 MB of fresh pages for resnet18, slow to fault in a
+		// VM).
 		if s.paramsHash == "" {
-			h, err := writeHashedParams(filepath.Join(s.tmp, "params.bin"), s.prog.params)
-			if err != nil {
-				return err
-			}
-			s.paramsHash = h
+			return fmt.Errorf("build: internal error: params.bin was not written before packaging")
 		}
+		written["params.bin"] = s.paramsHash
 	}
 	if len(low.consts) > 0 {
 		// Streamed to the file: the external modules' weights can be
 		// most of the model.
-		if err := writeParamsFile(filepath.Join(s.tmp, constantsFile), low.consts); err != nil {
+		h, err := writeHashedParams(filepath.Join(s.tmp, constantsFile), low.consts)
+		if err != nil {
 			return err
 		}
 		md.Constants = constantsFile
-		hashed = append(hashed, constantsFile)
+		written[constantsFile] = h
 	}
 	for _, m := range md.Modules {
 		hashed = append(hashed, m.File)
@@ -438,9 +434,7 @@ func (s *state) packageGraph() error {
 	if err := recordHashes(s.tmp, md, hashed...); err != nil {
 		return err
 	}
-	if !s.cfg.LinkParams {
-		md.Files["params.bin"] = s.paramsHash
-	}
+	maps.Copy(md.Files, written)
 	mj, err := json.MarshalIndent(md, "", "  ")
 	if err != nil {
 		return err
