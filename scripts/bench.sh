@@ -6,6 +6,9 @@
 # -mcpu=x86-64" for a portable build, TARGETS="dnnl, c" for oneDNN, whose
 # ISA ONEDNN_MAX_CPU_ISA=AVX2 limits). With an external target the compile
 # measures its partition at 1 thread (compile's --partition-threads).
+# ORT_ISA=AVX2 runs ONNX Runtime with its AVX2 kernels on an AVX-512
+# machine (need_ort_avx2_harness in lib.sh), to pair with
+# TARGETS="c -mattr=-avx512f".
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_go
@@ -36,9 +39,18 @@ TARGETS=${TARGETS:-c}
 SHARED=../shared
 build_kiln
 
-need_ort_harness
+PEER=out/peer
+if [ "${ORT_ISA:-}" = AVX2 ]; then
+	need_ort_avx2_harness
+	PEER=out/peer-avx2
+elif [ -n "${ORT_ISA:-}" ]; then
+	echo "bench.sh: ORT_ISA must be AVX2 or empty" >&2
+	exit 2
+else
+	need_ort_harness
+fi
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(date -u +%Y-%m-%d); OMP_WAIT_POLICY=$OMP_WAIT_POLICY OMP_PROC_BIND=$OMP_PROC_BIND; targets: $TARGETS"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(date -u +%Y-%m-%d); OMP_WAIT_POLICY=$OMP_WAIT_POLICY OMP_PROC_BIND=$OMP_PROC_BIND; targets: $TARGETS; ORT: ${ORT_ISA:-best ISA}"
 echo
 if [ "$ROUNDS" -gt 1 ]; then
 	echo "| model | threads | kiln medians ms | ORT medians ms | kiln / ORT | compile s (cold) | compile s (cached) |"
@@ -69,7 +81,7 @@ for m in $MODELS; do
 			rows=""
 			for _ in $(seq "$ROUNDS"); do
 				km=$(out/kiln bench "out/bench/$m" --json --threads "$th" --runs "$RUNS" | sed -n 's/.*"median_ms":\([0-9.]*\).*/\1/p')
-				om=$(cd out/peer && node ort_bench.js "$OLDPWD/$dir" "$th" "$RUNS" | tail -n 1 | sed -n 's/.*median_ms=\([0-9.]*\).*/\1/p')
+				om=$(cd "$PEER" && node ort_bench.js "$OLDPWD/$dir" "$th" "$RUNS" | tail -n 1 | sed -n 's/.*median_ms=\([0-9.]*\).*/\1/p')
 				rows="$rows$km $om"$'\n'
 			done
 			awk -v m="$m" -v th="$th" -v cold="$cold" -v cached="$cached" 'NF == 2 {
@@ -83,7 +95,7 @@ for m in $MODELS; do
 		k=$(out/kiln bench "out/bench/$m" --json --threads "$th" --runs "$RUNS")
 		km=$(sed -n 's/.*"median_ms":\([0-9.]*\).*/\1/p' <<<"$k")
 		kn=$(sed -n 's/.*"min_ms":\([0-9.]*\).*/\1/p' <<<"$k")
-		o=$(cd out/peer && node ort_bench.js "$OLDPWD/$dir" "$th" "$RUNS" | tail -n 1)
+		o=$(cd "$PEER" && node ort_bench.js "$OLDPWD/$dir" "$th" "$RUNS" | tail -n 1)
 		om=$(sed -n 's/.*median_ms=\([0-9.]*\).*/\1/p' <<<"$o")
 		on=$(sed -n 's/.*min_ms=\([0-9.]*\).*/\1/p' <<<"$o")
 		ratio=$(awk -v a="$km" -v b="$om" 'BEGIN { printf "%.2f", a / b }')

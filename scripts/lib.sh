@@ -87,3 +87,38 @@ need_ort_harness() {
 		(cd out/peer && npm init -y >/dev/null && npm install --ignore-scripts --silent onnxruntime-node@1.30.0 onnx-proto >/dev/null)
 	fi
 }
+
+# need_ort_avx2_harness makes out/peer-avx2, a copy of the ONNX Runtime
+# harness whose library believes the OS saves no AVX-512 state: the three
+# XGETBV instructions in onnxruntime-node 1.30.0's linux-x64 library
+# (MLAS's platform probe, ORT's CPUIDInfo and one more probe) are replaced
+# by moves of 7 (x87, SSE and AVX state), so MLAS takes its AVX2 kernels
+# as it does on a CPU without AVX-512. This measures kiln's AVX2 code
+# against ORT's AVX2 code on an AVX-512 machine. The library's hash and
+# the bytes at each site are checked first; any other build is refused.
+need_ort_avx2_harness() {
+	need_ort_harness
+	local lib=node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1
+	[ -f out/peer-avx2/$lib.avx2 ] && return 0
+	if [ "$(sha256sum "out/peer/$lib" | cut -d' ' -f1)" != ffb75a925ba05e47b235bb66e3e3911714a80b328a9c9425539feb204aa32a23 ]; then
+		echo "need_ort_avx2_harness: out/peer/$lib is not onnxruntime-node 1.30.0's linux-x64 build; cannot limit it to AVX2" >&2
+		return 1
+	fi
+	rm -rf out/peer-avx2 && cp -r out/peer out/peer-avx2
+	# offset (decimal), old bytes, new bytes (hex)
+	local site
+	for site in "23771692 0f01d089c0 b807000000" \
+		"30177165 0f01d089c0 b807000000" \
+		"25080919 0f01d089fa4489c74189c6 89fa4489c741be07000000"; do
+		set -- $site
+		local have
+		have=$(od -An -tx1 -v -j "$1" -N $((${#2} / 2)) "out/peer-avx2/$lib" | tr -d ' \n')
+		if [ "$have" != "$2" ]; then
+			echo "need_ort_avx2_harness: unexpected bytes $have at $1" >&2
+			rm -rf out/peer-avx2
+			return 1
+		fi
+		printf "$(sed 's/../\\x&/g' <<<"$3")" | dd of="out/peer-avx2/$lib" bs=1 seek="$1" conv=notrunc status=none
+	done
+	touch out/peer-avx2/$lib.avx2
+}
