@@ -67,6 +67,13 @@ int32_t kiln_thread_count(void);
 #else
 #define KILN_ALIGN64
 #endif
+/* KILN_NOINLINE keeps a function out of its callers (an outlined loop
+ * body out of its thunk: register allocation of the body alone). */
+#if defined(__GNUC__)
+#define KILN_NOINLINE __attribute__((noinline))
+#else
+#define KILN_NOINLINE
+#endif
 `
 
 // threadLocalMacro defines KILN_THREAD_LOCAL: C11 _Thread_local, or

@@ -97,7 +97,7 @@ func (fg *funcGen) outlineParallel(x *tir.For, lo, end string) {
 	}
 	params = append(params, "int64_t kiln_lo", "int64_t kiln_hi")
 	fg.line("")
-	fg.line("static void %s_body(%s) {", fn, strings.Join(params, ", "))
+	fg.line("static KILN_NOINLINE void %s_body(%s) {", fn, strings.Join(params, ", "))
 	fg.indent++
 	for _, c := range caps {
 		fg.line("(void)%s;", c.name)

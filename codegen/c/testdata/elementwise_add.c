@@ -65,6 +65,13 @@ int32_t kiln_thread_count(void);
 #else
 #define KILN_ALIGN64
 #endif
+/* KILN_NOINLINE keeps a function out of its callers (an outlined loop
+ * body out of its thunk: register allocation of the body alone). */
+#if defined(__GNUC__)
+#define KILN_NOINLINE __attribute__((noinline))
+#else
+#define KILN_NOINLINE
+#endif
 /* kiln_par_fn runs iterations [lo, hi) of an outlined parallel loop. */
 typedef void (*kiln_par_fn)(void* ctx, int64_t lo, int64_t hi);
 KILN_HIDDEN void kiln_parallel_for(kiln_par_fn fn, void* ctx, int64_t lo, int64_t hi);
@@ -174,7 +181,7 @@ static int32_t kiln_check_num_args(const kiln_tensor* args, int32_t num_args, co
   return 0;
 }
 
-static void kiln_par_elementwise_add_0_body(float* restrict C, float* restrict A, float* restrict B, int64_t kiln_lo, int64_t kiln_hi) {
+static KILN_NOINLINE void kiln_par_elementwise_add_0_body(float* restrict C, float* restrict A, float* restrict B, int64_t kiln_lo, int64_t kiln_hi) {
   (void)C;
   (void)A;
   (void)B;

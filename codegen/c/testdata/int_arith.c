@@ -65,6 +65,13 @@ int32_t kiln_thread_count(void);
 #else
 #define KILN_ALIGN64
 #endif
+/* KILN_NOINLINE keeps a function out of its callers (an outlined loop
+ * body out of its thunk: register allocation of the body alone). */
+#if defined(__GNUC__)
+#define KILN_NOINLINE __attribute__((noinline))
+#else
+#define KILN_NOINLINE
+#endif
 /* kiln_par_fn runs iterations [lo, hi) of an outlined parallel loop. */
 typedef void (*kiln_par_fn)(void* ctx, int64_t lo, int64_t hi);
 KILN_HIDDEN void kiln_parallel_for(kiln_par_fn fn, void* ctx, int64_t lo, int64_t hi);
