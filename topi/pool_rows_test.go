@@ -33,10 +33,11 @@ var rowsGeometries = []maxPoolRows{
 // TestMaxPoolRowsMatchesEval compiles the rows kernel for each geometry
 // and requires its C to give Eval's bits (math.Max from -Inf over the
 // window's taps inside the plane): on plain values (the plain max
-// throughout), and with -0 beside +0, NaN, +Inf beside NaN and -Inf
-// placed in the first row, in a middle row (the channel switches to the
-// exact max there; the rows before keep the plain one) and in the last
-// row, and for int8 and uint8 planes.
+// throughout), and with -0 beside +0, NaN, +Inf beside NaN, -Inf, +Inf
+// and -Inf in one column (the NaN check's false alarm) and -0 as the max
+// of negative values, placed in the first row, a middle row and the
+// last row (the plane is pooled again with the exact max), and for int8
+// and uint8 planes.
 func TestMaxPoolRowsMatchesEval(t *testing.T) {
 	cc := testenv.CC(t)
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
@@ -52,6 +53,21 @@ func TestMaxPoolRowsMatchesEval(t *testing.T) {
 		"nan":     func(x []float32, w, row int) { x[row*w+2] = nan },
 		"inf_nan": func(x []float32, w, row int) { x[row*w+1], x[row*w+2] = inf, nan },
 		"neg_inf": func(x []float32, w, row int) { x[row*w], x[row*w+1] = float32(math.Inf(-1)), float32(math.Inf(-1)) },
+		// +Inf and -Inf in one column: its sum is NaN without a NaN tap.
+		"inf_neg_inf": func(x []float32, w, row int) {
+			x[row*w+2] = inf
+			x[((row+1)%(len(x)/w))*w+2] = float32(math.Inf(-1))
+		},
+		// Negative values and a row of -0: the exact max is -0 wherever a
+		// window reads that row.
+		"max_neg_zero": func(x []float32, w, row int) {
+			for i := range x {
+				x[i] = -float32(math.Abs(float64(x[i])))
+			}
+			for j := range w {
+				x[row*w+j] = negZero
+			}
+		},
 	}
 	for gi, g := range rowsGeometries {
 		g.dt = ir.Float32
@@ -64,7 +80,7 @@ func TestMaxPoolRowsMatchesEval(t *testing.T) {
 		var in []byte
 		var names []string
 		var want []float32
-		for _, name := range []string{"plain", "signed_zero", "nan", "inf_nan", "neg_inf"} {
+		for _, name := range []string{"plain", "signed_zero", "nan", "inf_nan", "neg_inf", "inf_neg_inf", "max_neg_zero"} {
 			for _, row := range []int{0, int(g.h) / 2, int(g.h) - 1} {
 				x := make(floatMem, g.h*g.w)
 				for i := range x {
