@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
+	cgen "github.com/kiln-dev/kiln/codegen/c"
+
 	"github.com/kiln-dev/kiln/driver"
+	"github.com/kiln-dev/kiln/frontend/onnx"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
@@ -24,7 +29,10 @@ import (
 // yet in the records measures the defaults and every knob setting of its
 // space as a one-operator model on this machine, and records the fastest
 // (package tune). The records file is written after every workload, so
-// an interrupted or budget-limited run resumes where it stopped.
+// an interrupted or budget-limited run resumes where it stopped. With
+// --measure model a candidate is the whole model compiled with the
+// setting, and its time the medians, inside the model, of the kernels the
+// workload was lowered into (strategy.TuningObserver names them).
 
 // tuneWorkload is one distinct tunable call of the model.
 type tuneWorkload struct {
@@ -32,6 +40,9 @@ type tuneWorkload struct {
 	call  strategy.Call
 	impl  strategy.Implementation
 	count int
+	// funcs are the primitive functions the workload's calls were
+	// lowered into (the profile steps' Func).
+	funcs map[string]bool
 }
 
 // tuneRecorder is the strategy.Tuning of the discovery compile: it notes
@@ -49,10 +60,18 @@ func (r *tuneRecorder) Knobs(c *strategy.Call, impl strategy.Implementation) str
 		return nil
 	}
 	r.target = strategy.TargetKey(c.Target)
-	w := &tuneWorkload{key: key, call: *c, impl: impl, count: 1}
+	w := &tuneWorkload{key: key, call: *c, impl: impl, count: 1, funcs: map[string]bool{}}
 	r.seen[key] = w
 	r.order = append(r.order, w)
 	return nil
+}
+
+// Lowered implements strategy.TuningObserver: it notes the function each
+// workload's calls went into.
+func (r *tuneRecorder) Lowered(c *strategy.Call, impl strategy.Implementation, function string) {
+	if w, ok := r.seen[strategy.Workload(c, impl)]; ok {
+		w.funcs[function] = true
+	}
 }
 
 // forcedKnobs is the strategy.Tuning of a candidate's compile: knobs for
@@ -77,6 +96,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("quiet", false, "no progress on stderr (one line redrawn on a terminal, a line per workload elsewhere)")
 	runs := fs.Int("runs", 20, "timed runs per candidate (after at least 2 warm-up runs and 20 ms); the median counts")
 	threads := fs.Int("threads", 1, "threads the measured operators use")
+	measure := fs.String("measure", "op", "how a candidate is timed: \"op\" (the workload alone, as a one-operator model) or \"model\" (the whole model compiled with the candidate; the medians of the workload's kernels inside it, between the model's other kernels)")
 	var imp importOptions
 	imp.register(fs)
 	var devs deviceFlags
@@ -91,6 +111,10 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	}
 	if *runs < 1 || *threads < 1 || *budget <= 0 {
 		fmt.Fprintln(stderr, "kiln tune: --runs, --threads and --budget must be positive")
+		return exitUsage
+	}
+	if *measure != "op" && *measure != "model" {
+		fmt.Fprintf(stderr, "kiln tune: --measure %q: want \"op\" or \"model\"\n", *measure)
 		return exitUsage
 	}
 	path, err := modelPath(pos[0])
@@ -136,6 +160,14 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		pos[0], len(rec.order), len(rec.order)-len(todo), *budget)
 	deadline := time.Now().Add(*budget)
 	m := &tuneMeasurer{ctx: ctx, place: place, dir: tmp, runs: *runs, threads: *threads}
+	if *measure == "model" {
+		m.model, m.moduleName = model, moduleName(pos[0])
+		// Candidates differ from each other in one workload's kernels:
+		// a private object cache compiles the rest once.
+		if m.objects, err = cgen.OpenCache(filepath.Join(tmp, "objects")); err != nil {
+			return fail(stderr, "tune", err)
+		}
+	}
 	prog := newProgress(stderr, "tuning "+moduleName(pos[0]), *quiet)
 	defer prog.Close()
 	var failed []error
@@ -209,8 +241,12 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 			base += float64(w.count) * r.DefaultMs
 		}
 	}
-	fmt.Fprintf(stdout, "tuned %d of %d workloads of %s for %q: %.3f ms of %.3f ms in them saved per run (measured one operator at a time); records in %s\n",
-		countRecorded(recs, rec), len(rec.order), pos[0], place.list.String(), gain, base, *out)
+	how := "measured one operator at a time"
+	if *measure == "model" {
+		how = "measured inside the model"
+	}
+	fmt.Fprintf(stdout, "tuned %d of %d workloads of %s for %q: %.3f ms of %.3f ms in them saved per run (%s); records in %s\n",
+		countRecorded(recs, rec), len(rec.order), pos[0], place.list.String(), gain, base, how, *out)
 	return exitOK
 }
 
@@ -236,11 +272,20 @@ type tuneMeasurer struct {
 	runs    int
 	threads int
 	n       int
+	// model, when set, is measured whole (--measure model), its
+	// candidates compiled with objects as their cache.
+	model      *onnx.Model
+	moduleName string
+	objects    *cgen.Cache
 }
 
 // measure compiles w's call alone (every argument an input) with knobs k
-// (nil: the defaults) and returns its median latency in milliseconds.
+// (nil: the defaults) and returns its median latency in milliseconds, or
+// with a model, measureInModel's.
 func (m *tuneMeasurer) measure(w *tuneWorkload, k strategy.Knobs) (float64, error) {
+	if m.model != nil {
+		return m.measureInModel(w, k)
+	}
 	c := w.call
 	params := make([]*graph.Var, len(c.ArgTypes))
 	args := make([]graph.Expr, len(c.ArgTypes))
@@ -265,34 +310,11 @@ func (m *tuneMeasurer) measure(w *tuneWorkload, k strategy.Knobs) (float64, erro
 		return 0, err
 	}
 	defer driver.RemoveTemp(dir)
-	art, err := driver.LoadArtifact(dir)
+	art, err := m.load(dir)
 	if err != nil {
 		return 0, err
 	}
 	defer art.Close()
-	if art.Exec == nil {
-		return 0, errors.New("the candidate has no graph executor")
-	}
-	decl, err := artifactInputs(art.Metadata)
-	if err != nil {
-		return 0, err
-	}
-	rng := rand.New(rand.NewPCG(uint64(m.n), 0x74756e65))
-	for _, d := range decl {
-		if err := art.Exec.SetInput(d.Name, randomTensor(rng, d)); err != nil {
-			return 0, err
-		}
-	}
-	art.Exec.UseThreads(m.threads)
-	// Warm up for at least two runs and tuneWarmup: a freshly loaded
-	// candidate's first milliseconds (page faults, the core's clock
-	// ramping up) made the first candidate of a workload, the defaults,
-	// look up to 2.6x slower than the same settings measured later.
-	for i, t0 := 0, time.Now(); i < 2 || time.Since(t0) < tuneWarmup; i++ {
-		if err := art.Exec.Run(); err != nil {
-			return 0, err
-		}
-	}
 	times := make([]float64, 0, m.runs)
 	for i := 0; i < m.runs; i++ {
 		t0 := time.Now()
@@ -303,4 +325,81 @@ func (m *tuneMeasurer) measure(w *tuneWorkload, k strategy.Knobs) (float64, erro
 	}
 	sort.Float64s(times)
 	return times[len(times)/2], nil
+}
+
+// load loads a candidate's artifact, gives it random inputs and the
+// measured thread count, and warms it up.
+func (m *tuneMeasurer) load(dir string) (*driver.Artifact, error) {
+	art, err := driver.LoadArtifact(dir)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			art.Close()
+		}
+	}()
+	if art.Exec == nil {
+		return nil, errors.New("the candidate has no graph executor")
+	}
+	decl, err := artifactInputs(art.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(uint64(m.n), 0x74756e65))
+	for _, d := range decl {
+		if err := art.Exec.SetInput(d.Name, randomTensor(rng, d)); err != nil {
+			return nil, err
+		}
+	}
+	art.Exec.UseThreads(m.threads)
+	// Warm up for at least two runs and tuneWarmup: a freshly loaded
+	// candidate's first milliseconds (page faults, the core's clock
+	// ramping up) made the first candidate of a workload, the defaults,
+	// look up to 2.6x slower than the same settings measured later.
+	for i, t0 := 0, time.Now(); i < 2 || time.Since(t0) < tuneWarmup; i++ {
+		if err := art.Exec.Run(); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return art, nil
+}
+
+// measureInModel compiles the whole model with knobs k for w (the
+// defaults elsewhere), profiles m.runs runs of it and returns the sum of
+// the medians of the steps that run w's kernels, in milliseconds.
+func (m *tuneMeasurer) measureInModel(w *tuneWorkload, k strategy.Knobs) (float64, error) {
+	if len(w.funcs) == 0 {
+		return 0, errors.New("the workload's kernels are not known (no function was lowered with it)")
+	}
+	m.n++
+	dir := filepath.Join(m.dir, fmt.Sprintf("cand%d", m.n))
+	if _, _, err := compileModel(m.model, compileOptions{Ctx: m.ctx, Place: m.place, Out: dir, ModuleName: m.moduleName,
+		Cache: m.objects, Tuning: forcedKnobs{key: w.key, knobs: k}}); err != nil {
+		return 0, err
+	}
+	defer driver.RemoveTemp(dir)
+	art, err := m.load(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer art.Close()
+	steps, err := art.Exec.Profile(m.runs)
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	found := false
+	for _, st := range steps {
+		if w.funcs[st.Func] {
+			sum += st.Median
+			found = true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("no step of the model runs the workload's kernels %v", slices.Sorted(maps.Keys(w.funcs)))
+	}
+	return float64(sum.Nanoseconds()) / 1e6, nil
 }

@@ -76,3 +76,43 @@ func TestTuneRecordsCompileAndMatch(t *testing.T) {
 		t.Errorf("bad knobs: exit %d: %s", code, stderr)
 	}
 }
+
+// TestTuneInModel runs kiln tune --measure model on lenet: every
+// candidate is the whole model, timed by its convolution kernels' medians
+// inside it. Both workloads get records whose best is no slower than
+// their defaults, and the records compile to a model that still matches
+// its reference output. A bad --measure is a usage error.
+func TestTuneInModel(t *testing.T) {
+	testenv.Cgo(t)
+	model, err := shared.Path("models", "lenet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recPath := filepath.Join(t.TempDir(), "records.json")
+	code, stdout, stderr := kiln("tune", model, "-t", "c", "-o", recPath, "--runs", "3", "--measure", "model")
+	if code != 0 {
+		t.Fatalf("tune: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "tuned 2 of 2 workloads") || !strings.Contains(stdout, "measured inside the model") {
+		t.Errorf("tune output: %s", stdout)
+	}
+	recs, err := tune.Load(recPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs.Records) != 2 {
+		t.Fatalf("records %+v", recs.Records)
+	}
+	for _, r := range recs.Records {
+		if r.Candidates < 3 || r.Failed != 0 || r.Ms <= 0 || r.Ms > r.DefaultMs {
+			t.Fatalf("records %+v", recs.Records)
+		}
+	}
+	code, stdout, stderr = kiln("test-onnx", "--engine", "compiled", "-t", "c", "--tuning", recPath, model)
+	if code != 0 || !strings.Contains(stdout, "1 passed") {
+		t.Errorf("tuned model: exit %d: %s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := kiln("tune", model, "-o", recPath, "--measure", "kernel"); code != exitUsage || !strings.Contains(stderr, `--measure "kernel"`) {
+		t.Errorf("bad --measure: exit %d: %s", code, stderr)
+	}
+}

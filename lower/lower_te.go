@@ -218,6 +218,9 @@ func lowerFunction(name string, fn *graph.Function, tgt *targets.Target, reg *st
 			}
 			if tuning != nil && impl.Space != nil {
 				sc.Knobs = tuning.Knobs(sc, impl)
+				if o, ok := tuning.(strategy.TuningObserver); ok {
+					o.Lowered(sc, impl, name)
+				}
 			}
 			outs, cerr := impl.Compute(sc, ins)
 			if cerr != nil {

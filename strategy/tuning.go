@@ -46,6 +46,16 @@ type Tuning interface {
 	Knobs(c *Call, impl Implementation) Knobs
 }
 
+// TuningObserver is a Tuning that also learns where each tunable call
+// went: lowering calls Lowered, after Knobs, with the symbol of the
+// primitive function the call is lowered into (the Func of the graph
+// executor's profile steps that run it). kiln tune --measure model uses it
+// to find a workload's kernels in a profile of the whole model.
+type TuningObserver interface {
+	Tuning
+	Lowered(c *Call, impl Implementation, function string)
+}
+
 // Workload identifies a call for tuning: the implementation, the operator,
 // its argument and result types and its attributes (in the graph IR's
 // syntax) — everything its schedule depends on except the target (see
