@@ -301,20 +301,17 @@ func (m *tuneMeasurer) measure(w *tuneWorkload, k strategy.Knobs) (float64, erro
 		return 0, err
 	}
 	mod := graph.NewModule(graph.NewFunction(params, call, nil))
-	m.n++
-	dir := filepath.Join(m.dir, fmt.Sprintf("cand%d", m.n))
-	if _, err := driver.CompileContext(m.ctx, mod, []string{"out"}, driver.Config{
-		Host: m.place.list.Host, Targets: m.place.list.Targets, Labels: m.place.labels,
-		Out: dir, ModuleName: "tune", Tuning: forcedKnobs{key: w.key, knobs: k},
-	}); err != nil {
-		return 0, err
-	}
-	defer driver.RemoveTemp(dir)
-	art, err := m.load(dir)
+	art, done, err := m.candidate(func(dir string) error {
+		_, err := driver.CompileContext(m.ctx, mod, []string{"out"}, driver.Config{
+			Host: m.place.list.Host, Targets: m.place.list.Targets, Labels: m.place.labels,
+			Out: dir, ModuleName: "tune", Tuning: forcedKnobs{key: w.key, knobs: k},
+		})
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
-	defer art.Close()
+	defer done()
 	times := make([]float64, 0, m.runs)
 	for i := 0; i < m.runs; i++ {
 		t0 := time.Now()
@@ -325,6 +322,23 @@ func (m *tuneMeasurer) measure(w *tuneWorkload, k strategy.Knobs) (float64, erro
 	}
 	sort.Float64s(times)
 	return times[len(times)/2], nil
+}
+
+// candidate compiles a candidate into a directory of its own (compile
+// writes the artifact there) and loads it (load); done closes it and
+// removes the directory.
+func (m *tuneMeasurer) candidate(compile func(dir string) error) (art *driver.Artifact, done func(), err error) {
+	m.n++
+	dir := filepath.Join(m.dir, fmt.Sprintf("cand%d", m.n))
+	if err := compile(dir); err != nil {
+		driver.RemoveTemp(dir)
+		return nil, nil, err
+	}
+	if art, err = m.load(dir); err != nil {
+		driver.RemoveTemp(dir)
+		return nil, nil, err
+	}
+	return art, func() { art.Close(); driver.RemoveTemp(dir) }, nil
 }
 
 // load loads a candidate's artifact, gives it random inputs and the
@@ -374,18 +388,15 @@ func (m *tuneMeasurer) measureInModel(w *tuneWorkload, k strategy.Knobs) (float6
 	if len(w.funcs) == 0 {
 		return 0, errors.New("the workload's kernels are not known (no function was lowered with it)")
 	}
-	m.n++
-	dir := filepath.Join(m.dir, fmt.Sprintf("cand%d", m.n))
-	if _, _, err := compileModel(m.model, compileOptions{Ctx: m.ctx, Place: m.place, Out: dir, ModuleName: m.moduleName,
-		Cache: m.objects, Tuning: forcedKnobs{key: w.key, knobs: k}}); err != nil {
-		return 0, err
-	}
-	defer driver.RemoveTemp(dir)
-	art, err := m.load(dir)
+	art, done, err := m.candidate(func(dir string) error {
+		_, _, err := compileModel(m.model, compileOptions{Ctx: m.ctx, Place: m.place, Out: dir, ModuleName: m.moduleName,
+			Cache: m.objects, Tuning: forcedKnobs{key: w.key, knobs: k}})
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
-	defer art.Close()
+	defer done()
 	steps, err := art.Exec.Profile(m.runs)
 	if err != nil {
 		return 0, err
