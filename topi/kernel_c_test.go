@@ -49,10 +49,18 @@ func runCVariants(t *testing.T, cc, src string, want []int64) {
 // avx512VNNIMarch is the -march of runCBuilds' AVX-512 VNNI builds.
 const avx512VNNIMarch = "-march=icelake-server"
 
+// marchNeeds are the processor flags (as /proc/cpuinfo names them) that
+// runCBuilds' AVX-512 builds need to run: icelake-server's code may use
+// VBMI's byte permutations, Cascade Lake's has none.
+var marchNeeds = map[string][]string{
+	avx512VNNIMarch:      {"avx512_vnni", "avx512bw", "avx512vl", "avx512vbmi"},
+	"-march=cascadelake": {"avx512_vnni", "avx512bw", "avx512vl"},
+}
+
 // runCBuilds builds the C program src warning-free with each -march
-// flag, runs each build this machine can run (an AVX-512 VNNI build only
-// where /proc/cpuinfo lists avx512_vnni, avx512bw and avx512vl), and
-// checks that it prints want, one integer per line.
+// flag, runs each build this machine can run (an AVX-512 build only
+// where /proc/cpuinfo lists marchNeeds' flags), and checks that it
+// prints want, one integer per line.
 func runCBuilds(t *testing.T, cc, src string, want []int64, marchs ...string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -65,8 +73,8 @@ func runCBuilds(t *testing.T, cc, src string, want []int64, marchs ...string) {
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", march, err, out)
 		}
-		if march == avx512VNNIMarch && !hostCPUFlags("avx512_vnni", "avx512bw", "avx512vl") {
-			t.Logf("%s: built; not run (this machine lacks AVX-512 VNNI)", march)
+		if need := marchNeeds[march]; need != nil && !hostCPUFlags(need...) {
+			t.Logf("%s: built; not run (this machine lacks one of %v)", march, need)
 			continue
 		}
 		run := exec.Command("./k")

@@ -44,6 +44,9 @@ func (b qdwBlock) source512(p qconvParams, epi *qconvEpi) string {
 		p.c, p.h, p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw)
 	w("#if %s\n", guard)
 	writeTranspose16(w, "KILN_SYMBOL_tr16")
+	w("#if %s\n", vbmiGuard)
+	writeByteTranspose16(w, "KILN_SYMBOL_btr16")
+	w("#endif\n")
 	w("#endif\n")
 	b.writeHead(w, p, epi, xt, ot)
 	w("#if %s\n", guard)
@@ -65,6 +68,29 @@ func (b qdwBlock) source512(p qconvParams, epi *qconvEpi) string {
 		// col converts t columns from c of the sixteen channels into
 		// ring columns PW+c...
 		col := func(c string, t int64) {
+			// With VBMI: the sixteen channels' bytes in four vectors,
+			// transposed as bytes (16 instructions where the floats'
+			// transpose takes 64), each column then widened alone.
+			w("#if %s\n", vbmiGuard)
+			w("        __m512i r[4];\n")
+			for i := int64(0); i < L; i++ {
+				ld := fmt.Sprintf("_mm_loadu_si128((const __m128i*)(const void*)(s + (int64_t)%d * %d + %s))", i, plane, c)
+				if t < L {
+					ld = fmt.Sprintf("_mm_maskz_loadu_epi8((__mmask16)0x%x, (const void*)(s + (int64_t)%d * %d + %s))", 1<<t-1, i, plane, c)
+				}
+				// Channels past nc read the zero point: zero once centred.
+				by := fmt.Sprintf("(%d < nc ? %s : _mm_set1_epi8((char)%d))", i, ld, p.izp)
+				if i%4 == 0 {
+					w("        r[%d] = _mm512_castsi128_si512%s;\n", i/4, by)
+				} else {
+					w("        r[%d] = _mm512_inserti32x4(r[%d], %s, %d);\n", i/4, i/4, by, i%4)
+				}
+			}
+			w("        KILN_SYMBOL_btr16(r);\n")
+			for j := int64(0); j < t; j++ {
+				w("        _mm512_store_ps(d + (int64_t)(%d + %s + %d) * %d, _mm512_cvtepi32_ps(_mm512_sub_epi32(%s(_mm512_extracti32x4_epi32(r[%d], %d)), zp)));\n", p.pw, c, j, L, widen, j/4, j%4)
+			}
+			w("#else\n")
 			w("        __m512 q[%d];\n", L)
 			w("        for (int32_t i = 0; i < %d; ++i) {\n", L)
 			if t == L {
@@ -76,6 +102,7 @@ func (b qdwBlock) source512(p qconvParams, epi *qconvEpi) string {
 			w("        }\n")
 			w("        KILN_SYMBOL_tr16(q);\n")
 			w("        for (int32_t i = 0; i < %d; ++i) _mm512_store_ps(d + (int64_t)(%d + %s + i) * %d, q[i]);\n", t, p.pw, c, L)
+			w("#endif\n")
 		}
 		if full := n / L * L; full > 0 {
 			w("      for (int32_t c = 0; c < %d; c += %d) {\n", full, L)
@@ -125,6 +152,26 @@ func (b qdwBlock) group512(w func(string, ...any), p qconvParams, epi *qconvEpi,
 	w("          const __m512 wt = wv[ky * %d + kx];\n", p.kw)
 	w("          for (int32_t i = 0; i < %d; ++i) a[i] = _mm512_fmadd_ps(_mm512_load_ps(q + i * %d), wt, a[i]);\n", nb, p.sw*L)
 	w("        }\n")
+	mask := fmt.Sprintf("(__mmask16)0x%x", 1<<nb-1)
+	if epi != nil {
+		// With VBMI: the sixteen columns' requantized channels narrowed
+		// to bytes four columns at a time (KILN_SYMBOL_pk4), transposed
+		// as bytes, and stored a channel at a time: 16 instructions of
+		// packing and 8 of transposing where the floats' transpose and
+		// the narrowing take 96.
+		w("#if %s\n", vbmiGuard)
+		w("      __m512i r[4];\n")
+		w("      for (int32_t g = 0; g < 4; ++g) {\n")
+		w("        __m512i v[4];\n")
+		w("        for (int32_t j = 0; j < 4; ++j) v[j] = KILN_SYMBOL_q16n(_mm512_cvtps_epi32(a[4 * g + j]), bv, mv, mvo, fast);\n")
+		w("        r[g] = KILN_SYMBOL_pk4(v[0], v[1], v[2], v[3]);\n")
+		w("      }\n")
+		w("      KILN_SYMBOL_btr16(r);\n")
+		for i := int64(0); i < L; i++ {
+			w("      if (%d < nc) _mm_mask_storeu_epi8((void*)(o + (int64_t)%d * %d + ox), %s, _mm512_extracti32x4_epi32(r[%d], %d));\n", i, i, p.oh*p.ow, mask, i/4, i%4)
+		}
+		w("#else\n")
+	}
 	// The sums are integers: the conversion is exact.
 	w("      for (int32_t i = 0; i < %d; ++i) {\n", L)
 	w("        __m512i r = _mm512_cvtps_epi32(a[i]);\n")
@@ -134,7 +181,6 @@ func (b qdwBlock) group512(w func(string, ...any), p qconvParams, epi *qconvEpi,
 	w("        a[i] = _mm512_castsi512_ps(r);\n")
 	w("      }\n")
 	w("      KILN_SYMBOL_tr16(a);\n")
-	mask := fmt.Sprintf("(__mmask16)0x%x", 1<<nb-1)
 	w("      for (int32_t i = 0; i < nc; ++i) {\n")
 	w("        %s* restrict d = o + (int64_t)i * %d + ox;\n", ot, p.oh*p.ow)
 	if epi != nil {
@@ -145,7 +191,69 @@ func (b qdwBlock) group512(w func(string, ...any), p qconvParams, epi *qconvEpi,
 		w("        _mm512_mask_storeu_epi32((void*)d, %s, _mm512_castps_si512(a[i]));\n", mask)
 	}
 	w("      }\n")
+	if epi != nil {
+		w("#endif\n")
+	}
 	w("    }\n")
+}
+
+// vbmiGuard is the preprocessor condition of AVX-512 VBMI's byte
+// permutations (Ice Lake, Zen 4 and later; not Skylake-SP or Cascade
+// Lake, whose kernels keep the float transposes).
+const vbmiGuard = "defined(__AVX512VBMI__)"
+
+// writeByteTranspose16 writes the C of NAME(__m512i r[4]) (AVX-512
+// VBMI), which transposes in place the 16x16 matrix of bytes whose row i
+// is 128-bit lane i % 4 of r[i / 4]: eight two-source byte permutations.
+// The first four gather columns 0-7 (a[0]) and 8-15 (a[1]) of rows 0-7,
+// and b[0], b[1] the same of rows 8-15, column-major eight rows at a
+// time; the last four take four columns each from one a and one b.
+func writeByteTranspose16(p func(string, ...any), name string) {
+	var ia [2][64]int
+	for j := range 2 {
+		for pos := range 64 {
+			cl, r := pos/8, pos%8
+			src := (r%4)*16 + 8*j + cl
+			if r >= 4 {
+				src += 64
+			}
+			ia[j][pos] = src
+		}
+	}
+	var ib [2][64]int
+	for h := range 2 {
+		for pos := range 64 {
+			rr, c := pos/16, pos%16
+			col := (4*h + rr) * 8
+			if c < 8 {
+				ib[h][pos] = col + c
+			} else {
+				ib[h][pos] = 64 + col + c - 8
+			}
+		}
+	}
+	list := func(v [64]int) string {
+		var b strings.Builder
+		for i, x := range v {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprint(&b, x)
+		}
+		return b.String()
+	}
+	p("static inline void %s(__m512i r[4]) {\n", name)
+	p("  static const uint8_t ia[2][64] __attribute__((aligned(64))) = {{%s}, {%s}};\n", list(ia[0]), list(ia[1]))
+	p("  static const uint8_t ib[2][64] __attribute__((aligned(64))) = {{%s}, {%s}};\n", list(ib[0]), list(ib[1]))
+	p("  const __m512i ia0 = _mm512_load_si512((const void*)ia[0]), ia1 = _mm512_load_si512((const void*)ia[1]);\n")
+	p("  const __m512i ib0 = _mm512_load_si512((const void*)ib[0]), ib1 = _mm512_load_si512((const void*)ib[1]);\n")
+	p("  const __m512i a0 = _mm512_permutex2var_epi8(r[0], ia0, r[1]), a1 = _mm512_permutex2var_epi8(r[0], ia1, r[1]);\n")
+	p("  const __m512i b0 = _mm512_permutex2var_epi8(r[2], ia0, r[3]), b1 = _mm512_permutex2var_epi8(r[2], ia1, r[3]);\n")
+	p("  r[0] = _mm512_permutex2var_epi8(a0, ib0, b0);\n")
+	p("  r[1] = _mm512_permutex2var_epi8(a0, ib1, b0);\n")
+	p("  r[2] = _mm512_permutex2var_epi8(a1, ib0, b1);\n")
+	p("  r[3] = _mm512_permutex2var_epi8(a1, ib1, b1);\n")
+	p("}\n")
 }
 
 // writeTranspose16 writes the C of NAME(__m512 r[16]) (AVX-512F), which

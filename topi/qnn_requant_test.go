@@ -84,7 +84,9 @@ func TestRequantizeAVX2(t *testing.T) {
 // requantization (KILN_SYMBOL_rq16: in 32-bit lanes from shift 32,
 // without the tie test when the multiplier rules ties out; in 64-bit
 // lanes below) on requantSums with requantCases, and requires
-// op.RequantizeValue's results bit for bit.
+// op.RequantizeValue's results bit for bit: rq16's, and those of rq16n
+// (unclamped) narrowed four vectors at a time by pk4, which must also
+// keep the vectors' order.
 func TestRequantizeAVX512(t *testing.T) {
 	if !hostCPUFlags("avx512f", "avx512bw", "avx512vl", "avx512_vnni") {
 		t.Skip("this machine has no AVX-512 VNNI")
@@ -95,19 +97,35 @@ func TestRequantizeAVX512(t *testing.T) {
 	for _, c := range requantCases {
 		t.Run(fmt.Sprintf("shift%d", c.shift), func(t *testing.T) {
 			src := requantProgram(qconvAVX512VNNI, c, vals)
-			fmt.Fprintf(src, "};\nint main(void) {\n  uint8_t out[%d];\n", n)
-			fmt.Fprintf(src, "  for (int i = 0; i < %d; i += 16)\n", n)
+			// out: rq16's bytes, then for each vector i pk4's of the
+			// unclamped rq16n at i, i + 16, i + 32 and i + 48 (modulo n).
+			fmt.Fprintf(src, "};\nint main(void) {\n  uint8_t out[%d];\n", 5*n)
+			fmt.Fprintf(src, "  for (int i = 0; i < %d; i += 16) {\n", n)
 			fmt.Fprintf(src, "    _mm_storeu_si128((__m128i*)(void*)(out + i), k_rq16(_mm512_loadu_si512((const void*)(in + i)), %d, (int32_t)%dLL));\n", c.bias, c.mult)
+			fmt.Fprintf(src, "    __m512i q[4];\n    for (int j = 0; j < 4; ++j) q[j] = k_rq16n(_mm512_loadu_si512((const void*)(in + (i + 16 * j) %% %d)), %d, (int32_t)%dLL);\n", n, c.bias, c.mult)
+			fmt.Fprintf(src, "    _mm512_storeu_si512((void*)(out + %d + 4 * i), k_pk4(q[0], q[1], q[2], q[3]));\n  }\n", n)
 			src.WriteString("  FILE* f = fopen(\"out.bin\", \"wb\");\n  if (!f || fwrite(out, sizeof out, 1, f) != 1) return 3;\n  return fclose(f) != 0;\n}\n")
 			raw := runKernelProgram(t, cc, src.String(), nil, []string{"-O2", avx512VNNIMarch, "-std=c11", "-Wall", "-Wextra", "-Werror"})
-			for i, v := range vals {
-				want := op.RequantizeValue(int64(int32(v+c.bias)), c.mult, c.shift, c.zp, c.lo, c.hi)
-				got := int64(raw[i])
+			byteAt := func(i int) int64 {
 				if c.lo < 0 {
-					got = int64(int8(raw[i]))
+					return int64(int8(raw[i]))
 				}
-				if got != want {
-					t.Errorf("sum %d (+ bias %d): %d, want %d", v, c.bias, got, want)
+				return int64(raw[i])
+			}
+			want := func(i int) int64 {
+				return op.RequantizeValue(int64(int32(vals[i]+c.bias)), c.mult, c.shift, c.zp, c.lo, c.hi)
+			}
+			for i, v := range vals {
+				if got := byteAt(i); got != want(i) {
+					t.Errorf("rq16: sum %d (+ bias %d): %d, want %d", v, c.bias, got, want(i))
+				}
+			}
+			for i := 0; i < n; i += 16 {
+				for j := range 64 {
+					k := (i+16*(j/16))%n + j%16
+					if got := byteAt(n + 4*i + j); got != want(k) {
+						t.Errorf("pk4 of rq16n: vector %d, byte %d: sum %d (+ bias %d): %d, want %d", i/16, j, vals[k], c.bias, got, want(k))
+					}
 				}
 			}
 		})
@@ -134,11 +152,12 @@ type requantCase struct{ shift, mult, zp, lo, hi, bias int64 }
 
 // requantCases are the requantizations the vector helpers' tests run.
 var requantCases = []requantCase{
-	{10, 512, 0, -128, 127, 0},          // x / 2: every odd sum a tie
-	{31, 1 << 30, -128, -128, 127, 0},   // x / 2 again, with a zero point
-	{40, 1500000000, 3, -128, 127, 17},  // a typical scale
-	{62, math.MaxInt32, 0, 0, 255, -5},  // the largest shift
-	{1, math.MinInt32, 100, -20, 90, 1}, // a negative multiplier, a narrow clamp
+	{10, 512, 0, -128, 127, 0},            // x / 2: every odd sum a tie
+	{31, 1 << 30, -128, -128, 127, 0},     // x / 2 again, with a zero point
+	{40, 1500000000, 3, -128, 127, 17},    // a typical scale
+	{62, math.MaxInt32, 0, 0, 255, -5},    // the largest shift
+	{58, math.MinInt32, -7, -128, 127, 2}, // past shift 53: the zero point added to the quotients
+	{1, math.MinInt32, 100, -20, 90, 1},   // a negative multiplier, a narrow clamp
 	// From shift 32 the quotients fit int32 and are clamped there.
 	{32, math.MinInt32, -3, -128, 127, 0}, // 2^62 / 2^32, the largest quotient
 	{33, -1500000000, 200, 0, 255, -7},    // negative multiplier, ties of both signs
