@@ -552,6 +552,10 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 			g := p.g
 			sp := bcastSpec{mv: p.bmv, nc: p.bnc, ic: ic, koff: p.koff, ics: ics,
 				b: w.Shape[4], bs: ic * int64(len(p.koff)) * w.Shape[4], ldv: ldv, kc: p.kc, rows: (cols-g.ow)/p.vRow() + 1, ow: g.ow, wq: p.vRow()}
+			if ch := int64(p.bmv * p.isa.lanes); ch%sp.b == 0 {
+				// The next tile's weights: whole blocks further on.
+				sp.wpf = ch / sp.b * sp.bs
+			}
 			if p.direct() {
 				// The input where it lies; the tile starts at output row
 				// j0 / OW, input row that * SH.
@@ -565,7 +569,8 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 				tk, err = newBcastKernel(p.isa, sp)
 			}
 		} else {
-			k, err = newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: p.koff, ics: ics, ws: w.Shape[4], wm: 1, ldv: ldv, j: cols})
+			k, err = newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: p.koff, ics: ics, ws: w.Shape[4], wm: 1, ldv: ldv, j: cols,
+				wpf: w.Shape[1] * w.Shape[2] * w.Shape[3] * w.Shape[4]})
 		}
 		if err != nil {
 			return nil, err

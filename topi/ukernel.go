@@ -168,6 +168,12 @@ type kernelSpec struct {
 	ics, xm int64
 	ws, wm  int64
 	ldv, j  int64
+	// wpf, when positive, is the distance in elements from w to the
+	// same weight of the next tile's (the next block of channels), which
+	// the kernel prefetches as it reads its own: a model's weights come
+	// from memory each run, and a late layer's (mobilenet_v2's 160 to
+	// 960 channels, 614 KB) took 0.128 ms cold against 0.094 ms warm.
+	wpf int64
 }
 
 // convKernel is one instance of the micro-kernel (all sizes constant).
@@ -342,6 +348,13 @@ func (k *convKernel) source(sym string) string {
 		p("      for (int32_t t = 0; t < %d; ++t) {\n", k.kk)
 		p("        const float* xp = xc + koff[t];\n")
 		p("        const float* wp = wc + t * %d;\n", k.ws)
+		if k.wpf > 0 && nv > 0 {
+			// A hint, never a fault: the last tile's points past the
+			// weights (computed as an integer, not a pointer).
+			p("#if defined(__GNUC__)\n")
+			p("        __builtin_prefetch((const void*)((uintptr_t)(const void*)wp + %d));\n", k.wpf*4)
+			p("#endif\n")
+		}
 		if k.xm == 0 {
 			for n := 0; n < nv; n++ {
 				p("        %s x%d = %s;\n", typ, n, load(n, fmt.Sprintf("xp + %d", n*isa.lanes)))

@@ -44,6 +44,10 @@ type bcastSpec struct {
 	// reads input element r*xrs + c*xcs. Zero: wq and 1, the virtual
 	// columns of a phase-split input, where the two offsets agree.
 	xrs, xcs int64
+	// wpf, when positive, is the distance in elements from the tile's
+	// weights to the next tile's, which the kernel prefetches as it reads
+	// its own (kernelSpec.wpf).
+	wpf int64
 }
 
 // bcastChunkBytes bounds the weights one pass over the column groups
@@ -267,6 +271,13 @@ func (k *bcastKernel) group(p func(string, ...any), nc int, g string, chunked bo
 	p("        const float* wp = wc + t * %d;\n", k.b)
 	for i := 0; i < k.mv; i++ {
 		p("        const %s w%d = %s;\n", isa.typ, i, fmt.Sprintf(isa.load, fmt.Sprintf("wp + %d", k.wOff(i))))
+	}
+	if k.wpf > 0 {
+		p("#if defined(__GNUC__)\n")
+		for i := 0; i < k.mv; i++ {
+			p("        __builtin_prefetch((const void*)((uintptr_t)(const void*)wp + %d));\n", (k.wOff(i)+k.wpf)*4)
+		}
+		p("#endif\n")
 	}
 	for n := 0; n < nc; n++ {
 		p("        { const %s b = %s;\n", isa.typ, fmt.Sprintf(isa.set1, fmt.Sprintf("xp[o%d]", n)))

@@ -25,7 +25,7 @@ func bcastSpecs(isa vecISA) []bcastSpec {
 	b := int64(16)
 	return []bcastSpec{
 		{mv: isa.bmv, nc: isa.bnc, ic: 5, koff: []int64{0, 1, 2, 9, 10, 11, 18, 19, 20}, ics: 81, b: b, bs: 5 * 9 * b, ldv: 61, rows: 7, ow: 7, wq: 9},
-		{mv: isa.bmv, nc: isa.bnc, ic: 3, koff: []int64{0}, ics: 50, b: b, bs: 3 * b, ldv: 50, rows: 5, ow: 10, wq: 10},
+		{mv: isa.bmv, nc: isa.bnc, ic: 3, koff: []int64{0}, ics: 50, b: b, bs: 3 * b, ldv: 50, rows: 5, ow: 10, wq: 10, wpf: 1 << 20},
 		{mv: isa.bmv, nc: isa.bnc, ic: 2, koff: []int64{0, 4}, ics: 40, b: b, bs: 2 * 2 * b, ldv: 23, rows: 3, ow: 3, wq: 10},
 		{mv: 32 / isa.lanes, nc: 3, ic: 2, koff: []int64{0, 1}, ics: 30, b: b, bs: 2*2*b + 5, ldv: 26, rows: 2, ow: 11, wq: 15},
 		{mv: isa.bmv, nc: isa.bnc, ic: 7, koff: []int64{0, 1, 2, 9, 10, 11, 18, 19, 20}, ics: 81, b: b, bs: 7 * 9 * b, ldv: 61, rows: 7, ow: 7, wq: 9, kc: 3},

@@ -30,6 +30,34 @@ type (
 	uint8Mem = sliceMem[uint8]
 )
 
+// TestKernelsPrefetchNextWeights checks that both convolution
+// micro-kernels, given the distance to the next tile's weights, prefetch
+// them (in bytes, from an integer address) while reading their own, and
+// that without it they do not.
+func TestKernelsPrefetchNextWeights(t *testing.T) {
+	isa := isaFor(&targets.Processor{Arch: targets.X86_64, Features: []string{"avx2", "fma"}})
+	for _, wpf := range []int64{0, 96} {
+		k, err := newConvKernel(isa, kernelSpec{mr: 4, ic: 3, koff: []int64{0}, ics: 70, ws: 8, wm: 1, ldv: 70, j: 70, wpf: wpf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := newBcastKernel(isa, bcastSpec{mv: isa.bmv, nc: isa.bnc, ic: 3, koff: []int64{0}, ics: 50, b: 16, bs: 48, ldv: 50, rows: 5, ow: 10, wq: 10, wpf: wpf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, src := range map[string]string{"conv": k.src, "broadcast": b.src} {
+			want := fmt.Sprintf("__builtin_prefetch((const void*)((uintptr_t)(const void*)wp + %d))", 96*4)
+			if wpf == 0 {
+				if strings.Contains(src, "__builtin_prefetch") {
+					t.Errorf("%s kernel without a distance prefetches", name)
+				}
+			} else if !strings.Contains(src, want) {
+				t.Errorf("%s kernel: no %s in\n%s", name, want, src)
+			}
+		}
+	}
+}
+
 // TestConvKernelCMatchesEval compiles the micro-kernel's C for every x86
 // instruction set this machine runs (and once without the target's
 // flags, the portable branch) and requires it to compute exactly what its
@@ -39,7 +67,7 @@ func TestConvKernelCMatchesEval(t *testing.T) {
 	cc := testenv.CC(t)
 	specs := []kernelSpec{
 		{mr: 8, ic: 5, koff: []int64{0, 1, 2, 9, 10, 11}, ics: 60, ws: 16, wm: 1, ldv: 41, j: 41},
-		{mr: 4, ic: 3, koff: []int64{0}, ics: 70, ws: 8, wm: 1, ldv: 70, j: 70},
+		{mr: 4, ic: 3, koff: []int64{0}, ics: 70, ws: 8, wm: 1, ldv: 70, j: 70, wpf: 1 << 20}, // prefetching far past the weights
 		{mr: 8, ic: 2, koff: []int64{0, 3}, ics: 12, ws: 8, wm: 1, ldv: 5, j: 5},
 		{mr: 1, nr: 6, ic: 1, koff: []int64{0, 1, 2, 7, 8, 9}, xm: 130, ws: 1, wm: 6, ldv: 113, j: 113},
 		{mr: 2, ic: 1, koff: []int64{0, 1, 7}, xm: 50, ws: 1, wm: 3, ldv: 40, j: 37},
