@@ -38,7 +38,7 @@ func TestPipelineConfig(t *testing.T) {
 		return strings.Join(out, " ")
 	}
 	p := NewPipeline()
-	if got, want := names(p), "FlattenBuffers Simplify SimplifyIndices UnrollLoops Simplify RemoveNoOp Simplify"; got != want {
+	if got, want := names(p), "FlattenBuffers Simplify SimplifyIndices CollapseLoops UnrollLoops Simplify RemoveNoOp Simplify"; got != want {
 		t.Errorf("default passes %q, want %q", got, want)
 	}
 	cfg := passconfig.New()
@@ -49,16 +49,16 @@ func TestPipelineConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Config = cfg
-	if got, want := names(p), "FlattenBuffers Simplify SimplifyIndices DisableVectorize UnrollLoops Simplify Simplify"; got != want {
+	if got, want := names(p), "FlattenBuffers Simplify SimplifyIndices CollapseLoops DisableVectorize UnrollLoops Simplify Simplify"; got != want {
 		t.Errorf("configured passes %q, want %q", got, want)
 	}
 	if err := cfg.SetOptLevel(1); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := names(p), "FlattenBuffers Simplify SimplifyIndices DisableVectorize Simplify Simplify"; got != want {
+	if got, want := names(p), "FlattenBuffers Simplify SimplifyIndices CollapseLoops DisableVectorize Simplify Simplify"; got != want {
 		t.Errorf("opt level 1 passes %q, want %q", got, want)
 	}
-	if got := strings.Join(p.Names(), " "); got != "FlattenBuffers Simplify SimplifyIndices DisableVectorize UnrollLoops RemoveNoOp" {
+	if got := strings.Join(p.Names(), " "); got != "FlattenBuffers Simplify SimplifyIndices CollapseLoops DisableVectorize UnrollLoops RemoveNoOp" {
 		t.Errorf("Names() = %q", got)
 	}
 

@@ -19,7 +19,8 @@
 //
 // Within a phase the built-in passes of that phase run first, then the
 // registered passes in registration order. The built-ins are, in order:
-// FlattenBuffers, Simplify (Phase1); UnrollLoops, Simplify (Phase2);
+// FlattenBuffers, Simplify, SimplifyIndices, CollapseLoops (Phase1);
+// UnrollLoops, Simplify (Phase2);
 // RemoveNoOp, Simplify (Phase3).
 //
 // Passes never modify their input: they return new functions that share
@@ -109,10 +110,13 @@ func BuiltinsFor(cfg *passconfig.Config) []Pass {
 	unroll.OptLevel = 2
 	indices := set(SimplifyIndices(), Phase1)
 	indices.OptLevel = 1
+	collapseLoops := set(CollapseLoops(), Phase1)
+	collapseLoops.OptLevel = 1
 	out := []Pass{
 		set(FlattenBuffers(), Phase1),
 		set(Simplify(), Phase1),
 		indices,
+		collapseLoops,
 	}
 	if cfg.Bool(passconfig.DisableVectorize) {
 		out = append(out, set(DisableVectorize(), Phase2))

@@ -76,7 +76,7 @@ func TestPipelineOrder(t *testing.T) {
 		}
 	}
 	got := strings.Join(names(p.Passes()), " ")
-	want := "A C FlattenBuffers Simplify SimplifyIndices E UnrollLoops Simplify B RemoveNoOp Simplify D"
+	want := "A C FlattenBuffers Simplify SimplifyIndices CollapseLoops E UnrollLoops Simplify B RemoveNoOp Simplify D"
 	if got != want {
 		t.Errorf("order:\n got %s\nwant %s", got, want)
 	}
@@ -86,7 +86,7 @@ func TestPipelineOrder(t *testing.T) {
 	if err := p.Disable("B"); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(names(p.Passes()), " "); got != "A C FlattenBuffers SimplifyIndices E UnrollLoops RemoveNoOp D" {
+	if got := strings.Join(names(p.Passes()), " "); got != "A C FlattenBuffers SimplifyIndices CollapseLoops E UnrollLoops RemoveNoOp D" {
 		t.Errorf("after Disable: %s", got)
 	}
 	if err := p.Disable("Nope"); err == nil {
@@ -205,7 +205,7 @@ func TestDump(t *testing.T) {
 	for _, e := range entries {
 		files = append(files, e.Name())
 	}
-	want := "00_input.tir 01_phase1_FlattenBuffers.tir 02_phase1_Simplify.tir 03_phase1_SimplifyIndices.tir 04_phase2_UnrollLoops.tir 05_phase2_Simplify.tir 06_phase3_RemoveNoOp.tir 07_phase3_Simplify.tir"
+	want := "00_input.tir 01_phase1_FlattenBuffers.tir 02_phase1_Simplify.tir 03_phase1_SimplifyIndices.tir 04_phase1_CollapseLoops.tir 05_phase2_UnrollLoops.tir 06_phase2_Simplify.tir 07_phase3_RemoveNoOp.tir 08_phase3_Simplify.tir"
 	if got := strings.Join(files, " "); got != want {
 		t.Errorf("dump files:\n got %s\nwant %s", got, want)
 	}
