@@ -70,6 +70,8 @@ type convPlan struct {
 	// fewer than its weight's (op.PackedChannels). No channel tile is
 	// larger: the output stage would cut its V tile to them.
 	outC int64
+	// rowsForm: the depthwise rows form (dwconv_rows.go), compact V.
+	rowsForm bool
 	// rowsOuter: the row-tile loop runs outside the channel-tile loop
 	// (packed convolutions whose input does not stay in L2; see
 	// chooseLoopOrder).
@@ -88,7 +90,7 @@ func (p *convPlan) direct() bool { return p.bmv > 0 && p.nph == p.g.sh && p.npw 
 // vRow is the distance of V's rows: the output width in the direct
 // layout (compact V), the phase plane's width otherwise (virtual columns).
 func (p *convPlan) vRow() int64 {
-	if p.direct() {
+	if p.direct() || p.rowsForm {
 		return p.g.ow
 	}
 	return p.wq
@@ -742,14 +744,19 @@ func computeDepthwiseCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error
 		return nil, err
 	}
 	g := p.g
+	load := p.padLoad
+	if dwRowsFor(p, x.Shape, x.DType) {
+		p.useRows()
+		load = p.rowsLoad
+	}
 	rh := te.ReduceAxis(g.kh, "kh")
 	rw := te.ReduceAxis(g.kw, "kw")
 	zero := nnZero(x.DType)
 	v := te.ComputeReduce(nnName(c)+"_dw", ir.Shape{x.Shape[0], ot.Shape[1], p.jtot}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
-		return tir.Mul(p.padLoad(x, i[0], i[1], i[2], rh.Var, rw.Var, zero), w.At(i[1], tir.Idx(0), rh.Var, rw.Var))
+		return tir.Mul(load(x, i[0], i[1], i[2], rh.Var, rw.Var, zero), w.At(i[1], tir.Idx(0), rh.Var, rw.Var))
 	}, te.WithTag(tagDepthwise), te.WithAxisNames("n", "c", "j"))
 	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
-		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], tir.Idx(p.wq)), i[3]))
+		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], tir.Idx(p.vRow())), i[3]))
 	}, te.WithTag(tagDepthOut), te.WithAxisNames("n", "c", "oh", "ow"))
 	return []*te.Tensor{out}, nil
 }
@@ -796,6 +803,10 @@ func scheduleDepthwiseCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.T
 	p, err := newConvPlan(c, c.ArgTensor(0).Shape, w.Shape[2], w.Shape[3], 1)
 	if err != nil {
 		return err
+	}
+	if dwRowsFor(p, x.Shape, x.DType) {
+		p.useRows()
+		return p.scheduleTiles(s, outs, anchor[0], vT, 1, func(cols int64) te.TensorIntrin { return p.rowsTile(x, w, cols) })
 	}
 	if dwLanesFor(p, x.Shape) {
 		// Eight channels per tile (dwconv_lanes.go); with one channel

@@ -1,0 +1,113 @@
+package topi
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/tir"
+)
+
+// TestDWRowsKernelCMatchesEval compiles the depthwise rows kernel for
+// AVX-512 (where this machine runs it) and once without the target's
+// flags (the portable branch), and requires every output to be bit for
+// bit what Eval computes: rows of one vector and of several (two groups
+// of vectors, a masked last one), padding wider than a vector's reach on
+// 5x5 taps, dilation, a tile starting below the top (y0 > 0) and one
+// whose taps pass the bottom, and a map narrower than a vector.
+func TestDWRowsKernelCMatchesEval(t *testing.T) {
+	cc := testenv.CC(t)
+	cases := []struct {
+		g          convGeom
+		h, w, rows int64
+		y0         int64
+	}{
+		{convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, oh: 14, ow: 14}, 14, 14, 14, 0},
+		{convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, oh: 9, ow: 70}, 9, 70, 4, 5},
+		{convGeom{kh: 5, kw: 5, sh: 1, sw: 1, ph: 2, pw: 2, dh: 1, dw: 1, oh: 20, ow: 33}, 20, 33, 3, 17},
+		{convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 2, pw: 2, dh: 2, dw: 2, oh: 8, ow: 21}, 8, 21, 2, 6},
+		{convGeom{kh: 3, kw: 5, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1, oh: 5, ow: 3}, 7, 7, 5, 0},
+	}
+	forX86Builds(t, func(mcpu string, isa vecISA, flags []string, portable bool) {
+		if isa.name != "avx512" {
+			return
+		}
+		for i, tc := range cases {
+			k, err := newDWRowsKernel(isa, tc.g, tc.h, tc.w, tc.rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run(fmt.Sprintf("%s_portable%v_%d", mcpu, portable, i), func(t *testing.T) {
+				rng := rand.New(rand.NewSource(int64(i) + 3))
+				x := make(floatMem, k.xSpan)
+				w := make(floatMem, k.wSpan)
+				for j := range x {
+					x[j] = float32(rng.NormFloat64())
+				}
+				for j := range w {
+					w[j] = float32(rng.NormFloat64())
+				}
+				want := make(floatMem, k.vSpan)
+				if err := k.Eval([]tir.KernelArg{{Mem: want}, {Mem: x}, {Mem: w}, {Int: tc.y0}}); err != nil {
+					t.Fatal(err)
+				}
+				var src strings.Builder
+				src.WriteString("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <math.h>\n")
+				for _, inc := range k.Includes() {
+					src.WriteString(inc + "\n")
+				}
+				src.WriteString(k.Source())
+				fmt.Fprintf(&src, `
+int main(void) {
+  static float x[%d], w[%d], v[%d];
+  FILE* f = fopen("in.bin", "rb");
+  if (!f || fread(x, sizeof x, 1, f) != 1 || fread(w, sizeof w, 1, f) != 1) return 2;
+  fclose(f);
+  %s(v, x, w, %d);
+  f = fopen("out.bin", "wb");
+  if (!f || fwrite(v, sizeof v, 1, f) != 1) return 3;
+  return fclose(f) != 0;
+}
+`, k.xSpan, k.wSpan, k.vSpan, k.Symbol(), tc.y0)
+				var in []byte
+				for _, v := range append(append(floatMem(nil), x...), w...) {
+					in = binary.LittleEndian.AppendUint32(in, math.Float32bits(v))
+				}
+				raw := runKernelProgram(t, cc, src.String(), in, append([]string{"-O2", "-Wall", "-Wextra", "-Werror"}, flags...))
+				if int64(len(raw)) != 4*k.vSpan {
+					t.Fatalf("%d output bytes, want %d", len(raw), 4*k.vSpan)
+				}
+				for j := range want {
+					got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:]))
+					if math.Float32bits(got) != math.Float32bits(want[j]) {
+						t.Fatalf("v[%d] = %g, Eval %g", j, got, want[j])
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestDWRowsKernelRejects checks that the kernel refuses what it does not
+// compute: a stride, another instruction set, more rows than the map.
+func TestDWRowsKernelRejects(t *testing.T) {
+	avx512 := vecISA{name: "avx512"}
+	g := convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, oh: 4, ow: 4}
+	strided := g
+	strided.sh, strided.sw = 2, 2
+	for name, tc := range map[string]struct {
+		isa  vecISA
+		g    convGeom
+		rows int64
+	}{
+		"stride 2": {avx512, strided, 2}, "avx2": {vecISA{name: "avx2fma"}, g, 2}, "rows past the map": {avx512, g, 5},
+	} {
+		if _, err := newDWRowsKernel(tc.isa, tc.g, 4, 4, tc.rows); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
