@@ -311,18 +311,7 @@ func (p *convPlan) lanesTile(x, w *te.Tensor, cols int64) te.TensorIntrin {
 		if err != nil {
 			return nil, err
 		}
-		n0, c0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
-		xl, err := ctx.Load(x, n0, c0, tir.Idx(0), tir.Idx(0))
-		if err != nil {
-			return nil, err
-		}
-		wl, err := ctx.Load(w, c0, tir.Idx(0), tir.Idx(0), tir.Idx(0))
-		if err != nil {
-			return nil, err
-		}
-		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
-		oy0 := tir.FloorDiv(j0, tir.Idx(p.wq))
-		return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(xl), tir.AddressOf(wl), oy0)), nil
+		return channelRowsCall(ctx, k, x, w, tir.FloorDiv(ctx.Axis[2], tir.Idx(p.wq)))
 	}
 }
 

@@ -219,17 +219,23 @@ func (p *convPlan) rowsTile(x, w *te.Tensor, cols int64) te.TensorIntrin {
 		if err != nil {
 			return nil, err
 		}
-		n0, c0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
-		xl, err := ctx.Load(x, n0, c0, tir.Idx(0), tir.Idx(0))
-		if err != nil {
-			return nil, err
-		}
-		wl, err := ctx.Load(w, c0, tir.Idx(0), tir.Idx(0), tir.Idx(0))
-		if err != nil {
-			return nil, err
-		}
-		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
-		y0 := tir.FloorDiv(j0, tir.Idx(g.ow))
-		return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(xl), tir.AddressOf(wl), y0)), nil
+		return channelRowsCall(ctx, k, x, w, tir.FloorDiv(ctx.Axis[2], tir.Idx(g.ow)))
 	}
+}
+
+// channelRowsCall is a depthwise kernel's call for ctx's tile: k(&V
+// tile, &x[n, c, 0, 0], &w[c, 0, 0, 0], row), row the tile's first
+// output row.
+func channelRowsCall(ctx *te.TensorizeContext, k tir.Kernel, x, w *te.Tensor, row tir.PrimExpr) (tir.Stmt, error) {
+	n0, c0 := ctx.Axis[0], ctx.Axis[1]
+	xl, err := ctx.Load(x, n0, c0, tir.Idx(0), tir.Idx(0))
+	if err != nil {
+		return nil, err
+	}
+	wl, err := ctx.Load(w, c0, tir.Idx(0), tir.Idx(0), tir.Idx(0))
+	if err != nil {
+		return nil, err
+	}
+	vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
+	return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(xl), tir.AddressOf(wl), row)), nil
 }

@@ -1,15 +1,10 @@
 package topi
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
-	"math/rand"
-	"strings"
 	"testing"
 
 	"github.com/kiln-dev/kiln/internal/testenv"
-	"github.com/kiln-dev/kiln/tir"
 )
 
 // TestDWRowsKernelCMatchesEval compiles the depthwise rows kernel for
@@ -42,51 +37,11 @@ func TestDWRowsKernelCMatchesEval(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Run(fmt.Sprintf("%s_portable%v_%d", mcpu, portable, i), func(t *testing.T) {
-				rng := rand.New(rand.NewSource(int64(i) + 3))
-				x := make(floatMem, k.xSpan)
-				w := make(floatMem, k.wSpan)
-				for j := range x {
-					x[j] = float32(rng.NormFloat64())
+				outs := make([]int64, k.vSpan)
+				for j := range outs {
+					outs[j] = int64(j)
 				}
-				for j := range w {
-					w[j] = float32(rng.NormFloat64())
-				}
-				want := make(floatMem, k.vSpan)
-				if err := k.Eval([]tir.KernelArg{{Mem: want}, {Mem: x}, {Mem: w}, {Int: tc.y0}}); err != nil {
-					t.Fatal(err)
-				}
-				var src strings.Builder
-				src.WriteString("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <math.h>\n")
-				for _, inc := range k.Includes() {
-					src.WriteString(inc + "\n")
-				}
-				src.WriteString(k.Source())
-				fmt.Fprintf(&src, `
-int main(void) {
-  static float x[%d], w[%d], v[%d];
-  FILE* f = fopen("in.bin", "rb");
-  if (!f || fread(x, sizeof x, 1, f) != 1 || fread(w, sizeof w, 1, f) != 1) return 2;
-  fclose(f);
-  %s(v, x, w, %d);
-  f = fopen("out.bin", "wb");
-  if (!f || fwrite(v, sizeof v, 1, f) != 1) return 3;
-  return fclose(f) != 0;
-}
-`, k.xSpan, k.wSpan, k.vSpan, k.Symbol(), tc.y0)
-				var in []byte
-				for _, v := range append(append(floatMem(nil), x...), w...) {
-					in = binary.LittleEndian.AppendUint32(in, math.Float32bits(v))
-				}
-				raw := runKernelProgram(t, cc, src.String(), in, append([]string{"-O2", "-Wall", "-Wextra", "-Werror"}, flags...))
-				if int64(len(raw)) != 4*k.vSpan {
-					t.Fatalf("%d output bytes, want %d", len(raw), 4*k.vSpan)
-				}
-				for j := range want {
-					got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:]))
-					if math.Float32bits(got) != math.Float32bits(want[j]) {
-						t.Fatalf("v[%d] = %g, Eval %g", j, got, want[j])
-					}
-				}
+				checkKernelCall(t, cc, k, [3]int64{k.vSpan, k.xSpan, k.wSpan}, []int64{tc.y0}, outs, append([]string{"-Wall", "-Wextra", "-Werror"}, flags...), int64(i)+3)
 			})
 		}
 	})

@@ -232,19 +232,9 @@ func writeByteTranspose16(p func(string, ...any), name string) {
 			}
 		}
 	}
-	list := func(v [64]int) string {
-		var b strings.Builder
-		for i, x := range v {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprint(&b, x)
-		}
-		return b.String()
-	}
 	p("static inline void %s(__m512i r[4]) {\n", name)
-	p("  static const uint8_t ia[2][64] __attribute__((aligned(64))) = {{%s}, {%s}};\n", list(ia[0]), list(ia[1]))
-	p("  static const uint8_t ib[2][64] __attribute__((aligned(64))) = {{%s}, {%s}};\n", list(ib[0]), list(ib[1]))
+	p("  static const uint8_t ia[2][64] __attribute__((aligned(64))) = {{%s}, {%s}};\n", joinInts(ia[0][:]), joinInts(ia[1][:]))
+	p("  static const uint8_t ib[2][64] __attribute__((aligned(64))) = {{%s}, {%s}};\n", joinInts(ib[0][:]), joinInts(ib[1][:]))
 	p("  const __m512i ia0 = _mm512_load_si512((const void*)ia[0]), ia1 = _mm512_load_si512((const void*)ia[1]);\n")
 	p("  const __m512i ib0 = _mm512_load_si512((const void*)ib[0]), ib1 = _mm512_load_si512((const void*)ib[1]);\n")
 	p("  const __m512i a0 = _mm512_permutex2var_epi8(r[0], ia0, r[1]), a1 = _mm512_permutex2var_epi8(r[0], ia1, r[1]);\n")

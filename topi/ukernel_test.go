@@ -142,6 +142,13 @@ func checkKernelC(t *testing.T, cc string, k *convKernel, flags []string, seed i
 // spans) as a program, runs it on random x and w and requires the
 // elements outs of v to be bit for bit those of k's Eval.
 func checkKernelSpans(t *testing.T, cc string, k tir.Kernel, spans [3]int64, outs []int64, flags []string, seed int64, runner ...string) {
+	checkKernelCall(t, cc, k, spans, nil, outs, flags, seed, runner...)
+}
+
+// checkKernelCall is checkKernelSpans for a kernel whose call takes the
+// integer arguments ints after its three pointers.
+func checkKernelCall(t *testing.T, cc string, k tir.Kernel, spans [3]int64, ints []int64, outs []int64, flags []string, seed int64, runner ...string) {
+	t.Helper()
 	rng := rand.New(rand.NewSource(seed))
 	x := make(floatMem, spans[1])
 	w := make(floatMem, spans[2])
@@ -152,7 +159,13 @@ func checkKernelSpans(t *testing.T, cc string, k tir.Kernel, spans [3]int64, out
 		w[i] = float32(rng.NormFloat64())
 	}
 	want := make(floatMem, spans[0])
-	if err := k.Eval([]tir.KernelArg{{Mem: want}, {Mem: x}, {Mem: w}}); err != nil {
+	args := []tir.KernelArg{{Mem: want}, {Mem: x}, {Mem: w}}
+	call := ""
+	for _, v := range ints {
+		args = append(args, tir.KernelArg{Int: v})
+		call += fmt.Sprintf(", %d", v)
+	}
+	if err := k.Eval(args); err != nil {
 		t.Fatal(err)
 	}
 	var src strings.Builder
@@ -167,12 +180,12 @@ int main(void) {
   FILE* f = fopen("in.bin", "rb");
   if (!f || fread(x, sizeof x, 1, f) != 1 || fread(w, sizeof w, 1, f) != 1) return 2;
   fclose(f);
-  %s(v, x, w);
+  %s(v, x, w%s);
   f = fopen("out.bin", "wb");
   if (!f || fwrite(v, sizeof v, 1, f) != 1) return 3;
   return fclose(f) != 0;
 }
-`, spans[1], spans[2], spans[0], k.Symbol())
+`, spans[1], spans[2], spans[0], k.Symbol(), call)
 	var in []byte
 	for _, v := range append(append(floatMem(nil), x...), w...) {
 		in = binary.LittleEndian.AppendUint32(in, math.Float32bits(v))
