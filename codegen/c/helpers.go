@@ -286,9 +286,14 @@ static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e
   return ((a == INFINITY) | (b == INFINITY)) ? INFINITY : m;
 }`},
 	// With a constant c that is finite, and not -0 for max nor +0 for
-	// min, the rules above reduce to these (expr.go minMaxConst).
-	{name: "kiln_maxc_f32", code: `static inline float kiln_maxc_f32(float a, float c) { return a != a ? NAN : (a > c ? a : c); }`},
-	{name: "kiln_minc_f32", code: `static inline float kiln_minc_f32(float a, float c) { return a != a ? NAN : (a < c ? a : c); }`},
+	// min, the rules above reduce to these (expr.go minMaxConst): a
+	// unless it is at most c (at least c for min), which a NaN is not, so
+	// one unordered comparison and a select (a NaN gives a itself, as
+	// the interpreter any NaN). The form with a separate NaN test took a
+	// quarter longer in a vectorised bias-and-clip loop (0.100 against
+	// 0.079 ns per value on Zen 5, in L1).
+	{name: "kiln_maxc_f32", code: `static inline float kiln_maxc_f32(float a, float c) { return !(a <= c) ? a : c; }`},
+	{name: "kiln_minc_f32", code: `static inline float kiln_minc_f32(float a, float c) { return !(a >= c) ? a : c; }`},
 	// A clip with constant bounds before a conversion to int32
 	// (expr.go clampToInt32): max then min (kiln_clamp_f32) or min then
 	// max (kiln_clampr_f32), a NaN operand giving the constant n
@@ -297,8 +302,8 @@ static inline int64_t kiln_check_index(int64_t i, int64_t n, kiln_index_error* e
 	{name: "kiln_clampr_f32", code: `static inline float kiln_clampr_f32(float v, float hi, float lo) { const float t = v < hi ? v : hi; return t > lo ? t : lo; }`},
 	{name: "kiln_clamp_n_f32", code: `static inline float kiln_clamp_n_f32(float v, float lo, float hi, float n) { const float t = v > lo ? v : lo; return v != v ? n : (t < hi ? t : hi); }`},
 	{name: "kiln_clampr_n_f32", code: `static inline float kiln_clampr_n_f32(float v, float hi, float lo, float n) { const float t = v < hi ? v : hi; return v != v ? n : (t > lo ? t : lo); }`},
-	{name: "kiln_maxc_f64", code: `static inline double kiln_maxc_f64(double a, double c) { return a != a ? (double)NAN : (a > c ? a : c); }`},
-	{name: "kiln_minc_f64", code: `static inline double kiln_minc_f64(double a, double c) { return a != a ? (double)NAN : (a < c ? a : c); }`},
+	{name: "kiln_maxc_f64", code: `static inline double kiln_maxc_f64(double a, double c) { return !(a <= c) ? a : c; }`},
+	{name: "kiln_minc_f64", code: `static inline double kiln_minc_f64(double a, double c) { return !(a >= c) ? a : c; }`},
 	{name: "kiln_min_f64", code: `static inline double kiln_min_f64(double a, double b) {
   double m = a < b ? a : b;
   m = ((a == 0) & (b == 0)) ? -(-a + -b) : m;
