@@ -208,6 +208,9 @@ func TestConvCPUFusedEpilogue(t *testing.T) {
 		{"packed_1x1_s2", op.Conv2DPacked, ir.Attrs{"strides": nnInts(2, 2)}, nnInts(2, 8, 7, 7), nnInts(16, 8, 1, 1), 16, []string{`T.allocate((1, 8, 16), "float32", "local")`, `T.call_kernel("kiln_conv_mk_avx512_`}, ""},
 		// The rows form (dwconv_rows.go, AVX-512): compact V, whole rows.
 		{"depthwise", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(6)}, nnInts(1, 6, 5, 9), nnInts(6, 1, 3, 3), 0, []string{`T.allocate((1, 1, 45), "float32", "local")`, `T.call_kernel("kiln_dwrows_avx512_`}, ""},
+		// Without padding too (the input is read by coordinates, not in
+		// place): 3 rows of 7.
+		{"depthwise_valid", op.Conv2D, ir.Attrs{"groups": int64(6)}, nnInts(1, 6, 5, 9), nnInts(6, 1, 3, 3), 0, []string{`T.allocate((1, 1, 21), "float32", "local")`, `T.call_kernel("kiln_dwrows_avx512_`}, ""},
 		// The columns form elsewhere: virtual columns of a padded tile.
 		{"depthwise_columns", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(6)}, nnInts(1, 6, 5, 9), nnInts(6, 1, 3, 3), 0, []string{`T.allocate((1, 1, 53), "float32", "local")`, `T.call_kernel("kiln_conv_mk_avx2fma_`}, "c -mcpu=haswell"},
 		// The lanes form (dwconv_lanes.go): eight channels per tile, row

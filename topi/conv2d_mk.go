@@ -744,16 +744,14 @@ func computeDepthwiseCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error
 		return nil, err
 	}
 	g := p.g
-	load := p.padLoad
 	if dwRowsFor(p, x.Shape, x.DType) {
 		p.useRows()
-		load = p.rowsLoad
 	}
 	rh := te.ReduceAxis(g.kh, "kh")
 	rw := te.ReduceAxis(g.kw, "kw")
 	zero := nnZero(x.DType)
 	v := te.ComputeReduce(nnName(c)+"_dw", ir.Shape{x.Shape[0], ot.Shape[1], p.jtot}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rh, rw}, func(i []tir.PrimExpr) tir.PrimExpr {
-		return tir.Mul(load(x, i[0], i[1], i[2], rh.Var, rw.Var, zero), w.At(i[1], tir.Idx(0), rh.Var, rw.Var))
+		return tir.Mul(p.padLoad(x, i[0], i[1], i[2], rh.Var, rw.Var, zero), w.At(i[1], tir.Idx(0), rh.Var, rw.Var))
 	}, te.WithTag(tagDepthwise), te.WithAxisNames("n", "c", "j"))
 	out := te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
 		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], tir.Idx(p.vRow())), i[3]))

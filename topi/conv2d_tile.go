@@ -127,13 +127,16 @@ func (p *convPlan) inPlace(xShape ir.Shape) bool {
 }
 
 // padLoad is X'[n, c, j + KOFF(rh, rw)] read from x itself: the padded
-// input's element at the tap's position, or pad outside the input.
+// input's element at the tap's position, or pad outside the input. V's
+// column j is output row j / vRow, column j % vRow (in the depthwise rows
+// form V is compact, so even an input without padding is read by
+// coordinates).
 func (p *convPlan) padLoad(x *te.Tensor, n, c, j, rh, rw, pad tir.PrimExpr) tir.PrimExpr {
 	g := p.g
-	if p.inPlace(x.Shape) {
+	if p.inPlace(x.Shape) && !p.rowsForm {
 		return x.At(p.xIndex(x, n, c, tir.Add(j, p.tapOffset(rh, rw)))...)
 	}
-	wq := tir.Idx(p.wq)
+	wq := tir.Idx(p.vRow())
 	row := tir.Sub(tir.Add(tir.Mul(tir.FloorDiv(j, wq), tir.Idx(g.sh)), tir.Mul(rh, tir.Idx(g.dh))), tir.Idx(g.ph))
 	col := tir.Sub(tir.Add(tir.Mul(tir.FloorMod(j, wq), tir.Idx(g.sw)), tir.Mul(rw, tir.Idx(g.dw))), tir.Idx(g.pw))
 	cond := nnAnd([]tir.PrimExpr{

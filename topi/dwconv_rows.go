@@ -189,20 +189,6 @@ func (k *dwRowsKernel) Eval(args []tir.KernelArg) error {
 	return nil
 }
 
-// rowsLoad is the rows form's V operand: input (n, c) at output column
-// j = oh*OW + ow, tap (rh, rw), or pad outside the input.
-func (p *convPlan) rowsLoad(x *te.Tensor, n, c, j, rh, rw, pad tir.PrimExpr) tir.PrimExpr {
-	g := p.g
-	ow := tir.Idx(g.ow)
-	row := tir.Sub(tir.Add(tir.FloorDiv(j, ow), tir.Mul(rh, tir.Idx(g.dh))), tir.Idx(g.ph))
-	col := tir.Sub(tir.Add(tir.FloorMod(j, ow), tir.Mul(rw, tir.Idx(g.dw))), tir.Idx(g.pw))
-	cond := nnAnd([]tir.PrimExpr{
-		tir.GE(row, tir.Idx(0)), tir.LT(row, tir.Idx(x.Shape[2])),
-		tir.GE(col, tir.Idx(0)), tir.LT(col, tir.Idx(x.Shape[3])),
-	})
-	return nnGuard(cond, x.At(n, c, row, col), pad)
-}
-
 // rowsTile is the TensorIntrin of the rows form's V stage: one kernel
 // call per channel tile of cols = rows x OW columns, reading the input
 // plane where it lies.

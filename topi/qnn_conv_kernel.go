@@ -892,12 +892,7 @@ func (k *qconvKernel) dotHelper() string {
 // store512 stores the two accumulator vectors acc0, acc1 of channel o:
 // the sums less the zero-point term, as int32, or requantized to bytes.
 func (k *qconvKernel) store512(w func(string, ...any), o, acc string) {
-	// second: the second vector's first output, sixteen pixels on or
-	// (pairs) the next row's.
-	second := int64(16)
-	if k.dir != nil && k.dir.pairs {
-		second = k.dir.rl
-	}
+	second := k.second512()
 	if k.epi == nil {
 		w("    { const __m512i c = _mm512_set1_epi32(%d * wsum[%s]);\n", k.p.izpu(), o)
 		w("      int32_t* d = out + (int64_t)(%s) * P + p0;\n", o)
@@ -910,6 +905,16 @@ func (k *qconvKernel) store512(w func(string, ...any), o, acc string) {
 	w("      _mm_mask_storeu_epi8((char*)d + %d, m1, KILN_SYMBOL_rq16(%s1, b, mm)); }\n", second, acc)
 }
 
+// second512 is the output offset of a channel's second accumulator
+// vector in the AVX-512 kernel: sixteen pixels on, or (pairs) the next
+// row's first.
+func (k *qconvKernel) second512() int64 {
+	if k.dir != nil && k.dir.pairs {
+		return k.dir.rl
+	}
+	return 16
+}
+
 // storePairs512 writes the loop that requantizes channels o and o + 1
 // of buf together while two remain, narrowing their four vectors with
 // one KILN_SYMBOL_pk4 (nothing when the kernel stores int32 sums).
@@ -917,10 +922,7 @@ func (k *qconvKernel) storePairs512(w func(string, ...any)) {
 	if k.epi == nil {
 		return
 	}
-	second := int64(16)
-	if k.dir != nil && k.dir.pairs {
-		second = k.dir.rl
-	}
+	second := k.second512()
 	w("    for (; o + 2 <= o1; o += 2) {\n")
 	w("      const int32_t ba = %s, ma = %s, bb = %s, mb = %s;\n", k.foldedBias("o"), k.multExpr("o"), k.foldedBias("o + 1"), k.multExpr("o + 1"))
 	w("      const __m512i r = KILN_SYMBOL_pk4(KILN_SYMBOL_rq16n(buf[(o - o0) * 2], ba, ma), KILN_SYMBOL_rq16n(buf[(o - o0) * 2 + 1], ba, ma),\n")

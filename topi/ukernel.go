@@ -349,11 +349,7 @@ func (k *convKernel) source(sym string) string {
 		p("        const float* xp = xc + koff[t];\n")
 		p("        const float* wp = wc + t * %d;\n", k.ws)
 		if k.wpf > 0 && nv > 0 {
-			// A hint, never a fault: the last tile's points past the
-			// weights (computed as an integer, not a pointer).
-			p("#if defined(__GNUC__)\n")
-			p("        __builtin_prefetch((const void*)((uintptr_t)(const void*)wp + %d));\n", k.wpf*4)
-			p("#endif\n")
+			writePrefetch(p, k.wpf)
 		}
 		if k.xm == 0 {
 			for n := 0; n < nv; n++ {
@@ -457,6 +453,18 @@ func (k *convKernel) Eval(args []tir.KernelArg) error {
 		}
 	}
 	return nil
+}
+
+// writePrefetch writes the prefetch hints of the float weights at wp +
+// each of offs (elements), for the next tile's weights. A hint never
+// faults: the last tile's points past the weights, and its address is
+// computed as an integer, not a pointer.
+func writePrefetch(p func(string, ...any), offs ...int64) {
+	p("#if defined(__GNUC__)\n")
+	for _, o := range offs {
+		p("        __builtin_prefetch((const void*)((uintptr_t)(const void*)wp + %d));\n", o*4)
+	}
+	p("#endif\n")
 }
 
 // noInline precedes a micro-kernel's definition: kept out of line, its

@@ -273,11 +273,11 @@ func (k *bcastKernel) group(p func(string, ...any), nc int, g string, chunked bo
 		p("        const %s w%d = %s;\n", isa.typ, i, fmt.Sprintf(isa.load, fmt.Sprintf("wp + %d", k.wOff(i))))
 	}
 	if k.wpf > 0 {
-		p("#if defined(__GNUC__)\n")
-		for i := 0; i < k.mv; i++ {
-			p("        __builtin_prefetch((const void*)((uintptr_t)(const void*)wp + %d));\n", (k.wOff(i)+k.wpf)*4)
+		offs := make([]int64, k.mv)
+		for i := range offs {
+			offs[i] = k.wOff(i) + k.wpf
 		}
-		p("#endif\n")
+		writePrefetch(p, offs...)
 	}
 	for n := 0; n < nc; n++ {
 		p("        { const %s b = %s;\n", isa.typ, fmt.Sprintf(isa.set1, fmt.Sprintf("xp[o%d]", n)))
