@@ -7,10 +7,12 @@ import (
 
 	"github.com/kiln-dev/kiln/backend"
 	"github.com/kiln-dev/kiln/device"
+	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/transform"
 	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/targets"
 	tirtransform "github.com/kiln-dev/kiln/tir/transform"
+	"github.com/kiln-dev/kiln/topi"
 )
 
 // graphPasses is the graph pass list of a compilation: the standard
@@ -19,8 +21,10 @@ import (
 // fusion (fusion must not merge operators of different devices, and
 // device_copy is opaque to it). Fusion follows the pass config: its depth
 // limit, and no fusion at all when the config disables it or at opt
-// level 0.
-func graphPasses(pc *passconfig.Config, part *transform.Pass) []transform.Pass {
+// level 0. alter_qconv_layout rewrites what the host target's kernels
+// run faster (topi.QConvBroadcastChoice), and nothing where the host's
+// processor has no broadcast form.
+func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Target) []transform.Pass {
 	fuse := transform.FuseOptions{
 		MaxDepth: int(pc.Int(passconfig.FuseMaxDepth)),
 		Disable:  pc.Bool(passconfig.DisableFusion) || pc.OptLevel() == 0,
@@ -37,6 +41,10 @@ func graphPasses(pc *passconfig.Config, part *transform.Pass) []transform.Pass {
 			}
 		case "fuse_ops":
 			out = append(out, transform.Pass{Name: "plan_devices", Run: device.PlanDevices, Required: true})
+		case "alter_qconv_layout":
+			if want := topi.QConvBroadcastChoice(host); want != nil {
+				p.Run = func(m *graph.Module) (*graph.Module, error) { return transform.AlterQConvLayout(m, want) }
+			}
 		}
 		out = append(out, p)
 	}

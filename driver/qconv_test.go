@@ -99,7 +99,19 @@ func TestQConv2DDifferential(t *testing.T) {
 			ir.Attrs{"out_zero_point": int64(-4), "out_dtype": ir.Int8}},
 		{"7-bit weight direct 3x1 requantized", ir.Int8, ir.Int8, ir.Shape{1, 13, 9, 11}, ir.Shape{10, 13, 3, 1}, ir.Attrs{"padding": []int64{1, 0, 1, 0}, "input_zero_point": int64(-100)}, true,
 			ir.Attrs{"out_zero_point": int64(7), "out_dtype": ir.Uint8}},
+		// The broadcast form (AVX-512 VNNI; qnn_conv_bcast.go): output
+		// channels in the lanes, in blocks of three and two groups of
+		// sixteen, on 7x7 maps (direct, stride 2 from phase planes,
+		// 1x1 over the flat plane), per-tensor and per-channel.
+		{"broadcast 3x3 on 7x7 requantized", ir.Uint8, ir.Int8, ir.Shape{1, 20, 7, 7}, ir.Shape{48, 20, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(77)}, true,
+			ir.Attrs{"out_zero_point": int64(5), "out_dtype": ir.Uint8}},
+		{"broadcast stride 2 int8 data per tensor", ir.Int8, ir.Int8, ir.Shape{2, 12, 14, 13}, ir.Shape{64, 12, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "strides": []int64{2, 2}, "input_zero_point": int64(-11)}, true,
+			ir.Attrs{"out_zero_point": int64(-3), "out_dtype": ir.Int8, "per_tensor": true}},
+		{"broadcast 1x1 flat requantized", ir.Uint8, ir.Int8, ir.Shape{1, 64, 7, 7}, ir.Shape{80, 64, 1, 1}, ir.Attrs{"input_zero_point": int64(130)}, true,
+			ir.Attrs{"out_zero_point": int64(0), "out_max": int64(180), "out_dtype": ir.Uint8}},
 	}
+	// The cases whose kernel takes the broadcast form under AVX-512 VNNI.
+	bcast512 := map[string]bool{"broadcast 3x3 on 7x7 requantized": true, "broadcast stride 2 int8 data per tensor": true, "broadcast 1x1 flat requantized": true}
 	// The cases whose kernel takes the direct form under AVX-512 VNNI
 	// (choose512: flat planes, rows of 32 pixels, pairs of rows of 16,
 	// where they compute at most a seventh more lanes than the usual
@@ -213,8 +225,11 @@ func TestQConv2DDifferential(t *testing.T) {
 				}
 				isa512 := strings.Contains(fs, "avx512vnni")
 				isaAVX2 := strings.Contains(fs, "avx2") && !isa512
-				direct := strings.Contains(src, "PLANE = ")
-				if isa512 && tc.fast && !dw && direct != direct512[tc.name] {
+				direct := strings.Contains(src, "PLANE = ") && !strings.Contains(src, "broadcast tile")
+				if bc := strings.Contains(src, "qnn.conv2d broadcast tile"); bc != (isa512 && bcast512[tc.name]) {
+					t.Errorf("features %v, but the broadcast form used: %v", feats, bc)
+				}
+				if isa512 && tc.fast && !dw && !bcast512[tc.name] && direct != direct512[tc.name] {
 					t.Errorf("features %v, but the direct form used: %v", feats, direct)
 				} else if !isa512 && strings.Contains(tc.name, "direct") && !strings.HasPrefix(tc.name, "AVX-512") && direct != isaAVX2 {
 					t.Errorf("features %v, but the direct form used: %v", feats, direct)

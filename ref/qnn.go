@@ -112,7 +112,7 @@ func qconvKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*tensor.
 	if err != nil {
 		return nil, err
 	}
-	wc := centredWeight(w, ws, attrs.Str("kernel_layout") == "OIHW4i", attrs.Int("kernel_zero_point"))
+	wc := centredWeight(w, ws, attrs.Str("kernel_layout"), attrs.Int("kernel_zero_point"))
 	if b := attrs.Int("kernel_pair_bound"); b != 0 {
 		if got := pairBound(wc, ws); got > b {
 			return nil, fmt.Errorf("kernel_pair_bound %d: the weight's pairs of input channels reach %d", b, got)
@@ -144,15 +144,20 @@ func requantizeKernel(args []*tensor.Tensor, attrs ir.Attrs, out ir.Type) ([]*te
 }
 
 // centredWeight is a qnn.conv2d weight in OIHW (shape ws) less its zero
-// point kzp, read from OIHW4i when packed.
-func centredWeight(w *tensor.Tensor, ws ir.Shape, packed bool, kzp int64) []int64 {
+// point kzp, read from the weight's kernel_layout (OIHW, or packed
+// OIHW4i or OIHW4i16o).
+func centredWeight(w *tensor.Tensor, ws ir.Shape, layout string, kzp int64) []int64 {
 	wc := make([]int64, ws.NumElements())
 	ci, khw := ws[1], ws[2]*ws[3]
+	c4 := (ci + 3) / 4
 	for i := range wc {
 		j := int64(i)
-		if packed { // [o, c, t] from [o, c/4, t, c%4]
-			o, c, t := j/(ci*khw), j/khw%ci, j%khw
-			j = ((o*((ci+3)/4)+c/4)*khw+t)*4 + c%4
+		o, c, t := j/(ci*khw), j/khw%ci, j%khw
+		switch layout {
+		case "OIHW4i": // [o, c/4, t, c%4]
+			j = ((o*c4+c/4)*khw+t)*4 + c%4
+		case "OIHW4i16o": // [o/16, c/4, t, o%16, c%4]
+			j = (((o/16*c4+c/4)*khw+t)*16+o%16)*4 + c%4
 		}
 		wc[i] = w.Int(int(j)) - kzp
 	}
@@ -199,7 +204,11 @@ func QPairBound(w *tensor.Tensor, ci int64, packed bool, kzp int64) (int64, erro
 	if len(ws) != 4 {
 		return 0, fmt.Errorf("weight %v is not OIHW", ws)
 	}
-	return max(pairBound(centredWeight(w, ws, packed, kzp), ws), 1), nil
+	layout := "OIHW"
+	if packed {
+		layout = "OIHW4i"
+	}
+	return max(pairBound(centredWeight(w, ws, layout, kzp), ws), 1), nil
 }
 
 // PackOIHW4i lays out an OIHW weight for qnn.conv2d's kernel_layout
@@ -220,4 +229,25 @@ func PackOIHW4i(w *tensor.Tensor) *tensor.Tensor {
 		}
 	}
 	return out
+}
+
+// PackOIHW4i16o lays out an OIHW4i weight w ([O, ceil(I/4), KH, KW, 4],
+// O a multiple of 16) for qnn.conv2d's kernel_layout "OIHW4i16o",
+// [O/16, ceil(I/4), KH, KW, 16, 4]: word (o, c4, ky, kx) at
+// [o/16, c4, ky, kx, o%16].
+func PackOIHW4i16o(w *tensor.Tensor) (*tensor.Tensor, error) {
+	if len(w.Shape) != 5 || w.Shape[4] != 4 || w.Shape[0]%16 != 0 {
+		return nil, fmt.Errorf("kernel_layout OIHW4i16o: weight %v is not [16k, I/4, KH, KW, 4]", w.Shape)
+	}
+	o, k4 := w.Shape[0], w.Shape[1]*w.Shape[2]*w.Shape[3]
+	out := tensor.New(w.DType, ir.Shape{o / 16, w.Shape[1], w.Shape[2], w.Shape[3], 16, 4})
+	word := 4 * int64(w.DType.Size())
+	for oo := int64(0); oo < o; oo++ {
+		for k := int64(0); k < k4; k++ {
+			src := (oo*k4 + k) * word
+			dst := ((oo/16*k4+k)*16 + oo%16) * word
+			copy(out.Data[dst:dst+word], w.Data[src:src+word])
+		}
+	}
+	return out, nil
 }

@@ -51,7 +51,7 @@ func init() {
 
 // computeQConv is qnn.conv2d on centred int32 operands (computeConv's
 // loops; a padded tap reads 0, the centred zero point). A packed weight
-// (OIHW4i) is read through its layout.
+// (OIHW4i, OIHW4i16o) is read through its layout.
 func computeQConv(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 	izp, kzp := c.Attrs.Int("input_zero_point"), c.Attrs.Int("kernel_zero_point")
 	x, w := in[0], in[1]
@@ -64,9 +64,12 @@ func computeQConv(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 	}, te.WithTag("elemwise"))
 	wc := te.Compute("qconv_weight", ws, func(i []tir.PrimExpr) tir.PrimExpr {
 		var v tir.PrimExpr
-		if len(w.Shape) == 5 {
+		switch len(w.Shape) {
+		case 5: // OIHW4i
 			v = w.At(i[0], tir.FloorDiv(i[1], tir.Idx(4)), i[2], i[3], tir.FloorMod(i[1], tir.Idx(4)))
-		} else {
+		case 6: // OIHW4i16o
+			v = w.At(tir.FloorDiv(i[0], tir.Idx(16)), tir.FloorDiv(i[1], tir.Idx(4)), i[2], i[3], tir.FloorMod(i[0], tir.Idx(16)), tir.FloorMod(i[1], tir.Idx(4)))
+		default:
 			v = w.At(i...)
 		}
 		return tir.Sub(tir.NewCast(tir.Int32T, v), tir.Int32(kzp))
@@ -90,8 +93,14 @@ func validQConvCPU(c *strategy.Call) bool {
 	xt, ok1 := c.ArgTypes[0].(*ir.TensorType)
 	wt, ok2 := c.ArgTypes[1].(*ir.TensorType)
 	ot, ok3 := c.OutType.(*ir.TensorType)
-	if !ok1 || !ok2 || !ok3 || wt.DType != ir.Int8 || len(xt.Shape) != 4 || len(wt.Shape) != 5 ||
-		c.Attrs.Str("kernel_layout") != "OIHW4i" || ot.Shape.NumElements() == 0 {
+	if !ok1 || !ok2 || !ok3 || wt.DType != ir.Int8 || len(xt.Shape) != 4 || ot.Shape.NumElements() == 0 {
+		return false
+	}
+	switch l := c.Attrs.Str("kernel_layout"); {
+	case l == "OIHW4i" && len(wt.Shape) == 5:
+	case l == "OIHW4i16o" && len(wt.Shape) == 6 && c.Op == op.QConv2DRequantize:
+		// The broadcast form (qnn_conv_bcast.go), which requantizes.
+	default:
 		return false
 	}
 	k := wt.Shape[1] * 4 * wt.Shape[2] * wt.Shape[3]
@@ -146,9 +155,30 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 	if err != nil {
 		return nil, err
 	}
-	k, err := newQConvKernel(p, epi)
-	if err != nil {
-		return nil, err
+	// The tile kernel: the broadcast form for an OIHW4i16o weight, else
+	// the usual or the direct form; dir is the padded layout they read
+	// (nil: the input's own rows).
+	var (
+		kern  tir.Kernel
+		tiles int64
+		dir   *qconvDirect
+		wk    = w
+	)
+	if len(w.Shape) == 6 {
+		bk, err := newQConvBcastKernel(p, epi)
+		if err != nil {
+			return nil, err
+		}
+		kern, tiles, dir = bk, bk.tiles(), bk.dir
+	} else {
+		k, err := newQConvKernel(p, epi)
+		if err != nil {
+			return nil, err
+		}
+		kern, tiles, dir = k, k.tiles, k.dir
+		if k.w16 {
+			wk = qconvW16(w, k)
+		}
 	}
 	c4 := (p.c + 3) / 4
 	// The weight's sums per output channel: the call's kernel sums (the
@@ -164,6 +194,9 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 	} else {
 		rc, rh, rw, ri := te.ReduceAxis(c4, "rc"), te.ReduceAxis(p.kh, "rh"), te.ReduceAxis(p.kw, "rw"), te.ReduceAxis(4, "ri")
 		wsum = te.ComputeReduce("qconv_wsum", ir.Shape{p.oc}, te.Sum, []*te.IterVar{rc, rh, rw, ri}, func(i []tir.PrimExpr) tir.PrimExpr {
+			if len(w.Shape) == 6 {
+				return tir.NewCast(tir.Int32T, w.At(tir.FloorDiv(i[0], tir.Idx(16)), rc.Var, rh.Var, rw.Var, tir.FloorMod(i[0], tir.Idx(16)), ri.Var))
+			}
 			return tir.NewCast(tir.Int32T, w.At(i[0], rc.Var, rh.Var, rw.Var, ri.Var))
 		})
 	}
@@ -171,10 +204,10 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 	// The input, channels in fours: X4[n, c/4, y, x, c%4] as uint8 (int8
 	// data plus 128), channels beyond C zero; for the direct form, each
 	// image's padded planes and slack as bytes.
-	pk := newQConvPackKernel(p, k.dir)
+	pk := newQConvPackKernel(p, dir)
 	x4Shape := ir.Shape{n, c4, p.h, p.w, 4}
-	if k.dir != nil {
-		x4Shape = ir.Shape{n, k.dir.imageBytes(c4)}
+	if dir != nil {
+		x4Shape = ir.Shape{n, dir.imageBytes(c4)}
 	}
 	// x4At is the address of image iv's layout.
 	x4At := func(b *tir.Buffer, iv tir.PrimExpr) tir.PrimExpr {
@@ -196,10 +229,6 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 		}
 		return tir.Loop(iv, n, tir.Serial, tir.Loop(uv, calls, kind, tir.Eval(call)))
 	})[0]
-	wk := w
-	if k.w16 {
-		wk = qconvW16(w, k)
-	}
 	inputs := []*te.Tensor{x4, wk, wsum}
 	if epi != nil {
 		inputs = append(inputs, in[2], in[3])
@@ -220,12 +249,12 @@ func qconvCPU(c *strategy.Call, in []*te.Tensor, epi *qconvEpi) ([]*te.Tensor, e
 			args = append(args, tir.AddressOf(tir.NewLoad(ins[3], zero)), tir.AddressOf(tir.NewLoad(ins[4], mi...)))
 		}
 		args = append(args, tir.AddressOf(tir.NewLoad(outs[0], iv, zero, zero, zero)), tv)
-		call := tir.CallKernel(k, args...)
+		call := tir.CallKernel(kern, args...)
 		kind := tir.Parallel
-		if k.tiles < 2 {
+		if tiles < 2 {
 			kind = tir.Serial
 		}
-		return tir.Loop(iv, n, tir.Serial, tir.Loop(tv, k.tiles, kind, tir.Eval(call)))
+		return tir.Loop(iv, n, tir.Serial, tir.Loop(tv, tiles, kind, tir.Eval(call)))
 	})
 	return outs, nil
 }

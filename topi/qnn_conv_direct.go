@@ -91,7 +91,49 @@ type qconvDirect struct {
 // more lanes (AVX-512: more than a seventh more, choose512).
 func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
 	avx512 := p.isa == qconvAVX512VNNI
-	if (p.isa != qconvAVX2 && p.isa != qconvAVXVNNI && !avx512) || p.sh < 1 || p.sw < 1 || p.ph < 0 || p.pw < 0 {
+	if p.isa != qconvAVX2 && p.isa != qconvAVXVNNI && !avx512 {
+		return nil
+	}
+	// A row's last tile reads up to np-1 words past the row; past the
+	// last plane, the slack holds them.
+	slack := int64(16)
+	if avx512 {
+		slack = 32
+	}
+	d := newQConvPlanes(p, slack)
+	if d == nil {
+		return nil
+	}
+	usual := (p.oh*p.ow + np - 1) / np * np
+	lanes := func(n int64) int64 { return d.rows * ((d.rl + n - 1) / n * n) }
+	switch {
+	case avx512:
+		if !d.choose512(p, lanes, usual) {
+			return nil
+		}
+	case d.rows == 1 && lanes(16) <= usual && p.oc*((p.c+3)/4)*p.kh*p.kw*4 <= p.l1/4:
+		d.np = 16
+	case d.rows > 1 && lanes(8)*8 <= usual*7:
+		d.np = 8
+	case d.rows > 1 && d.rows%2 == 0 && lanes(8) <= usual:
+		d.np, d.pairs, d.pc = 16, true, 8
+	default:
+		return nil
+	}
+	d.tpr = (d.rl + d.np - 1) / d.np
+	if d.pairs {
+		d.tpr = (d.rl + d.pc - 1) / d.pc
+	}
+	return d
+}
+
+// newQConvPlanes is the padded layout's geometry for p (planes, phases,
+// rows and tap offsets; no tiles) with slack words after the last
+// plane, or nil where it does not apply: an output cut short of the
+// input with stride 1, or planes past 2^31 bytes. Word (oy, ox) of phase
+// plane 0 is output pixel (oy, ox)'s first tap; tap t adds koff[t].
+func newQConvPlanes(p qconvParams, slack int64) *qconvDirect {
+	if p.sh < 1 || p.sw < 1 || p.ph < 0 || p.pw < 0 {
 		return nil
 	}
 	d := &qconvDirect{hp: p.oh + (p.kh-1)*p.dh/p.sh, wp: p.ow + (p.kw-1)*p.dw/p.sw, sh: p.sh, sw: p.sw}
@@ -110,38 +152,13 @@ func qconvDirectFor(p qconvParams, np int64) *qconvDirect {
 		}
 	}
 	c4 := (p.c + 3) / 4
-	// A row's last tile reads up to np-1 words past the row; past the
-	// last plane, the slack holds them.
-	d.slack = 16
-	if avx512 {
-		d.slack = 32
-	}
-	if c4*(d.planeWords())*4+d.slack*4 > 1<<31-1 {
-		return nil
-	}
+	d.slack = slack
 	d.rows, d.rl = p.oh, p.ow
 	if d.wp == p.ow {
 		d.rows, d.rl = 1, p.oh*p.ow
 	}
-	usual := (p.oh*p.ow + np - 1) / np * np
-	lanes := func(n int64) int64 { return d.rows * ((d.rl + n - 1) / n * n) }
-	switch {
-	case avx512:
-		if !d.choose512(p, lanes, usual) {
-			return nil
-		}
-	case d.rows == 1 && lanes(16) <= usual && p.oc*c4*p.kh*p.kw*4 <= p.l1/4:
-		d.np = 16
-	case d.rows > 1 && lanes(8)*8 <= usual*7:
-		d.np = 8
-	case d.rows > 1 && d.rows%2 == 0 && lanes(8) <= usual:
-		d.np, d.pairs, d.pc = 16, true, 8
-	default:
+	if c4*(d.planeWords())*4+d.slack*4 > 1<<31-1 {
 		return nil
-	}
-	d.tpr = (d.rl + d.np - 1) / d.np
-	if d.pairs {
-		d.tpr = (d.rl + d.pc - 1) / d.pc
 	}
 	for ky := int64(0); ky < p.kh; ky++ {
 		for kx := int64(0); kx < p.kw; kx++ {

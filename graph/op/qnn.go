@@ -124,8 +124,13 @@ func RequantizeValue(x, multiplier, shift, zp, lo, hi int64) int64 {
 // is "OIHW", or "OIHW4i": weight [O, ceil(I/4), KH, KW, 4] holds input
 // channel c of (o, ky, kx) at [o, c/4, ky, kx, c%4], zero beyond I, so
 // that four input channels of a tap are one 32-bit word (what integer dot
-// products take). (Weights with a zero point per channel are computed as
-// int32 convolutions of centred operands instead.)
+// products take), or "OIHW4i16o" (groups 1, O a multiple of 16): weight
+// [O/16, ceil(I/4), KH, KW, 16, 4] holds OIHW4i's word (o, c/4, ky, kx)
+// at [o/16, c/4, ky, kx, o%16], so that sixteen output channels' words
+// of a tap are one 64-byte vector (the CPU kernels' broadcast form, which
+// the pass alter_qconv_layout prepares). (Weights with a zero point per
+// channel are computed as int32 convolutions of centred operands
+// instead.)
 //
 // kernel_pair_bound, when not 0, is what the importer knows of a constant
 // weight's values: for every output channel, tap and pair of input
@@ -180,10 +185,17 @@ func qconvRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {
 
 // checkKernelSums checks an integer product's optional kernel sums
 // against its weight: int32, one per output channel (the weight's first
-// dimension).
+// dimension, or the first times the fifth for a 6-D OIHW4i16o weight).
 func checkKernelSums(sums, weight *ir.TensorType) error {
-	if len(weight.Shape) == 0 || sums.DType != ir.Int32 || !sums.Shape.Equal(ir.Shape{weight.Shape[0]}) {
-		return fmt.Errorf("kernel sums %s: want int32 [%d] (one per output channel of weight %s)", sums, weight.Shape[0], weight)
+	if len(weight.Shape) == 0 {
+		return fmt.Errorf("kernel sums %s: weight %s has no output channels", sums, weight)
+	}
+	o := weight.Shape[0]
+	if len(weight.Shape) == 6 {
+		o *= weight.Shape[4]
+	}
+	if sums.DType != ir.Int32 || !sums.Shape.Equal(ir.Shape{o}) {
+		return fmt.Errorf("kernel sums %s: want int32 [%d] (one per output channel of weight %s)", sums, o, weight)
 	}
 	return nil
 }
@@ -207,8 +219,8 @@ func checkQOperands(ts []*ir.TensorType, attrs ir.Attrs) error {
 }
 
 // QConvWeightShape is a qnn.conv2d weight's shape in OIHW: its own for
-// "OIHW", the unpacked one for "OIHW4i" (the input channels per group
-// taken from the data).
+// "OIHW", the unpacked one for "OIHW4i" and "OIHW4i16o" (the input
+// channels per group taken from the data).
 func QConvWeightShape(data, weight ir.Shape, attrs ir.Attrs) (ir.Shape, error) {
 	switch l := attrs.Str("kernel_layout"); l {
 	case "OIHW":
@@ -223,8 +235,19 @@ func QConvWeightShape(data, weight ir.Shape, attrs ir.Attrs) (ir.Shape, error) {
 			return nil, fmt.Errorf("kernel_layout OIHW4i: weight %v holds %d groups of 4 input channels, data %v with %d groups needs %d", weight, weight[1], data, g, (ci+3)/4)
 		}
 		return ir.Shape{weight[0], ci, weight[2], weight[3]}, nil
+	case "OIHW4i16o":
+		if g := attrs.Int("groups"); g != 1 {
+			return nil, fmt.Errorf("kernel_layout OIHW4i16o: groups %d, want 1", g)
+		}
+		if len(data) != 4 || len(weight) != 6 || weight[4] != 16 || weight[5] != 4 {
+			return nil, fmt.Errorf("kernel_layout OIHW4i16o: weight %v must be [O/16, ceil(I/4), KH, KW, 16, 4] for data %v", weight, data)
+		}
+		if weight[1] != (data[1]+3)/4 {
+			return nil, fmt.Errorf("kernel_layout OIHW4i16o: weight %v holds %d groups of 4 input channels, data %v needs %d", weight, weight[1], data, (data[1]+3)/4)
+		}
+		return ir.Shape{weight[0] * 16, data[1], weight[2], weight[3]}, nil
 	default:
-		return nil, fmt.Errorf("kernel_layout %q: want OIHW or OIHW4i", l)
+		return nil, fmt.Errorf("kernel_layout %q: want OIHW, OIHW4i or OIHW4i16o", l)
 	}
 }
 

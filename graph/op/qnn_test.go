@@ -147,6 +147,13 @@ func TestQConv2DRequantizeRel(t *testing.T) {
 		{"packed channels", []ir.Type{x, tt(ir.Int8, 4, 1, 3, 3, 4), tt(ir.Int32, 4), tt(ir.Int32)}, nil, "groups of 4 input channels"},
 		{"layout", []ir.Type{x, w, tt(ir.Int32, 4), tt(ir.Int32)}, ir.Attrs{"kernel_layout": "NHWC"}, `kernel_layout "NHWC"`},
 		{"shift", []ir.Type{x, w, tt(ir.Int32, 4), tt(ir.Int32)}, ir.Attrs{"shift": int64(0)}, "shift 0"},
+		// OIHW4i16o: 32 channels in two groups of sixteen; kernel sums
+		// one per channel (not per group).
+		{"OIHW4i16o", []ir.Type{x, tt(ir.Int8, 2, 2, 3, 3, 16, 4), tt(ir.Int32, 32), tt(ir.Int32, 32), tt(ir.Int32, 32)}, ir.Attrs{"kernel_layout": "OIHW4i16o"}, "Tensor[(1, 32, 8, 8), uint8]"},
+		{"OIHW4i16o sums per group", []ir.Type{x, tt(ir.Int8, 2, 2, 3, 3, 16, 4), tt(ir.Int32, 32), tt(ir.Int32, 32), tt(ir.Int32, 2)}, ir.Attrs{"kernel_layout": "OIHW4i16o"}, "kernel sums"},
+		{"OIHW4i16o block", []ir.Type{x, tt(ir.Int8, 4, 2, 3, 3, 8, 4), tt(ir.Int32, 32), tt(ir.Int32, 32)}, ir.Attrs{"kernel_layout": "OIHW4i16o"}, "[O/16, ceil(I/4), KH, KW, 16, 4]"},
+		{"OIHW4i16o words", []ir.Type{x, tt(ir.Int8, 2, 1, 3, 3, 16, 4), tt(ir.Int32, 32), tt(ir.Int32, 32)}, ir.Attrs{"kernel_layout": "OIHW4i16o"}, "groups of 4 input channels"},
+		{"OIHW4i16o grouped", []ir.Type{tt(ir.Uint8, 1, 8, 8, 8), tt(ir.Int8, 2, 1, 3, 3, 16, 4), tt(ir.Int32, 32), tt(ir.Int32, 32)}, ir.Attrs{"kernel_layout": "OIHW4i16o", "groups": int64(2)}, "groups 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			given := base.Clone()

@@ -42,6 +42,9 @@ func Passes(fuse FuseOptions) []Pass {
 		{Name: "alter_conv_layout", Run: AlterConvLayout, OptLevel: 3},
 		{Name: "alter_dense_layout", Run: AlterDenseLayout, OptLevel: 3},
 		{Name: "qnn_kernel_sums", Run: QNNKernelSums, OptLevel: 1},
+		// A no-op here: the driver runs AlterQConvLayout with the host
+		// target's choice.
+		{Name: "alter_qconv_layout", Run: func(m *graph.Module) (*graph.Module, error) { return m, nil }, OptLevel: 3},
 		{Name: "fuse_ops", Run: func(m *graph.Module) (*graph.Module, error) { return FuseOpsWith(m, fuse) }, Required: true},
 	}
 }
@@ -72,6 +75,9 @@ var passOrder = []constraint{
 	{"alter_dense_layout", "fuse_ops", "fused primitive functions are opaque to the layout rewrite"},
 	{"fold_constant", "qnn_kernel_sums", "only integer products with constant weights get their sums"},
 	{"qnn_kernel_sums", "fuse_ops", "fused primitive functions are opaque to the rewrite"},
+	{"qnn_kernel_sums", "alter_qconv_layout", "the broadcast form reads the sums the pass computes from a constant weight"},
+	{"fold_constant", "alter_qconv_layout", "only convolutions with constant weights are repacked"},
+	{"alter_qconv_layout", "fuse_ops", "fused primitive functions are opaque to the layout rewrite"},
 }
 
 // CheckOrder reports an error when passes violates an ordering constraint

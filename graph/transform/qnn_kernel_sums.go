@@ -70,21 +70,33 @@ func kernelSums(e graph.Expr, sums map[*tensor.Tensor]*graph.Constant) (graph.Ex
 	return nc, nil
 }
 
-// weightSums is the int32 sum of every first-axis slice of w (int8 or
-// uint8), wrapping as int32 arithmetic does.
+// weightSums is the int32 sum of every output channel's weights in w
+// (int8 or uint8): of every first-axis slice, or for a 6-D OIHW4i16o
+// weight ([O/16, C4, KH, KW, 16, 4]) of every index of the fifth axis
+// within a slice; wrapping as int32 arithmetic does.
 func weightSums(w *tensor.Tensor) *tensor.Tensor {
-	o := w.Shape[0]
-	out := tensor.New(ir.Int32, ir.Shape{o})
-	if o == 0 {
+	o, lanes := w.Shape[0], int64(1)
+	if len(w.Shape) == 6 {
+		lanes = w.Shape[4]
+	}
+	out := tensor.New(ir.Int32, ir.Shape{o * lanes})
+	if o*lanes == 0 {
 		return out
 	}
-	per := w.Len() / int(o)
+	// Element j of slice i belongs to channel i*lanes + (j/inner)%lanes,
+	// with inner the elements after the channel axis.
+	per, inner := w.Len()/int(o), 1
+	if lanes > 1 {
+		inner = int(w.Shape[5])
+	}
 	s := out.Int32s()
+	sums := make([]int64, o*lanes)
 	for i := 0; i < int(o); i++ {
-		var t int64
-		for j := i * per; j < (i+1)*per; j++ {
-			t += w.Int(j)
+		for j := 0; j < per; j++ {
+			sums[int64(i)*lanes+int64(j/inner)%lanes] += w.Int(i*per + j)
 		}
+	}
+	for i, t := range sums {
 		s[i] = int32(t)
 	}
 	return out

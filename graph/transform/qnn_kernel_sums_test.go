@@ -6,6 +6,9 @@ import (
 
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/ref"
+	"github.com/kiln-dev/kiln/tensor"
 )
 
 func TestQNNKernelSums(t *testing.T) {
@@ -132,5 +135,29 @@ func TestQNNKernelSumsSpan(t *testing.T) {
 	}
 	if c.Span != "fc1/Gemm" {
 		t.Errorf("span %q, want %q", c.Span, "fc1/Gemm")
+	}
+}
+
+// TestWeightSumsBlocked: the sums of an OIHW4i16o weight are per output
+// channel (sixteen per first-axis slice), those of the OIHW4i weight it
+// was packed from; a weight whose channels sixteen do not divide is not
+// packed.
+func TestWeightSumsBlocked(t *testing.T) {
+	w := tensor.New(ir.Int8, ir.Shape{32, 2, 3, 3, 4})
+	for i := 0; i < w.Len(); i++ {
+		w.SetInt(i, int64(i*37%256-128))
+	}
+	pw, err := ref.PackOIHW4i16o(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pw.Shape.Equal(ir.Shape{2, 2, 3, 3, 16, 4}) {
+		t.Fatalf("packed shape %v", pw.Shape)
+	}
+	if got, want := weightSums(pw), weightSums(w); !got.Equal(want) {
+		t.Errorf("sums %v, want %v", got.Int32s(), want.Int32s())
+	}
+	if _, err := ref.PackOIHW4i16o(tensor.New(ir.Int8, ir.Shape{24, 2, 3, 3, 4})); err == nil {
+		t.Error("24 channels packed in groups of sixteen")
 	}
 }
