@@ -256,11 +256,8 @@ func (d *qconvDirect) packSource(p qconvParams, split rowSplit) string {
 	w("    const int64_t o = (int64_t)iy * %d;\n", p.w)
 	w("    if (have == 4) {\n")
 	w("      const %s* restrict s0 = s[0] + o; const %s* restrict s1 = s[1] + o; const %s* restrict s2 = s[2] + o; const %s* restrict s3 = s[3] + o;\n", xt, xt, xt, xt)
-	w("      for (int32_t ix = 0; ix < %d; ++ix) {\n", p.w)
-	for i := 0; i < 4; i++ {
-		w("        ri[ix * 4 + %d] = (uint8_t)((uint8_t)s%d[ix]%s);\n", i, i, flip)
-	}
-	w("      }\n    } else {\n")
+	p.interleave4(w, "      ", "ri", fmt.Sprint(p.w), flip, 1)
+	w("    } else {\n")
 	w("      for (int32_t ix = 0; ix < %d; ++ix)\n", p.w)
 	w("        for (int32_t i = 0; i < 4; ++i) ri[ix * 4 + i] = i < have ? (uint8_t)((uint8_t)s[i][o + ix]%s) : (uint8_t)0;\n", flip)
 	w("    }\n")
@@ -325,12 +322,8 @@ func (d *qconvDirect) phasePackSource(p qconvParams, split rowSplit) string {
 	w("      const int64_t o = (int64_t)iy * %d + (int64_t)qlo * %d + b - %d;\n", p.w, d.sw, p.pw)
 	w("      if (have == 4 && qlo < qhi) {\n")
 	w("        const %s* restrict s0 = s[0] + o; const %s* restrict s1 = s[1] + o; const %s* restrict s2 = s[2] + o; const %s* restrict s3 = s[3] + o;\n", xt, xt, xt, xt)
-	w("        uint8_t* restrict dq = row + (int64_t)qlo * 4;\n")
-	w("        for (int32_t j = 0; j < qhi - qlo; ++j) {\n")
-	for i := 0; i < 4; i++ {
-		w("          dq[j * 4 + %d] = (uint8_t)((uint8_t)s%d[j * %d]%s);\n", i, i, d.sw, flip)
-	}
-	w("        }\n      } else {\n")
+	p.interleave4(w, "        ", "row + (int64_t)qlo * 4", "qhi - qlo", flip, d.sw)
+	w("      } else {\n")
 	w("        for (int32_t q = qlo; q < qhi; ++q)\n")
 	w("          for (int32_t i = 0; i < 4; ++i) row[q * 4 + i] = i < have ? (uint8_t)((uint8_t)s[i][o + (int64_t)(q - qlo) * %d]%s) : (uint8_t)0;\n", d.sw, flip)
 	w("      }\n")

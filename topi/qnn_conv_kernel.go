@@ -147,12 +147,9 @@ func newQConvPackKernel(p qconvParams, dir *qconvDirect) *qconvPackKernel {
 	w("  for (int32_t i = 0; i < 4; ++i) s[i] = x + (int64_t)(c4 * 4 + (i < have ? i : 0)) * %d;\n", plane)
 	w("  const int32_t q0 = r0 * %d, q1 = r1 * %d;\n", p.w, p.w)
 	w("  if (have == 4) {\n")
-	w("    const %s* restrict s0 = s[0]; const %s* restrict s1 = s[1]; const %s* restrict s2 = s[2]; const %s* restrict s3 = s[3];\n", xt, xt, xt, xt)
-	w("    for (int32_t q = q0; q < q1; ++q) {\n")
-	for i := 0; i < 4; i++ {
-		w("      d[q * 4 + %d] = (uint8_t)((uint8_t)s%d[q]%s);\n", i, i, flip)
-	}
-	w("    }\n    return;\n  }\n")
+	w("    const %s* restrict s0 = s[0] + q0; const %s* restrict s1 = s[1] + q0; const %s* restrict s2 = s[2] + q0; const %s* restrict s3 = s[3] + q0;\n", xt, xt, xt, xt)
+	p.interleave4(w, "    ", "d + (int64_t)q0 * 4", "q1 - q0", flip, 1)
+	w("    return;\n  }\n")
 	w("  for (int32_t q = q0; q < q1; ++q)\n")
 	w("    for (int32_t i = 0; i < 4; ++i) d[q * 4 + i] = i < have ? (uint8_t)((uint8_t)s[i][q]%s) : (uint8_t)0;\n", flip)
 	w("}\n")
@@ -164,7 +161,69 @@ func newQConvPackKernel(p qconvParams, dir *qconvDirect) *qconvPackKernel {
 func (k *qconvPackKernel) Symbol() string { return k.symbol }
 
 // Includes implements tir.Kernel.
-func (k *qconvPackKernel) Includes() []string { return nil }
+func (k *qconvPackKernel) Includes() []string {
+	if k.p.isa == qconvAVX512VNNI {
+		return []string{k.p.isa.header()}
+	}
+	return nil
+}
+
+// interleave4 writes the C (at indent ind) that lays out n bytes of each
+// of s0..s3, every step-th from the first, as n words at dst,
+// dst[j*4 + i] = s_i[j*step] with flip applied (packTypes). Under
+// AVX-512 VNNI with VBMI, with step 1 or 2, sixteen words take one
+// 64-byte vector: four 16-byte loads and one byte permutation (step 1)
+// or four 32-byte loads and one two-source byte permutation (step 2),
+// the loads and the store of the last vector masked to the bytes it
+// owns; elsewhere the loop, which gcc vectorizes with 8-byte shuffles
+// (twice the instructions per word) for step 1.
+func (p qconvParams) interleave4(w func(string, ...any), ind, dst, n, flip string, step int64) {
+	w("%s{\n", ind)
+	w("%s  uint8_t* restrict dw = %s;\n", ind, dst)
+	w("%s  const int32_t n = %s;\n", ind, n)
+	w("%s  int32_t j = 0;\n", ind)
+	if p.isa == qconvAVX512VNNI && (step == 1 || step == 2) {
+		var ix []string
+		for b := 0; b < 64; b++ {
+			j, i := b/4, b%4
+			if step == 1 {
+				ix = append(ix, fmt.Sprint(i*16+j))
+			} else {
+				ix = append(ix, fmt.Sprint(i*32+2*j))
+			}
+		}
+		w("#if %s && defined(__AVX512VBMI__)\n", p.isa.guard())
+		w("%s  static const uint8_t ix[64] __attribute__((aligned(64))) = {%s};\n", ind, strings.Join(ix, ", "))
+		w("%s  const __m512i perm = _mm512_load_si512((const void*)ix);\n", ind)
+		w("%s  for (; j < n; j += 16) {\n", ind)
+		w("%s    const int32_t m = n - j < 16 ? n - j : 16;\n", ind)
+		if step == 1 {
+			w("%s    const __mmask16 lm = (__mmask16)((1u << m) - 1u);\n", ind)
+			w("%s    __m512i v = _mm512_castsi128_si512(_mm_maskz_loadu_epi8(lm, (const void*)(s0 + j)));\n", ind)
+			for i := 1; i < 4; i++ {
+				w("%s    v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi8(lm, (const void*)(s%d + j)), %d);\n", ind, i, i)
+			}
+			w("%s    v = _mm512_permutexvar_epi8(perm, v);\n", ind)
+		} else {
+			// Bytes 0, 2, ..., 2m-2 of each source: 2m-1 bytes loaded.
+			w("%s    const __mmask32 lm = (__mmask32)((1u << (2 * m - 1)) - 1u);\n", ind)
+			w("%s    const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(lm, (const void*)(s0 + 2 * j))), _mm256_maskz_loadu_epi8(lm, (const void*)(s1 + 2 * j)), 1);\n", ind)
+			w("%s    const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(lm, (const void*)(s2 + 2 * j))), _mm256_maskz_loadu_epi8(lm, (const void*)(s3 + 2 * j)), 1);\n", ind)
+			w("%s    __m512i v = _mm512_permutex2var_epi8(a, perm, b);\n", ind)
+		}
+		if flip != "" {
+			w("%s    v = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));\n", ind)
+		}
+		w("%s    _mm512_mask_storeu_epi8((void*)(dw + (int64_t)j * 4), m >= 16 ? ~(__mmask64)0 : ((__mmask64)1 << (4 * m)) - 1, v);\n", ind)
+		w("%s  }\n", ind)
+		w("#endif\n")
+	}
+	w("%s  for (; j < n; ++j) {\n", ind)
+	for i := 0; i < 4; i++ {
+		w("%s    dw[j * 4 + %d] = (uint8_t)((uint8_t)s%d[(int64_t)j * %d]%s);\n", ind, i, i, step, flip)
+	}
+	w("%s  }\n%s}\n", ind, ind)
+}
 
 // Source implements tir.Kernel.
 func (k *qconvPackKernel) Source() string { return k.src }
