@@ -219,9 +219,14 @@ func TestConvCPUFusedEpilogue(t *testing.T) {
 			[]string{`T.allocate((1, 8, 309), "float32", "local")`, `T.call_kernel("kiln_dwlanes_avx2fma_`}, "c -mcpu=haswell"},
 		// On AVX-512 too (its AVX2 code; Zen 5, mobilenet_v2's 112x112
 		// and 56x56 depthwise layers 15-29 % faster than the columns
-		// form's 16 lanes).
-		{"depthwise_lanes_s2_avx512", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(16), "strides": nnInts(2, 2)}, nnInts(1, 16, 40, 60), nnInts(16, 1, 3, 3), 0,
+		// form's 16 lanes), with stride 2 for outputs wider than
+		// dwRowsStride2MaxCols.
+		{"depthwise_lanes_s2_avx512", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(16), "strides": nnInts(2, 2)}, nnInts(1, 16, 40, 80), nnInts(16, 1, 3, 3), 0,
 			[]string{`T.call_kernel("kiln_dwlanes_avx2fma_`}, ""},
+		// Narrower stride-2 outputs: the rows form, two loads and the
+		// even lanes per tap.
+		{"depthwise_rows_s2_avx512", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(16), "strides": nnInts(2, 2)}, nnInts(1, 16, 40, 60), nnInts(16, 1, 3, 3), 0,
+			[]string{`T.call_kernel("kiln_dwrows_avx512_`}, ""},
 		{"depthwise_lanes_5x5", op.Conv2D, ir.Attrs{"padding": nnInts(2, 1, 2, 3), "groups": int64(16), "dilation": nnInts(1, 2)}, nnInts(1, 16, 5, 57), nnInts(16, 1, 5, 5), 0,
 			[]string{`T.call_kernel("kiln_dwlanes_avx2fma_`}, "c -mcpu=haswell"},
 	}

@@ -13,7 +13,7 @@ import (
 // bit what Eval computes: rows of one vector and of several (two groups
 // of vectors, a masked last one), padding wider than a vector's reach on
 // 5x5 taps, dilation, a tile starting below the top (y0 > 0) and one
-// whose taps pass the bottom, and a map narrower than a vector.
+// whose taps pass the bottom, a map narrower than a vector, and stride 2.
 func TestDWRowsKernelCMatchesEval(t *testing.T) {
 	cc := testenv.CC(t)
 	cases := []struct {
@@ -26,6 +26,13 @@ func TestDWRowsKernelCMatchesEval(t *testing.T) {
 		{convGeom{kh: 5, kw: 5, sh: 1, sw: 1, ph: 2, pw: 2, dh: 1, dw: 1, oh: 20, ow: 33}, 20, 33, 3, 17},
 		{convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 2, pw: 2, dh: 2, dw: 2, oh: 8, ow: 21}, 8, 21, 2, 6},
 		{convGeom{kh: 3, kw: 5, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1, oh: 5, ow: 3}, 7, 7, 5, 0},
+		// Stride 2 (two loads, the even lanes): a row of one vector and
+		// of several, an odd input width, padding on one side only,
+		// 5x5 taps, dilation, a tile below the top.
+		{convGeom{kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, oh: 7, ow: 7}, 14, 14, 7, 0},
+		{convGeom{kh: 3, kw: 3, sh: 2, sw: 2, ph: 0, pw: 1, dh: 1, dw: 1, oh: 5, ow: 40}, 11, 79, 3, 2},
+		{convGeom{kh: 5, kw: 5, sh: 2, sw: 2, ph: 2, pw: 2, dh: 1, dw: 1, oh: 10, ow: 17}, 20, 33, 4, 6},
+		{convGeom{kh: 3, kw: 3, sh: 1, sw: 2, ph: 2, pw: 2, dh: 2, dw: 2, oh: 8, ow: 11}, 8, 21, 2, 6},
 	}
 	forX86Builds(t, func(mcpu string, isa vecISA, flags []string, portable bool) {
 		if isa.name != "avx512" {
@@ -48,18 +55,19 @@ func TestDWRowsKernelCMatchesEval(t *testing.T) {
 }
 
 // TestDWRowsKernelRejects checks that the kernel refuses what it does not
-// compute: a stride, another instruction set, more rows than the map.
+// compute: a column stride past 2, another instruction set, more rows
+// than the map.
 func TestDWRowsKernelRejects(t *testing.T) {
 	avx512 := vecISA{name: "avx512"}
 	g := convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, oh: 4, ow: 4}
 	strided := g
-	strided.sh, strided.sw = 2, 2
+	strided.sh, strided.sw = 3, 3
 	for name, tc := range map[string]struct {
 		isa  vecISA
 		g    convGeom
 		rows int64
 	}{
-		"stride 2": {avx512, strided, 2}, "avx2": {vecISA{name: "avx2fma"}, g, 2}, "rows past the map": {avx512, g, 5},
+		"stride 3": {avx512, strided, 2}, "avx2": {vecISA{name: "avx2fma"}, g, 2}, "rows past the map": {avx512, g, 5},
 	} {
 		if _, err := newDWRowsKernel(tc.isa, tc.g, 4, 4, tc.rows); err == nil {
 			t.Errorf("%s: accepted", name)
