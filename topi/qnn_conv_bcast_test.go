@@ -54,13 +54,7 @@ func TestQConvBcastKernel(t *testing.T) {
 			}
 			pk := newQConvPackKernel(p, k.dir)
 			rng := rand.New(rand.NewSource(5))
-			x := make([]int64, p.c*p.h*p.w)
-			for i := range x {
-				x[i] = int64(rng.Intn(256))
-				if p.signed {
-					x[i] -= 128
-				}
-			}
+			x, xm, xt := qconvInput(rng, p)
 			c4, taps := (p.c+3)/4, p.kh*p.kw
 			k4 := c4 * taps
 			// OIHW4i16o: word (o, c4, tap) at ((o/16*K4 + k4)*16 + o%16)*4.
@@ -117,10 +111,7 @@ func TestQConvBcastKernel(t *testing.T) {
 					}
 				}
 			}
-			xt, ot := "uint8_t", "uint8_t"
-			if p.signed {
-				xt = "int8_t"
-			}
+			ot := "uint8_t"
 			if e.signed {
 				ot = "int8_t"
 			}
@@ -139,10 +130,6 @@ func TestQConvBcastKernel(t *testing.T) {
 			fmt.Fprintf(&b, "  for (int32_t i = 0; i < %d; ++i) printf(\"%%d\\n\", (int)out[i]);\n  free(x4);\n  free(out);\n  return 0;\n}\n", len(want))
 			runCBuilds(t, cc, b.String(), want, avx512VNNIMarch, "-march=cascadelake", "-march=x86-64")
 			// Eval, on the same data.
-			var xm tir.KernelMemory = conv(make(sliceMem[uint8], len(x)), x)
-			if p.signed {
-				xm = conv(make(sliceMem[int8], len(x)), x)
-			}
 			x4 := make(sliceMem[uint8], k.dir.imageBytes(k.base.c4))
 			for u := int64(0); u < pk.split.calls(); u++ {
 				if err := pk.Eval([]tir.KernelArg{{Mem: xm}, {Mem: x4}, {Int: u}}); err != nil {

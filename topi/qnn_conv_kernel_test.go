@@ -46,17 +46,7 @@ func TestQConvPackSplit(t *testing.T) {
 				size = k.dir.imageBytes(pk.split.groups)
 			}
 			rng := rand.New(rand.NewSource(5))
-			x := make([]int64, p.c*p.h*p.w)
-			for i := range x {
-				x[i] = int64(rng.Intn(256))
-				if p.signed {
-					x[i] -= 128
-				}
-			}
-			var xm tir.KernelMemory = conv(make(sliceMem[uint8], len(x)), x)
-			if p.signed {
-				xm = conv(make(sliceMem[int8], len(x)), x)
-			}
+			_, xm, _ := qconvInput(rng, p)
 			run := func(k *qconvPackKernel, fill uint8, order []int) sliceMem[uint8] {
 				out := make(sliceMem[uint8], size)
 				for i := range out {
@@ -122,19 +112,7 @@ func TestQConvPackC(t *testing.T) {
 				size = dir.imageBytes((p.c + 3) / 4)
 			}
 			pk := newQConvPackKernel(p, dir)
-			rng := rand.New(rand.NewSource(8))
-			x := make([]int64, p.c*p.h*p.w)
-			for i := range x {
-				x[i] = int64(rng.Intn(256))
-				if p.signed {
-					x[i] -= 128
-				}
-			}
-			var xm tir.KernelMemory = conv(make(sliceMem[uint8], len(x)), x)
-			xt := "uint8_t"
-			if p.signed {
-				xm, xt = conv(make(sliceMem[int8], len(x)), x), "int8_t"
-			}
+			x, xm, xt := qconvInput(rand.New(rand.NewSource(8)), p)
 			out := make(sliceMem[uint8], size)
 			for u := int64(0); u < pk.split.calls(); u++ {
 				if err := pk.Eval([]tir.KernelArg{{Mem: xm}, {Mem: out}, {Int: u}}); err != nil {
@@ -157,4 +135,21 @@ func TestQConvPackC(t *testing.T) {
 			runCBuilds(t, cc, b.String(), want, avx512VNNIMarch, "-march=cascadelake", "-march=x86-64")
 		})
 	}
+}
+
+// qconvInput is a random input image for p: its values (int8 when
+// p.signed, else uint8), the interpreter's memory holding them and
+// their C type.
+func qconvInput(rng *rand.Rand, p qconvParams) (x []int64, xm tir.KernelMemory, ctype string) {
+	x = make([]int64, p.c*p.h*p.w)
+	for i := range x {
+		x[i] = int64(rng.Intn(256))
+		if p.signed {
+			x[i] -= 128
+		}
+	}
+	if p.signed {
+		return x, conv(make(sliceMem[int8], len(x)), x), "int8_t"
+	}
+	return x, conv(make(sliceMem[uint8], len(x)), x), "uint8_t"
 }
