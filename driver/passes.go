@@ -22,9 +22,10 @@ import (
 // device_copy is opaque to it). Fusion follows the pass config: its depth
 // limit, and no fusion at all when the config disables it or at opt
 // level 0. alter_qconv_layout rewrites what the host target's kernels
-// run faster (topi.QConvBroadcastChoice), and nothing where the host's
-// processor has no broadcast form.
-func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Target) []transform.Pass {
+// run faster (topi.QConvBroadcastChoice), and nothing unless the host and
+// every other CPU target of tgts (whose device may get the convolution)
+// have the broadcast form's instruction set.
+func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Target, tgts []*targets.Target) []transform.Pass {
 	fuse := transform.FuseOptions{
 		MaxDepth: int(pc.Int(passconfig.FuseMaxDepth)),
 		Disable:  pc.Bool(passconfig.DisableFusion) || pc.OptLevel() == 0,
@@ -42,7 +43,13 @@ func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Targ
 		case "fuse_ops":
 			out = append(out, transform.Pass{Name: "plan_devices", Run: device.PlanDevices, Required: true})
 		case "alter_qconv_layout":
-			if want := topi.QConvBroadcastChoice(host); want != nil {
+			want := topi.QConvBroadcastChoice(host)
+			for _, t := range tgts {
+				if t != nil && t.Kind.Host && topi.QConvBroadcastChoice(t) == nil {
+					want = nil
+				}
+			}
+			if want != nil {
 				p.Run = func(m *graph.Module) (*graph.Module, error) { return transform.AlterQConvLayout(m, want) }
 			}
 		}

@@ -143,7 +143,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 	if len(ext) > 0 {
 		part = &transform.Pass{Name: "partition", Required: true}
 	}
-	gp := graphPasses(cfg.PassConfig, part, cfg.Host)
+	gp := graphPasses(cfg.PassConfig, part, cfg.Host, tgts)
 	if err := checkDisabled(cfg.PassConfig, gp, tgts); err != nil {
 		return nil, err
 	}
@@ -381,7 +381,7 @@ func stageGraphPasses(_ context.Context, s *state) error {
 		}}
 	}
 	p := transform.NewPipeline()
-	p.Passes = graphPasses(s.cfg.PassConfig, part, s.cfg.Host)
+	p.Passes = graphPasses(s.cfg.PassConfig, part, s.cfg.Host, s.cfg.Targets)
 	p.Disabled = map[string]bool{}
 	for _, ps := range p.Passes {
 		p.Disabled[ps.Name] = skipPass(s.cfg.PassConfig, ps)
