@@ -35,10 +35,11 @@ import (
 // buffer) and stores each channel's run of pixels with a masked store:
 // the tile's pixels are consecutive in the NCHW output.
 //
-// Measured in a C prototype on Zen 5 (1 thread), against the pixel forms
-// in resnet18 int8: 512 -> 512 3x3 on 7x7 0.26 against 0.54 ms (ONNX
-// Runtime 0.40); 256 -> 256 on 14x14 0.28 against 0.38; 128 -> 128 on
-// 28x28 0.28 against 0.38; 64 -> 64 on 56x56 0.33 against 0.38.
+// resnet18 int8 in the model on Zen 5 (1 thread), against the pixel
+// forms (ONNX Runtime's node profile in brackets): 512 -> 512 3x3 on 7x7
+// 0.31 against 0.54 ms (0.395); 256 -> 256 on 14x14 0.28 against 0.38
+// (0.30); 128 -> 128 on 28x28 0.28 against 0.38 (0.29); 64 -> 64 on
+// 56x56 0.32 against 0.37 (0.31).
 
 // QConvBroadcastChoice is target t's choice of the broadcast form for
 // the pass alter_qconv_layout, or nil where t's processor has no
