@@ -16,9 +16,10 @@ import (
 // input is a masked load of the input row at the tap's offset (with
 // column stride 2, two masked loads and the even lanes of the pair, one
 // vpermt2ps), whose lanes outside the row (the padding) read zero, and a
-// tap on a row outside the input multiplies zero. Without the copy of the rows into a padded tile and with V's rows
-// as wide as the output's, the fused epilogue runs over the tile's
-// columns as one loop (CollapseLoops). mobilenet_v2's 576-channel 14x14
+// tap on a row outside the input multiplies zero. Without the copy of
+// the rows into a padded tile and with V's rows as wide as the output's,
+// the fused epilogue runs over the tile's columns as one loop
+// (CollapseLoops). mobilenet_v2's 576-channel 14x14
 // depthwise convolution took 0.053 ms through the padded tile (222
 // virtual columns a channel, then 14 epilogue loops of 14 columns), 0.034
 // ms computed by rows with the epilogue in registers (the kernel alone, 1
@@ -42,7 +43,7 @@ const dwRowsGroup = 4
 // (unless stride 2 with at most dwRowsStride2MaxCols output columns).
 func dwRowsFor(p *convPlan, x ir.Shape, dt ir.DType) bool {
 	g := p.g
-	if p.isa.name != "avx512" || dt != ir.Float32 || len(x) != 4 || g.sh < 1 || (g.sw != 1 && g.sw != 2) || g.ph < 0 || g.pw < 0 || g.oh < 1 || g.ow < 1 {
+	if p.isa.name != "avx512" || dt != ir.Float32 || len(x) != 4 || !dwRowsGeom(g) || g.oh < 1 || g.ow < 1 {
 		return false
 	}
 	return (g.sw == 2 && g.ow <= dwRowsStride2MaxCols) || !dwLanesFor(p, x)
@@ -57,6 +58,12 @@ func dwRowsFor(p *convPlan, x ir.Shape, dt ir.DType) bool {
 // 56x56.
 const dwRowsStride2MaxCols = 32
 
+// dwRowsGeom reports whether the rows kernel computes geometry g: a row
+// stride, a column stride of 1 or 2, non-negative padding.
+func dwRowsGeom(g convGeom) bool {
+	return g.sh >= 1 && (g.sw == 1 || g.sw == 2) && g.ph >= 0 && g.pw >= 0
+}
+
 // useRows switches the plan to the rows form: V compact, its tiles whole
 // rows of it.
 func (p *convPlan) useRows() {
@@ -66,7 +73,7 @@ func (p *convPlan) useRows() {
 }
 
 func newDWRowsKernel(isa vecISA, g convGeom, h, w, rows int64) (*dwRowsKernel, error) {
-	if isa.name != "avx512" || g.sh < 1 || (g.sw != 1 && g.sw != 2) || g.ph < 0 || g.pw < 0 || rows < 1 || rows > g.oh || h < 1 || w < 1 {
+	if isa.name != "avx512" || !dwRowsGeom(g) || rows < 1 || rows > g.oh || h < 1 || w < 1 {
 		return nil, fmt.Errorf("depthwise rows kernel: unsupported %+v, %dx%d input, %d rows (%s)", g, h, w, rows, isa.name)
 	}
 	k := &dwRowsKernel{kernelBase: kernelBase{isa: isa}, g: g, h: h, w: w, rows: rows}

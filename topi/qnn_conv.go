@@ -7,6 +7,7 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tir"
 )
@@ -126,21 +127,30 @@ func newQConvEpi(c *strategy.Call, in []*te.Tensor) *qconvEpi {
 
 // newQConvParams reads a qnn.conv2d call's geometry for the CPU kernels.
 func newQConvParams(c *strategy.Call, x, w *te.Tensor) (qconvParams, error) {
-	ot := c.OutTensor()
-	strides, pb, _, dil, err := op.SpatialAttrs(c.Attrs, 2)
+	p, err := qconvParamsOf(c.Target.Processor(), x.Shape, c.OutTensor().Shape, w.Shape[2], w.Shape[3], c.Attrs, x.DType == ir.Int8)
 	if err != nil {
 		return qconvParams{}, fmt.Errorf("%s: %v", c.Op.Name, err)
 	}
-	proc := c.Target.Processor()
-	isa, bound := qconvISAFor(proc.Features), c.Attrs.Int("kernel_pair_bound")
+	return p, nil
+}
+
+// qconvParamsOf is the CPU kernels' view of a qnn.conv2d of data and out
+// shapes (NCHW), a KH x KW kernel and attributes attrs on processor
+// proc; signed: int8 data.
+func qconvParamsOf(proc *targets.Processor, data, out ir.Shape, kh, kw int64, attrs ir.Attrs, signed bool) (qconvParams, error) {
+	strides, pb, _, dil, err := op.SpatialAttrs(attrs, 2)
+	if err != nil {
+		return qconvParams{}, err
+	}
+	isa, bound := qconvISAFor(proc.Features), attrs.Int("kernel_pair_bound")
 	l1 := proc.L1D
 	if l1 <= 0 {
 		l1 = 32 << 10
 	}
 	return qconvParams{
-		c: x.Shape[1], h: x.Shape[2], w: x.Shape[3], oc: ot.Shape[1], oh: ot.Shape[2], ow: ot.Shape[3],
-		kh: w.Shape[2], kw: w.Shape[3], sh: strides[0], sw: strides[1], ph: pb[0], pw: pb[1], dh: dil[0], dw: dil[1],
-		izp: c.Attrs.Int("input_zero_point"), signed: x.DType == ir.Int8, isa: isa,
+		c: data[1], h: data[2], w: data[3], oc: out[1], oh: out[2], ow: out[3],
+		kh: kh, kw: kw, sh: strides[0], sw: strides[1], ph: pb[0], pw: pb[1], dh: dil[0], dw: dil[1],
+		izp: attrs.Int("input_zero_point"), signed: signed, isa: isa,
 		maddubs: isa == qconvAVX2 && bound > 0 && bound <= 128, l1: l1,
 	}, nil
 }

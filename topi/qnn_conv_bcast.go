@@ -57,15 +57,13 @@ func QConvBroadcastChoice(t *targets.Target) func(data, weight, out ir.Shape, at
 	if t == nil || qconvISAFor(t.Processor().Features) != qconvAVX512VNNI {
 		return nil
 	}
+	proc := t.Processor()
 	return func(data, weight, out ir.Shape, attrs ir.Attrs) bool {
-		strides, pb, _, dil, err := op.SpatialAttrs(attrs, 2)
-		if err != nil || len(data) != 4 || len(weight) != 5 || len(out) != 4 || out[1] < 32 || out[1]%16 != 0 {
+		if len(data) != 4 || len(weight) != 5 || len(out) != 4 || out[1] < 32 || out[1]%16 != 0 {
 			return false
 		}
-		p := qconvParams{c: data[1], h: data[2], w: data[3], oc: out[1], oh: out[2], ow: out[3],
-			kh: weight[2], kw: weight[3], sh: strides[0], sw: strides[1], ph: pb[0], pw: pb[1], dh: dil[0], dw: dil[1],
-			isa: qconvAVX512VNNI, l1: 48 << 10}
-		if newQConvPlanes(p, 0) == nil {
+		p, err := qconvParamsOf(proc, data, out, weight[2], weight[3], attrs, false)
+		if err != nil || newQConvPlanes(p, 0) == nil {
 			return false
 		}
 		// The pixel forms' lanes: tiles of 32 (the direct form's, or the
@@ -357,7 +355,7 @@ func (k *qconvBcastKernel) mainScalar(w func(string, ...any)) {
 	w("        const int8_t* wk = wo + ((int64_t)c4 * KK + tap) * 64;\n")
 	w("        for (int32_t i = 0; i < 4; ++i) acc += (int32_t)xk[i] * (int32_t)wk[i];\n")
 	w("      }\n")
-	w("      out[(int64_t)o * P + q0 + j] = KILN_SYMBOL_rq((int32_t)((uint32_t)acc - (uint32_t)(%d * wsum[o])), bias[o], %s);\n", p.izpu(), k.base.multExpr("o"))
+	w("      out[(int64_t)o * P + q0 + j] = KILN_SYMBOL_rq(acc, %s, %s);\n", k.base.foldedBias("o"), k.base.multExpr("o"))
 	w("    }\n  }\n")
 }
 
