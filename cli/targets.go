@@ -69,9 +69,12 @@ type ProcessorJSON struct {
 	L2         int64    `json:"l2_bytes"`
 	L3         int64    `json:"l3_bytes"`
 	// HalfRate512 is true when 512-bit operations run as two 256-bit halves.
-	HalfRate512 bool     `json:"half_rate_512"`
-	Native      bool     `json:"native"`
-	CFlags      []string `json:"cflags"`
+	HalfRate512 bool `json:"half_rate_512"`
+	// FastL2 is true when L2 feeds full-width AVX-512 kernels at their
+	// multiply-add rate (targets.Processor.FastL2).
+	FastL2 bool     `json:"fast_l2"`
+	Native bool     `json:"native"`
+	CFlags []string `json:"cflags"`
 }
 
 // CPUJSON is one row of the known-CPU table.
@@ -84,7 +87,7 @@ func processorJSON(t *targets.Target) ProcessorJSON {
 	p := t.Processor()
 	return ProcessorJSON{Target: t.String(), Name: p.Name, Model: p.Model, Arch: string(p.Arch), ISA: p.ISA(),
 		Features: p.Features, VectorBits: p.VectorBits, VectorRegs: p.VectorRegs, L1D: p.L1D, L2: p.L2, L3: p.L3,
-		HalfRate512: p.HalfRate512, Native: p.Native, CFlags: p.CFlags()}
+		HalfRate512: p.HalfRate512, FastL2: p.FastL2, Native: p.Native, CFlags: p.CFlags()}
 }
 
 func runTargets(args []string, stdout, stderr io.Writer) int {
@@ -140,6 +143,9 @@ func runTargets(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(&b, "    isa %s; features %s\n", p.ISA, strings.Join(p.Features, " "))
 		if p.HalfRate512 && p.ISA == "avx512" {
 			b.WriteString("    512-bit operations run as two 256-bit halves (AVX2's multiply-add throughput)\n")
+		}
+		if p.FastL2 && p.ISA == "avx512" {
+			b.WriteString("    L2 feeds full-width AVX-512 kernels at their multiply-add rate (convolution weights streamed from L2)\n")
 		}
 		fmt.Fprintf(&b, "    caches: L1d %s, L2 %s, L3 %s\n", cacheSize(p.L1D), cacheSize(p.L2), cacheSize(p.L3))
 		fmt.Fprintf(&b, "    C flags: %s\n", strings.Join(p.CFlags, " "))

@@ -52,6 +52,19 @@ type Processor struct {
 	// micro-kernel reads it). Known CPUs set it from the table; a probed
 	// one from its vendor and family (AMD family 25 with AVX-512).
 	HalfRate512 bool
+	// FastL2 reports that the core refills L1 from L2 fast enough for a
+	// full-width AVX-512 micro-kernel to stream its operands from L2 at
+	// its multiply-add rate (AMD Zen 5). topi's broadcast convolution
+	// kernel then takes all input channels in one pass, its weights
+	// streamed from L2, and the columns kernel keeps convolutions of
+	// fewer than 1024 multiply-adds per output. Without it (Intel's
+	// server cores) the broadcast kernel takes its weights in L1-sized
+	// passes and is chosen from 64 multiply-adds per output: on an
+	// Emerald Rapids core the one-pass kernel ran resnet18's 256 -> 512
+	// 3x3 convolution in 1.30 ms and L1-sized passes in 0.82 ms. Known
+	// CPUs set it from the table; a probed one from its vendor and family
+	// (AMD family 26 with AVX-512).
+	FastL2 bool
 	// Native reports that the description was probed from this machine.
 	Native bool
 }
@@ -277,6 +290,10 @@ var cpuTable = []knownCPU{
 // 256-bit halves (Processor.HalfRate512).
 var halfRate512CPUs = map[string]bool{"znver4": true}
 
+// fastL2CPUs are the known CPUs whose L2 feeds full-width AVX-512
+// kernels at their multiply-add rate (Processor.FastL2).
+var fastL2CPUs = map[string]bool{"znver5": true}
+
 // featureDeps says which features each feature needs: adding a feature
 // adds what it needs, removing one removes what needs it (as gcc's -m and
 // -mno- flags do).
@@ -356,7 +373,7 @@ func ResolveCPU(mcpu string, mattr []string) (*Processor, error) {
 			return nil, fmt.Errorf("-mcpu=%q: unknown CPU (known: native, %s)", mcpu, strings.Join(names, ", "))
 		}
 		c = Processor{Name: k.name, Model: k.doc, Arch: k.arch, Features: slices.Clone(k.features), L1D: k.l1d, L2: k.l2, L3: k.l3,
-			HalfRate512: halfRate512CPUs[k.name]}
+			HalfRate512: halfRate512CPUs[k.name], FastL2: fastL2CPUs[k.name]}
 	}
 	set := map[string]bool{}
 	for _, f := range c.Features {

@@ -112,6 +112,8 @@ func parseCPUInfo(info []byte, goarch string) *Processor {
 	// AMD family 25 (0x19) is Zen 3 and Zen 4; those with AVX-512 are
 	// Zen 4, whose 512-bit operations are split in two.
 	c.HalfRate512 = vendor == "AuthenticAMD" && family == "25" && set["avx512f"]
+	// AMD family 26 (0x1a) is Zen 5.
+	c.FastL2 = vendor == "AuthenticAMD" && family == "26" && set["avx512f"]
 	if c.Model == "" {
 		c.Model = "this machine"
 	}

@@ -147,6 +147,24 @@ func TestParseCPUInfo(t *testing.T) {
 	if p, err := ResolveCPU("znver5", nil); err != nil || p.HalfRate512 {
 		t.Errorf("znver5: HalfRate512 set (%v)", err)
 	}
+	// FastL2: AMD family 26 with AVX-512 (Zen 5) and the table's znver5;
+	// not Zen 4, not an Intel server core.
+	fast := func(vendor, family, flags string) bool {
+		info := "vendor_id\t: " + vendor + "\ncpu family\t: " + family + "\nflags\t\t: sse sse2 pni ssse3 sse4_1 sse4_2 avx avx2 fma f16c" + flags + "\n"
+		return parseCPUInfo([]byte(info), "amd64").FastL2
+	}
+	if !fast("AuthenticAMD", "26", " avx512f") || fast("AuthenticAMD", "25", " avx512f") || fast("GenuineIntel", "6", " avx512f") || fast("AuthenticAMD", "26", "") {
+		t.Errorf("FastL2: Zen 5 %v, Zen 4 %v, Intel %v, Zen 5 without AVX-512 %v", fast("AuthenticAMD", "26", " avx512f"),
+			fast("AuthenticAMD", "25", " avx512f"), fast("GenuineIntel", "6", " avx512f"), fast("AuthenticAMD", "26", ""))
+	}
+	for _, name := range []string{"znver4", "skylake-avx512", "icelake-server", "sapphirerapids", "x86-64-v4"} {
+		if p, err := ResolveCPU(name, nil); err != nil || p.FastL2 {
+			t.Errorf("%s: FastL2 set (%v)", name, err)
+		}
+	}
+	if p, err := ResolveCPU("znver5", nil); err != nil || !p.FastL2 {
+		t.Errorf("znver5: FastL2 not set (%v)", err)
+	}
 	// fma without avx (a hypervisor hiding avx) is not usable.
 	c = parseCPUInfo([]byte("flags : sse sse2 fma\n"), "amd64")
 	if c.Has("fma") || !c.Has("sse2") {

@@ -245,3 +245,48 @@ func TestBcastTile(t *testing.T) {
 		}
 	}
 }
+
+// TestBroadcastRuleByProcessor: which convolutions take the broadcast
+// kernel, and in how many passes, follows the target's processor, not
+// the compiling machine: on Zen 5 (Processor.FastL2) a 3x3 convolution
+// from 64 channels (576 steps) keeps the columns kernel and one from 128
+// takes the broadcast kernel in one pass; on an Intel server core both
+// take it in L1-sized passes; a 1x1 from 256 channels on 13x13 keeps the
+// columns kernel on both; on AVX2 it takes the broadcast kernel.
+func TestBroadcastRuleByProcessor(t *testing.T) {
+	for _, c := range []struct {
+		mcpu          string
+		steps, outs   int64
+		want, onePass bool
+	}{
+		{"znver5", 576, 784, false, false},
+		{"znver5", 1152, 196, true, true},
+		{"znver5", 160, 49, true, true},
+		{"sapphirerapids", 576, 784, true, false},
+		{"sapphirerapids", 1152, 196, true, false},
+		{"icelake-server", 576, 784, true, false},
+		{"sapphirerapids", 256, 169, false, false},
+		{"znver5", 256, 169, false, false},
+		{"sapphirerapids", 160, 49, true, false},
+		{"haswell", 256, 169, true, false},
+		{"znver4", 256, 169, true, false},
+	} {
+		p, err := targets.ResolveCPU(c.mcpu, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := isaFor(p)
+		ic := c.steps
+		if c.steps%9 == 0 && c.steps > 512 {
+			ic = c.steps / 9
+		}
+		got, ok := v.broadcastFor(128, 128, c.steps, 16, c.outs, ic)
+		if ok != c.want {
+			t.Errorf("%s: %d steps, %d outputs: broadcast %v, want %v", c.mcpu, c.steps, c.outs, ok, c.want)
+			continue
+		}
+		if ok && (got.kc == ic) != c.onePass {
+			t.Errorf("%s: %d steps, %d outputs: input channels per pass %d of %d, want one pass %v", c.mcpu, c.steps, c.outs, got.kc, ic, c.onePass)
+		}
+	}
+}
