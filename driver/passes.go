@@ -21,7 +21,8 @@ import (
 // fusion (fusion must not merge operators of different devices, and
 // device_copy is opaque to it). Fusion follows the pass config: its depth
 // limit, and no fusion at all when the config disables it or at opt
-// level 0. alter_qconv_layout rewrites what the host target's kernels
+// level 0. alter_conv_layout keeps Winograd's planes within the L2 of
+// the CPU targets that need it (topi.WinogradMaxBytes). alter_qconv_layout rewrites what the host target's kernels
 // run faster (topi.QConvBroadcastChoice), and nothing unless the host and
 // every other CPU target of tgts (whose device may get the convolution)
 // have the broadcast form's instruction set.
@@ -42,6 +43,19 @@ func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Targ
 			}
 		case "fuse_ops":
 			out = append(out, transform.Pass{Name: "plan_devices", Run: device.PlanDevices, Required: true})
+		case "alter_conv_layout":
+			// The smallest positive limit of the CPU targets, any of
+			// whose devices may get the convolution.
+			limit := topi.WinogradMaxBytes(host)
+			for _, t := range tgts {
+				if l := topi.WinogradMaxBytes(t); t != nil && t.Kind.Host && l > 0 && (limit == 0 || l < limit) {
+					limit = l
+				}
+			}
+			if limit > 0 {
+				opts := transform.ConvLayoutOptions{WinogradMaxBytes: limit}
+				p.Run = func(m *graph.Module) (*graph.Module, error) { return transform.AlterConvLayoutWith(m, opts) }
+			}
 		case "alter_qconv_layout":
 			want := topi.QConvBroadcastChoice(host)
 			for _, t := range tgts {

@@ -6,6 +6,7 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tir"
 )
@@ -322,4 +323,24 @@ func scheduleWinogradCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Te
 		return err
 	}
 	return p.scheduleTiles(s, outs, anchor[0], vT, int64(p.mr), func(cols int64) te.TensorIntrin { return p.wgTile(d, w, cols) })
+}
+
+// WinogradMaxBytes is target t's limit on the Winograd form's transformed
+// input and transformed weight for the pass alter_conv_layout
+// (transform.ConvLayoutOptions): its processor's L2 on full-width
+// AVX-512 without Processor.FastL2 (Intel's server cores), where the
+// direct broadcast kernel in L1-sized passes runs near the multiply-add
+// rate and a Winograd convolution whose planes outgrow L2 spends more
+// streaming them from L3 than its 16 products per 36 save; 0 (no limit)
+// elsewhere: on AVX2, on AVX-512 in two halves and on Zen 5 the Winograd
+// form was faster on every 3x3 convolution of resnet18.
+func WinogradMaxBytes(t *targets.Target) int64 {
+	if t == nil {
+		return 0
+	}
+	p := t.Processor()
+	if p.L2 <= 0 || p.HalfRate512 || p.FastL2 || isaFor(p).name != "avx512" {
+		return 0
+	}
+	return p.L2
 }

@@ -19,12 +19,29 @@ import (
 // output stay NCHW, so nothing else in the graph changes. A weight shared
 // by several convolutions is packed once.
 func AlterConvLayout(m *graph.Module) (*graph.Module, error) {
+	return AlterConvLayoutWith(m, ConvLayoutOptions{})
+}
+
+// ConvLayoutOptions are the target's say in AlterConvLayout.
+type ConvLayoutOptions struct {
+	// WinogradMaxBytes, when positive, keeps a 3x3 convolution direct
+	// unless the Winograd form's transformed weight (16 planes of OC x
+	// IC) and, for fewer than 128 output channels, its transformed input
+	// (16 planes of the output's 2x2 tiles) fit in it (winogradFits): the
+	// host processor's L2 where the direct kernels run near the
+	// multiply-add rate and the Winograd form's planes would stream from
+	// L3 (topi.WinogradMaxBytes).
+	WinogradMaxBytes int64
+}
+
+// AlterConvLayoutWith is AlterConvLayout with the target's options.
+func AlterConvLayoutWith(m *graph.Module, opts ConvLayoutOptions) (*graph.Module, error) {
 	packed := map[packKey]*graph.Constant{}
 	r := newBodyRewriter(func(e graph.Expr) (graph.Expr, error) {
 		if _, err := graph.InferExpr(m, e); err != nil {
 			return nil, err
 		}
-		out := alterConv(e, packed)
+		out := alterConv(e, packed, opts)
 		if out != e {
 			if _, err := graph.InferExpr(m, out); err != nil {
 				return nil, err
@@ -103,6 +120,45 @@ func useWinograd(c *graph.Call, xShape, wShape ir.Shape) bool {
 	return oh >= 2 && ow >= 2 && ow <= op.WinogradMaxWidth
 }
 
+// winogradFits reports whether the Winograd form of a 3x3 stride-1
+// convolution c of wShape on xShape keeps its transformed weight
+// (16 x OC x IC floats) within limit bytes, and its transformed input
+// (16 x IC x tiles floats, tiles the 2x2 tiles of the output) too unless
+// at least winogradReuseChannels output channels reuse each of its
+// values; true when limit is not positive. On an Emerald Rapids core
+// (2 MiB L2), minima of in-model medians, direct against Winograd:
+// resnet18's 64 -> 64 on 56x56 (3.2 MB of transformed input) 1.72-1.92
+// ms against 1.92-2.21; 256 -> 256 on 14x14 (4 MB of transformed
+// weight) 1.69-1.78 against 1.97-2.03; 512 -> 512 on 7x7 (16 MB)
+// 2.20-2.29 against 2.27-2.33; googlenet's 144 -> 288 and 160 -> 320 on
+// 14x14 and 192 -> 384 on 7x7 (2.6-4.7 MB) 0.10-0.14 ms faster direct;
+// but resnet18's 128 -> 128 on 28x28 (1.6 and 1 MB) 1.65-1.70 against
+// 1.30-1.33, and googlenet's 64 -> 192 on 56x56 (3.2 MB of input, read
+// by 192 channels) 4.81 against 4.25.
+func winogradFits(c *graph.Call, xShape, wShape ir.Shape, limit int64) bool {
+	if limit <= 0 {
+		return true
+	}
+	_, pb, pe, _, err := op.SpatialAttrs(c.Attrs, 2)
+	if err != nil {
+		return false
+	}
+	oh := op.WindowOutDim(xShape[2], 3, 1, 1, pb[0], pe[0], false)
+	ow := op.WindowOutDim(xShape[3], 3, 1, 1, pb[1], pe[1], false)
+	const planes, f32 = 16, 4
+	// The operands are within the memory budget, so these byte counts
+	// (16 x 4 times an input's or a weight's element count, at most)
+	// cannot overflow.
+	tiles := ((oh + 1) / 2) * ((ow + 1) / 2)
+	ic, oc := wShape[1], wShape[0]
+	return planes*f32*oc*ic <= limit && (planes*f32*ic*tiles <= limit || oc >= winogradReuseChannels)
+}
+
+// winogradReuseChannels is the fewest output channels for which a
+// Winograd convolution's transformed input may outgrow
+// ConvLayoutOptions.WinogradMaxBytes (winogradFits).
+const winogradReuseChannels = 128
+
 // winogradMinChannels is the fewest input and output channels for which
 // a 3x3 convolution runs as a Winograd one.
 const winogradMinChannels = 16
@@ -127,7 +183,7 @@ func packedWeight(packed map[packKey]*graph.Constant, key packKey) *graph.Consta
 	return pc
 }
 
-func alterConv(e graph.Expr, packed map[packKey]*graph.Constant) graph.Expr {
+func alterConv(e graph.Expr, packed map[packKey]*graph.Constant, opts ConvLayoutOptions) graph.Expr {
 	c, ok := e.(*graph.Call)
 	if !ok || c.Op != op.Conv2D || len(c.Args) != 2 {
 		return e
@@ -158,7 +214,7 @@ func alterConv(e graph.Expr, packed map[packKey]*graph.Constant) graph.Expr {
 			attrs[name] = v
 		}
 	}
-	winograd := !padded && useWinograd(c, xt.Shape, w.Value.Shape)
+	winograd := !padded && useWinograd(c, xt.Shape, w.Value.Shape) && winogradFits(c, xt.Shape, w.Value.Shape, opts.WinogradMaxBytes)
 	pc := packedWeight(packed, packKey{w.Value, b, winograd})
 	if pc == nil && winograd {
 		// The transformed weight (16/9 of the weight) over the memory

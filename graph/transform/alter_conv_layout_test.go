@@ -220,3 +220,52 @@ func TestPackConv2DWeightRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestAlterConvLayoutWinogradLimit: with ConvLayoutOptions.WinogradMaxBytes
+// a 3x3 stride-1 convolution stays Winograd only while its transformed
+// weight (16 x 4 x OC x IC bytes) fits the limit, and its transformed
+// input (16 x 4 x IC x 2x2 tiles) too unless it has at least
+// winogradReuseChannels output channels; without a limit every one is
+// Winograd.
+func TestAlterConvLayoutWinogradLimit(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	pad := ir.Attrs{"padding": []int64{1, 1, 1, 1}}
+	for _, c := range []struct {
+		name  string
+		x     ir.Shape
+		oc    int64
+		limit int64
+		want  bool // Winograd with the limit
+	}{
+		// U 32 KiB, D 64 x 16 x 64 tiles = 64 KiB: both fit.
+		{"both_fit", ir.Shape{1, 16, 16, 16}, 32, 64 << 10, true},
+		// D 64 x 16 x 81 tiles = 81 KiB, 32 output channels: direct.
+		{"input_too_big", ir.Shape{1, 16, 18, 18}, 32, 64 << 10, false},
+		// U 64 x 128 x 16 = 128 KiB: direct.
+		{"weight_too_big", ir.Shape{1, 16, 8, 8}, 128, 64 << 10, false},
+		// D 64 x 16 x 169 tiles = 169 KiB read by 128 output channels,
+		// U 128 KiB: Winograd; by 120 (U 120 KiB): direct.
+		{"input_reused", ir.Shape{1, 16, 26, 26}, 128, 128 << 10, true},
+		{"input_not_reused_enough", ir.Shape{1, 16, 26, 26}, 120, 128 << 10, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x := graph.NewVar("x", ir.NewTensorType(ir.Float32, c.x))
+			m := graph.NewModule(graph.NewFunction([]*graph.Var{x},
+				graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, c.oc, c.x[1], 3, 3)}, pad), nil))
+			if err := graph.InferTypes(m); err != nil {
+				t.Fatal(err)
+			}
+			for _, lim := range []int64{c.limit, 0} {
+				out, err := AlterConvLayoutWith(m, ConvLayoutOptions{WinogradMaxBytes: lim})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := c.want || lim == 0
+				n := countOps(out)
+				if got := n[op.Conv2DWinograd] == 1; got != want || n[op.Conv2DWinograd]+n[op.Conv2DPacked] != 1 {
+					t.Errorf("limit %d: %d Winograd, %d packed; want Winograd %v", lim, n[op.Conv2DWinograd], n[op.Conv2DPacked], want)
+				}
+			}
+		})
+	}
+}

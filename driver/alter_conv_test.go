@@ -1,0 +1,80 @@
+package driver
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/kiln-dev/kiln/graph"
+	"github.com/kiln-dev/kiln/graph/op"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/passconfig"
+	"github.com/kiln-dev/kiln/targets"
+	"github.com/kiln-dev/kiln/tensor"
+	"github.com/kiln-dev/kiln/topi"
+)
+
+// TestAlterConvLayoutTargets: the graph pass list limits Winograd's
+// planes to the L2 of a full-width AVX-512 processor without a fast L2
+// (resnet18's 64 -> 64 3x3 on 56x56, 3.2 MB of transformed input, stays
+// direct on Sapphire Rapids), not on Zen 5, Zen 4 or AVX2, and applies a
+// CPU device's limit too.
+func TestAlterConvLayoutTargets(t *testing.T) {
+	tgt := func(s string) *targets.Target {
+		l, err := targets.ParseList(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Host
+	}
+	spr, zen5, zen4, haswell := tgt("c -mcpu=sapphirerapids"), tgt("c -mcpu=znver5"), tgt("c -mcpu=znver4"), tgt("c -mcpu=haswell")
+	if got, want := topi.WinogradMaxBytes(spr), spr.Processor().L2; got != want || got <= 0 {
+		t.Errorf("Sapphire Rapids: limit %d, want its L2 %d", got, want)
+	}
+	for _, c := range []*targets.Target{zen5, zen4, haswell, tgt("c -mcpu=sapphirerapids -mattr=-avx512f")} {
+		if got := topi.WinogradMaxBytes(c); got != 0 {
+			t.Errorf("%s: limit %d, want none", c, got)
+		}
+	}
+	rng := rand.New(rand.NewSource(4))
+	w := tensor.New(ir.Float32, ir.Shape{64, 64, 3, 3})
+	for i := range w.Float32s() {
+		w.Float32s()[i] = rng.Float32() - 0.5
+	}
+	x := graph.NewVar("x", ir.NewTensorType(ir.Float32, ir.Shape{1, 64, 56, 56}))
+	call, err := graph.NewCall(op.Conv2D, []graph.Expr{x, graph.NewConstant(w)}, ir.Attrs{"padding": []int64{1, 1, 1, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := graph.NewModule(graph.NewFunction([]*graph.Var{x}, call, nil))
+	if err := graph.InferTypes(mod); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		host *targets.Target
+		tgts []*targets.Target
+		want *op.Op
+	}{
+		{"Sapphire Rapids host", spr, nil, op.Conv2DPacked},
+		{"Zen 5 host", zen5, nil, op.Conv2DWinograd},
+		{"Haswell host", haswell, nil, op.Conv2DWinograd},
+		{"a Sapphire Rapids device", zen5, []*targets.Target{zen5, spr}, op.Conv2DPacked},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got *op.Op
+			for _, p := range graphPasses(passconfig.New(), nil, tc.host, tc.tgts) {
+				if p.Name != "alter_conv_layout" {
+					continue
+				}
+				out, err := p.Run(mod)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = out.Main().Body.(*graph.Call).Op
+			}
+			if got != tc.want {
+				t.Errorf("operator %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
