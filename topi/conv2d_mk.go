@@ -251,12 +251,18 @@ func (v vecISA) columnsMR(block, limit int64) int {
 // lives on the stack: in L1, and within the stack budget of AOT builds.
 const vTileBytes = 16384
 
+// maxTileCols is the most V columns chooseRows gives a tile: 32 vectors,
+// within vTileBytes for MR rows.
+func (p *convPlan) maxTileCols() int64 {
+	return min(int64(32*p.isa.lanes), vTileBytes/4/int64(max(p.mr, 1)))
+}
+
 // chooseRows sets the output rows per tile: whole rows dividing the
 // map, a few register tiles' worth of columns, so that the tile stays
 // in L1 and the epilogue runs over whole rows.
 func (p *convPlan) chooseRows() {
 	g := p.g
-	maxCols := min(int64(32*p.isa.lanes), vTileBytes/4/int64(max(p.mr, 1)))
+	maxCols := p.maxTileCols()
 	p.rows = 1
 	for r := g.oh; r >= 1; r-- {
 		if g.oh%r == 0 && p.tileCols(r) <= maxCols {

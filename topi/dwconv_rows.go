@@ -46,7 +46,29 @@ func dwRowsFor(p *convPlan, x ir.Shape, dt ir.DType) bool {
 	if p.isa.name != "avx512" || dt != ir.Float32 || len(x) != 4 || !dwRowsGeom(g) || g.oh < 1 || g.ow < 1 {
 		return false
 	}
-	return (g.sw == 2 && g.ow <= dwRowsStride2MaxCols) || !dwLanesFor(p, x)
+	return (g.sw == 2 && g.ow <= dwRowsStride2MaxCols) || dwRowsFlatFor(p, x) || !dwLanesFor(p, x)
+}
+
+// dwRowsFlatFor reports whether the rows form computes a depthwise
+// convolution's whole output plane as one flat run (dwRowsFlat), its
+// tile (useRows) being the whole plane: where the output is narrower
+// than a vector, a row per vector would leave lanes idle that the flat
+// run fills (a 7x7 plane: 4 vectors instead of 7 of 16 lanes holding 7),
+// and it takes the place of the lanes form, whose transposes cost as
+// much as its multiply-adds.
+func dwRowsFlatFor(p *convPlan, x ir.Shape) bool {
+	g := p.g
+	return len(x) == 4 && dwRowsFlat(g, x[3], g.oh) && g.oh*g.ow <= p.maxTileCols()
+}
+
+// dwRowsFlat reports whether the rows kernel computes rows output rows of
+// geometry g from an input w columns wide as one flat run of the plane:
+// stride 1, output rows as wide as the input's (so that output position
+// q of the run reads input position q plus a constant per tap), narrower
+// than a vector, and the call covering every output row (so that the
+// masks of the padding are known when the kernel is written).
+func dwRowsFlat(g convGeom, w, rows int64) bool {
+	return g.sh == 1 && g.sw == 1 && w == g.ow && g.ow < 16 && rows == g.oh
 }
 
 // dwRowsStride2MaxCols is the widest output of a stride-2 depthwise
@@ -123,6 +145,32 @@ func (k *dwRowsKernel) source(sym string) string {
 		k.rows, g.ow, k.h, k.w, g.kh, g.kw, g.dh, g.dw, g.ph, g.pw, isa.name)
 	p("%sstatic void %s(float* restrict v, const float* restrict x, const float* restrict w, int32_t y0) {\n", noInline, sym)
 	p("#if %s\n", isa.guard)
+	if dwRowsFlat(g, k.w, k.rows) {
+		k.flatSource(p)
+	} else {
+		k.rowSource(p)
+	}
+	p("#else\n")
+	fma := fmt.Sprintf(isa.scalarFn, fmt.Sprintf("w[ky * %d + kx]", g.kw), "xv", "a")
+	p("  for (int32_t r = 0; r < %d; ++r) {\n", k.rows)
+	p("    for (int32_t ox = 0; ox < %d; ++ox) {\n", g.ow)
+	p("      float a = 0.0f;\n")
+	p("      for (int32_t ky = 0; ky < %d; ++ky) {\n", g.kh)
+	p("        for (int32_t kx = 0; kx < %d; ++kx) {\n", g.kw)
+	p("          const int32_t iy = (y0 + r) * %d - %d + ky * %d, ix = ox * %d - %d + kx * %d;\n", g.sh, g.ph, g.dh, g.sw, g.pw, g.dw)
+	p("          const float xv = (iy >= 0 && iy < %d && ix >= 0 && ix < %d) ? x[(int64_t)iy * %d + ix] : 0.0f;\n", k.h, k.w, k.w)
+	p("          a = %s;\n", fma)
+	p("        }\n      }\n")
+	p("      v[(int64_t)r * %d + ox] = a;\n", g.ow)
+	p("    }\n  }\n")
+	p("#endif\n}\n")
+	return b.String()
+}
+
+// rowSource writes the vector branch computing row by row: each output
+// row a few vectors of columns.
+func (k *dwRowsKernel) rowSource(p func(string, ...any)) {
+	g, isa := k.g, k.isa
 	p("  const __m512 z = _mm512_setzero_ps();\n")
 	if g.sw == 2 {
 		// The even lanes of two vectors: every second input column.
@@ -173,21 +221,64 @@ func (k *dwRowsKernel) source(sym string) string {
 		p("    }\n")
 	}
 	p("  }\n")
-	p("#else\n")
-	fma := fmt.Sprintf(isa.scalarFn, fmt.Sprintf("w[ky * %d + kx]", g.kw), "xv", "a")
-	p("  for (int32_t r = 0; r < %d; ++r) {\n", k.rows)
-	p("    for (int32_t ox = 0; ox < %d; ++ox) {\n", g.ow)
-	p("      float a = 0.0f;\n")
-	p("      for (int32_t ky = 0; ky < %d; ++ky) {\n", g.kh)
-	p("        for (int32_t kx = 0; kx < %d; ++kx) {\n", g.kw)
-	p("          const int32_t iy = (y0 + r) * %d - %d + ky * %d, ix = ox * %d - %d + kx * %d;\n", g.sh, g.ph, g.dh, g.sw, g.pw, g.dw)
-	p("          const float xv = (iy >= 0 && iy < %d && ix >= 0 && ix < %d) ? x[(int64_t)iy * %d + ix] : 0.0f;\n", k.h, k.w, k.w)
-	p("          a = %s;\n", fma)
-	p("        }\n      }\n")
-	p("      v[(int64_t)r * %d + ox] = a;\n", g.ow)
-	p("    }\n  }\n")
-	p("#endif\n}\n")
-	return b.String()
+}
+
+// flatSource writes the vector branch of a flat run (dwRowsFlat): the
+// plane's OH x OW outputs as consecutive vectors, each tap one masked
+// load at a constant offset, its lanes outside the input (padding rows
+// and columns, and lanes past the plane) reading zero. The call is the
+// whole plane, y0 is 0.
+func (k *dwRowsKernel) flatSource(p func(string, ...any)) {
+	g, isa := k.g, k.isa
+	n := g.oh * g.ow
+	nv := ceilDiv(n, 16)
+	p("  (void)y0;\n")
+	p("  const uintptr_t base = (uintptr_t)(const void*)x;\n")
+	for v0 := int64(0); v0 < nv; v0 += dwRowsGroup {
+		v1 := min(v0+dwRowsGroup, nv)
+		p("  {\n")
+		for i := v0; i < v1; i++ {
+			p("    __m512 a%d = _mm512_setzero_ps();\n", i-v0)
+		}
+		for ky := int64(0); ky < g.kh; ky++ {
+			for kx := int64(0); kx < g.kw; kx++ {
+				wv := fmt.Sprintf(isa.set1, fmt.Sprintf("w[%d]", ky*g.kw+kx))
+				for i := v0; i < v1; i++ {
+					off := 16*i + (ky*g.dh-g.ph)*k.w + kx*g.dw - g.pw
+					ld := fmt.Sprintf("_mm512_maskz_loadu_ps((__mmask16)0x%x, (const void*)(base + (intptr_t)(%d)))", k.flatMask(i, ky, kx), off*4)
+					a := fmt.Sprintf("a%d", i-v0)
+					p("    %s = %s;\n", a, fmt.Sprintf(isa.fma, wv, ld, a))
+				}
+			}
+		}
+		for i := v0; i < v1; i++ {
+			var m uint32
+			for l := int64(0); l < 16 && 16*i+l < n; l++ {
+				m |= 1 << l
+			}
+			p("    _mm512_mask_storeu_ps(v + %d, (__mmask16)0x%x, a%d);\n", 16*i, m, i-v0)
+		}
+		p("  }\n")
+	}
+}
+
+// flatMask is the lanes of a flat run's vector i whose tap (ky, kx)
+// reads inside the input: output position q = 16i + lane of the plane,
+// row q / OW and column q % OW.
+func (k *dwRowsKernel) flatMask(i, ky, kx int64) uint32 {
+	g := k.g
+	var m uint32
+	for l := int64(0); l < 16; l++ {
+		q := 16*i + l
+		if q >= g.oh*g.ow {
+			break
+		}
+		iy, ix := q/g.ow-g.ph+ky*g.dh, q%g.ow-g.pw+kx*g.dw
+		if iy >= 0 && iy < k.h && ix >= 0 && ix < k.w {
+			m |= 1 << l
+		}
+	}
+	return m
 }
 
 // Eval implements tir.Kernel: the same sums in the same order (taps row

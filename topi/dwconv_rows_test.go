@@ -2,6 +2,7 @@ package topi
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/kiln-dev/kiln/internal/testenv"
@@ -33,15 +34,33 @@ func TestDWRowsKernelCMatchesEval(t *testing.T) {
 		{convGeom{kh: 3, kw: 3, sh: 2, sw: 2, ph: 0, pw: 1, dh: 1, dw: 1, oh: 5, ow: 40}, 11, 79, 3, 2},
 		{convGeom{kh: 5, kw: 5, sh: 2, sw: 2, ph: 2, pw: 2, dh: 1, dw: 1, oh: 10, ow: 17}, 20, 33, 4, 6},
 		{convGeom{kh: 3, kw: 3, sh: 1, sw: 2, ph: 2, pw: 2, dh: 2, dw: 2, oh: 8, ow: 11}, 8, 21, 2, 6},
+		// Flat runs (the whole plane, rows as wide as the input's, below
+		// 16 columns): 7x7 with 3x3 and 5x5 taps, dilation, padding only
+		// below and right, a 1x1 plane, 15 columns, several groups of
+		// vectors (14x14: 13 vectors).
+		{convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, oh: 7, ow: 7}, 7, 7, 7, 0},
+		{convGeom{kh: 5, kw: 5, sh: 1, sw: 1, ph: 2, pw: 2, dh: 1, dw: 1, oh: 7, ow: 7}, 7, 7, 7, 0},
+		{convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 2, pw: 2, dh: 2, dw: 2, oh: 7, ow: 7}, 7, 7, 7, 0},
+		{convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1, oh: 5, ow: 5}, 7, 5, 5, 0},
+		{convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, oh: 1, ow: 1}, 1, 1, 1, 0},
+		{convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, oh: 3, ow: 15}, 3, 15, 3, 0},
+		{convGeom{kh: 5, kw: 5, sh: 1, sw: 1, ph: 2, pw: 2, dh: 1, dw: 1, oh: 14, ow: 14}, 14, 14, 14, 0},
 	}
 	forX86Builds(t, func(mcpu string, isa vecISA, flags []string, portable bool) {
 		if isa.name != "avx512" {
 			return
 		}
+		flat := 0
 		for i, tc := range cases {
 			k, err := newDWRowsKernel(isa, tc.g, tc.h, tc.w, tc.rows)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if dwRowsFlat(tc.g, tc.w, tc.rows) != strings.Contains(k.Source(), "base + (intptr_t)") {
+				t.Fatalf("case %d: flat %v, but the source disagrees", i, dwRowsFlat(tc.g, tc.w, tc.rows))
+			}
+			if dwRowsFlat(tc.g, tc.w, tc.rows) {
+				flat++
 			}
 			t.Run(fmt.Sprintf("%s_portable%v_%d", mcpu, portable, i), func(t *testing.T) {
 				outs := make([]int64, k.vSpan)
@@ -50,6 +69,9 @@ func TestDWRowsKernelCMatchesEval(t *testing.T) {
 				}
 				checkKernelCall(t, cc, k, [3]int64{k.vSpan, k.xSpan, k.wSpan}, []int64{tc.y0}, outs, append([]string{"-Wall", "-Wextra", "-Werror"}, flags...), int64(i)+3)
 			})
+		}
+		if flat != 8 {
+			t.Errorf("%d flat cases, want 8", flat)
 		}
 	})
 }
