@@ -179,10 +179,17 @@ func scheduleMatMulCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tens
 	row := matmulRowAxis(mm.Shape)
 	wide := matmulWideVectors(c.Target)
 	mr, nr := matmulTileRows(mm.Shape[row], wide), matmulTileCols(mm.Shape[r-1], wide)
+	panel, panels := int64(0), int64(1)
 	if c.Op == op.MatMulPacked {
 		// One register tile's columns are one panel of the packed weight:
-		// contiguous along k.
-		nr = c.ArgTypes[1].(*ir.TensorType).Shape[2]
+		// contiguous along k; with one row, several panels (matmulPanels).
+		ws := c.ArgTypes[1].(*ir.TensorType).Shape
+		panel = ws[2]
+		nr = panel
+		if mr == 1 && mm.Shape[row] == 1 {
+			panels = matmulPanels(ws[0], panel)
+			nr = panels * panel
+		}
 	}
 	axes := st.Axis()
 	mo, mi := st.Split(axes[row], mr)
@@ -193,7 +200,14 @@ func scheduleMatMulCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tens
 			order = append(order, axes[d])
 		}
 	}
-	order = append(order, mo, no, mi, ni)
+	order = append(order, mo, no, mi)
+	if panels > 1 {
+		pi, bi := st.Split(ni, panel)
+		order = append(order, pi, bi)
+		ni = bi
+	} else {
+		order = append(order, ni)
+	}
 	st.Reorder(order...)
 	// The first loop with two or more iterations runs in parallel. Loops
 	// are not fused: the floordiv/floormod index arithmetic fusion brings
@@ -216,6 +230,17 @@ func scheduleMatMulCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tens
 			aOrder = append(aOrder, aAxes[d])
 		}
 	}
+	if panels > 1 {
+		// One accumulator vector per panel, each its own chain of
+		// multiply-adds along k.
+		ap, ab := acc.Split(aAxes[r-1], panel)
+		aOrder = append(aOrder, aAxes[row], ap, ab)
+		acc.Reorder(aOrder...)
+		acc.Unroll(aAxes[row])
+		acc.Unroll(ap)
+		acc.Vectorize(ab)
+		return s.Err()
+	}
 	aOrder = append(aOrder, aAxes[row], aAxes[r-1])
 	acc.Reorder(aOrder...)
 	acc.Unroll(aAxes[row])
@@ -223,6 +248,22 @@ func scheduleMatMulCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tens
 		acc.Vectorize(aAxes[r-1])
 	}
 	return s.Err()
+}
+
+// matmulPanels is how many column panels of width panel (of npanels) one
+// register tile of a single-row packed product spans: the most, up to 64
+// columns, that divide the panels. With one panel per tile the row's
+// product is one accumulator vector whose multiply-adds along k wait on
+// each other (mobilenet_v2's 1280 -> 1000 classifier in panels of 8:
+// 1280 dependent multiply-adds per panel); with several, one chain per
+// panel overlaps them. Each column's sum keeps its order along k.
+func matmulPanels(npanels, panel int64) int64 {
+	for p := max(64/panel, 1); p > 1; p-- {
+		if npanels%p == 0 {
+			return p
+		}
+	}
+	return 1
 }
 
 // sameShape reports whether two shapes are equal.

@@ -81,6 +81,18 @@ func TestMatMulTiles(t *testing.T) {
 	}
 }
 
+// TestMatMulPanels: a single-row packed product's register tile spans the
+// most panels, up to 64 columns, that divide the panel count.
+func TestMatMulPanels(t *testing.T) {
+	for _, c := range []struct{ npanels, panel, want int64 }{
+		{125, 8, 5}, {80, 16, 4}, {7, 8, 7}, {13, 16, 1}, {2, 64, 1}, {3, 8, 3}, {64, 8, 8}, {1, 8, 1},
+	} {
+		if got := matmulPanels(c.npanels, c.panel); got != c.want {
+			t.Errorf("matmulPanels(%d, %d) = %d, want %d", c.npanels, c.panel, got, c.want)
+		}
+	}
+}
+
 func TestMatMulWideVectors(t *testing.T) {
 	for _, c := range []struct {
 		mcpu string

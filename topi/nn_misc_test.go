@@ -63,6 +63,12 @@ func TestNNDenseMatMul(t *testing.T) {
 		{"matmul_packed16", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 5, 7), nnA(nnTF32, 2, 7, 16)}},
 		{"matmul_packed8_batched", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 2, 12, 9), nnA(nnTF32, 3, 9, 8)}},
 		{"matmul_packed_f64", op.MatMulPacked, nil, []nnArg{nnA(nnTF64, 3, 4), nnA(nnTF64, 1, 4, 8)}},
+		// One row: several panels per register tile (matmulPanels): 5 of
+		// 8 columns, 4 of 16, 7 of 8 (a prime count), a batch of one row.
+		{"matmul_packed_row_5x8", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 1, 40), nnA(nnTF32, 5, 40, 8)}},
+		{"matmul_packed_row_4x16", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 1, 33), nnA(nnTF32, 8, 33, 16)}},
+		{"matmul_packed_row_7x8", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 1, 9), nnA(nnTF32, 7, 9, 8)}},
+		{"matmul_packed_row_batch1", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 1, 1, 20), nnA(nnTF32, 6, 20, 8)}},
 	})
 }
 
