@@ -60,6 +60,7 @@ type convPlan struct {
 	bmv, bnc       int   // the broadcast kernel's channel vectors x columns; bmv 0: the columns-in-lanes kernel
 	kc             int64 // the broadcast kernel's input channels per pass (0: its default)
 	l2             int64 // the processor's L2 per core (bytes; 0: unknown)
+	fastL2         bool  // the processor's L2 feeds full-width AVX-512 kernels (targets.Processor.FastL2)
 	// tail is the broadcast kernel's channel vectors in the last channel
 	// tile when bmv's do not divide the output channels (0 when they
 	// do): V then has whole tiles of channels (vChannels), the last tile
@@ -183,7 +184,7 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 		return nil, err
 	}
 	proc := c.Target.Processor()
-	p := &convPlan{g: g, isa: isaFor(proc), l2: proc.L2}
+	p := &convPlan{g: g, isa: isaFor(proc), l2: proc.L2, fastL2: proc.FastL2}
 	p.lanes, _ = avx2Within(proc)
 	p.mr = p.isa.columnsMR(block, block)
 	h, wd := xShape[2], xShape[3]

@@ -39,26 +39,21 @@ const dwRowsGroup = 4
 
 // dwRowsFor reports whether a depthwise convolution takes the rows form:
 // AVX-512 (fault-free masked loads of any lanes), column stride 1 or 2,
-// non-negative padding, float32, and not where the lanes form applies
-// (unless stride 2 with at most dwRowsStride2MaxCols output columns).
+// non-negative padding, float32. Of the convolutions the lanes form
+// applies to, it takes those of column stride 1, and those of stride 2
+// except, on Zen 5 (Processor.FastL2), where the output is wider than
+// dwRowsStride2MaxCols. On an Emerald Rapids core (1 thread, minima of
+// in-model medians) the rows form took mobilenet_v2's 32 channels of
+// 112x112 in 0.192 ms against the lanes form's 0.300, 144 of 56x56 in
+// 0.228 against 0.313, and 96 from 112x112 to 56x56 (stride 2) in 0.339
+// against 0.378; on Zen 5 that stride-2 layer took 0.196 ms by rows
+// against 0.151 in lanes (the stride-1 layers were not compared there).
 func dwRowsFor(p *convPlan, x ir.Shape, dt ir.DType) bool {
 	g := p.g
 	if p.isa.name != "avx512" || dt != ir.Float32 || len(x) != 4 || !dwRowsGeom(g) || g.oh < 1 || g.ow < 1 {
 		return false
 	}
-	return (g.sw == 2 && g.ow <= dwRowsStride2MaxCols) || dwRowsFlatFor(p, x) || !dwLanesFor(p, x)
-}
-
-// dwRowsFlatFor reports whether the rows form computes a depthwise
-// convolution's whole output plane as one flat run (dwRowsFlat), its
-// tile (useRows) being the whole plane: where the output is narrower
-// than a vector, a row per vector would leave lanes idle that the flat
-// run fills (a 7x7 plane: 4 vectors instead of 7 of 16 lanes holding 7),
-// and it takes the place of the lanes form, whose transposes cost as
-// much as its multiply-adds.
-func dwRowsFlatFor(p *convPlan, x ir.Shape) bool {
-	g := p.g
-	return len(x) == 4 && dwRowsFlat(g, x[3], g.oh) && g.oh*g.ow <= p.maxTileCols()
+	return g.sw == 1 || g.ow <= dwRowsStride2MaxCols || !p.fastL2 || !dwLanesFor(p, x)
 }
 
 // dwRowsFlat reports whether the rows kernel computes rows output rows of
@@ -66,13 +61,17 @@ func dwRowsFlatFor(p *convPlan, x ir.Shape) bool {
 // stride 1, output rows as wide as the input's (so that output position
 // q of the run reads input position q plus a constant per tap), narrower
 // than a vector, and the call covering every output row (so that the
-// masks of the padding are known when the kernel is written).
+// masks of the padding are known when the kernel is written; chooseRows
+// gives a plane of up to maxTileCols outputs one tile). A row per vector
+// would leave lanes idle that the flat run fills (a 7x7 plane: 4 vectors
+// instead of 7 with 7 of 16 lanes each).
 func dwRowsFlat(g convGeom, w, rows int64) bool {
 	return g.sh == 1 && g.sw == 1 && w == g.ow && g.ow < 16 && rows == g.oh
 }
 
 // dwRowsStride2MaxCols is the widest output of a stride-2 depthwise
-// convolution that takes the rows form where the lanes form applies too.
+// convolution that takes the rows form on Zen 5 where the lanes form
+// applies too.
 // On Zen 5 (1 thread, mobilenet_v2 in the model) the rows form took
 // 0.069 against 0.111 ms for 144 channels to 28x28, 0.028 against 0.040
 // for 192 to 14x14 and 0.028 against 0.035 for 576 to 7x7 (ONNX Runtime

@@ -5,7 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/internal/testenv"
+	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/targets"
 )
 
 // TestDWRowsKernelCMatchesEval compiles the depthwise rows kernel for
@@ -93,6 +97,57 @@ func TestDWRowsKernelRejects(t *testing.T) {
 	} {
 		if _, err := newDWRowsKernel(tc.isa, tc.g, 4, 4, tc.rows); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestDWRowsChoice: which depthwise convolutions take the rows form
+// follows the target's processor: on AVX-512 every one of column stride 1
+// (a narrow plane as one flat run), and those of stride 2 except, on Zen 5
+// (Processor.FastL2), outputs wider than dwRowsStride2MaxCols, which keep
+// the lanes form; AVX2 never.
+func TestDWRowsChoice(t *testing.T) {
+	for _, c := range []struct {
+		mcpu          string
+		ch, in, out   int64
+		stride        int64
+		rows, flatRun bool
+	}{
+		{"sapphirerapids", 32, 112, 112, 1, true, false},
+		{"znver5", 32, 112, 112, 1, true, false},
+		{"sapphirerapids", 96, 112, 56, 2, true, false},
+		{"znver5", 96, 112, 56, 2, false, false},
+		{"znver5", 144, 56, 28, 2, true, false},
+		{"znver5", 960, 7, 7, 1, true, true},
+		{"sapphirerapids", 576, 14, 14, 1, true, true},
+		{"haswell", 32, 112, 112, 1, false, false},
+	} {
+		tg, err := targets.Default.Parse("c -mcpu=" + c.mcpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attrs, err := op.Conv2D.MakeAttrs(ir.Attrs{"padding": []int64{1, 1, 1, 1}, "strides": []int64{c.stride, c.stride}, "groups": c.ch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := ir.Shape{1, c.ch, c.in, c.in}
+		call := &strategy.Call{Op: op.Conv2D, Attrs: attrs, Target: tg,
+			ArgTypes: []ir.Type{ir.NewTensorType(ir.Float32, x), ir.NewTensorType(ir.Float32, ir.Shape{c.ch, 1, 3, 3})},
+			OutType:  ir.NewTensorType(ir.Float32, ir.Shape{1, c.ch, c.out, c.out})}
+		p, err := newConvPlan(call, x, 3, 3, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := dwRowsFor(p, x, ir.Float32); got != c.rows {
+			t.Errorf("%s: %d channels %dx%d stride %d: rows form %v, want %v", c.mcpu, c.ch, c.in, c.in, c.stride, got, c.rows)
+			continue
+		}
+		if !c.rows {
+			continue
+		}
+		p.useRows()
+		if got := dwRowsFlat(p.g, c.in, p.rows); got != c.flatRun {
+			t.Errorf("%s: %d channels %dx%d stride %d: flat run %v (rows %d), want %v", c.mcpu, c.ch, c.in, c.in, c.stride, got, p.rows, c.flatRun)
 		}
 	}
 }
