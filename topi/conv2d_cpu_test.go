@@ -217,12 +217,13 @@ func TestConvCPUFusedEpilogue(t *testing.T) {
 		// tiles of 10 rows (V row stride 31), a partial last column group.
 		{"depthwise_lanes_s2", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(16), "strides": nnInts(2, 2)}, nnInts(1, 16, 40, 60), nnInts(16, 1, 3, 3), 0,
 			[]string{`T.allocate((1, 8, 309), "float32", "local")`, `T.call_kernel("kiln_dwlanes_avx2fma_`}, "c -mcpu=haswell"},
-		// On AVX-512 too (its AVX2 code; Zen 5, mobilenet_v2's 112x112
-		// and 56x56 depthwise layers 15-29 % faster than the columns
-		// form's 16 lanes), with stride 2 for outputs wider than
-		// dwRowsStride2MaxCols.
+		// On Zen 5 (AVX-512 with a fast L2) too, its AVX2 code, with
+		// stride 2 for outputs wider than dwRowsStride2MaxCols; on other
+		// AVX-512 processors the rows form (dwRowsFor).
 		{"depthwise_lanes_s2_avx512", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(16), "strides": nnInts(2, 2)}, nnInts(1, 16, 40, 80), nnInts(16, 1, 3, 3), 0,
-			[]string{`T.call_kernel("kiln_dwlanes_avx2fma_`}, ""},
+			[]string{`T.call_kernel("kiln_dwlanes_avx2fma_`}, "c -mcpu=znver5"},
+		{"depthwise_rows_s2_wide_avx512", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(16), "strides": nnInts(2, 2)}, nnInts(1, 16, 40, 80), nnInts(16, 1, 3, 3), 0,
+			[]string{`T.call_kernel("kiln_dwrows_avx512_`}, ""},
 		// Narrower stride-2 outputs: the rows form, two loads and the
 		// even lanes per tap.
 		{"depthwise_rows_s2_avx512", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(16), "strides": nnInts(2, 2)}, nnInts(1, 16, 40, 60), nnInts(16, 1, 3, 3), 0,

@@ -144,9 +144,12 @@ func (k *dwRowsKernel) source(sym string) string {
 		k.rows, g.ow, k.h, k.w, g.kh, g.kw, g.dh, g.dw, g.ph, g.pw, isa.name)
 	p("%sstatic void %s(float* restrict v, const float* restrict x, const float* restrict w, int32_t y0) {\n", noInline, sym)
 	p("#if %s\n", isa.guard)
-	if dwRowsFlat(g, k.w, k.rows) {
+	switch {
+	case dwRowsFlat(g, k.w, k.rows):
 		k.flatSource(p)
-	} else {
+	case dwRowsPairs(g, k.rows):
+		k.pairsSource(p)
+	default:
 		k.rowSource(p)
 	}
 	p("#else\n")
@@ -258,6 +261,82 @@ func (k *dwRowsKernel) flatSource(p func(string, ...any)) {
 			p("    _mm512_mask_storeu_ps(v + %d, (__mmask16)0x%x, a%d);\n", 16*i, m, i-v0)
 		}
 		p("  }\n")
+	}
+}
+
+// dwRowsPairs reports whether the rows kernel computes the rows output
+// rows of geometry g two to a vector: column stride 2 with outputs of at
+// most 8 columns (the 2 x OW - 1 input columns a row's taps read fit one
+// vector) and the call covering every output row (so that which input
+// rows lie in the padding is known when the kernel is written). One row
+// per vector would fill at most half its lanes (a 7x7 output: 7 of 16).
+func dwRowsPairs(g convGeom, rows int64) bool {
+	return g.sw == 2 && g.ow <= 8 && rows == g.oh
+}
+
+// pairsSource writes the vector branch for dwRowsPairs: output rows r and
+// r+1 in lanes [0, OW) and [OW, 2 x OW) of one vector, consecutive in V.
+// A tap loads the 16 input columns from its offset in each of the two
+// input rows (masked: the even lanes inside the row, none for a row in
+// the padding) and takes the even lanes of each with one vpermt2ps. The
+// call is the whole plane, y0 is 0.
+func (k *dwRowsKernel) pairsSource(p func(string, ...any)) {
+	g, isa := k.g, k.isa
+	p("  (void)y0;\n")
+	p("  const uintptr_t base = (uintptr_t)(const void*)x;\n")
+	idx := make([]string, 16)
+	for l := int64(0); l < 16; l++ {
+		switch {
+		case l < g.ow:
+			idx[l] = fmt.Sprint(2 * l)
+		case l < 2*g.ow:
+			idx[l] = fmt.Sprint(16 + 2*(l-g.ow))
+		default:
+			idx[l] = "0"
+		}
+	}
+	p("  const __m512i ev = _mm512_setr_epi32(%s);\n", strings.Join(idx, ", "))
+	// load is the masked load of input row iy for tap column kx, or ""
+	// when the row lies in the padding (its lanes all zero).
+	load := func(iy, kx int64) string {
+		if iy < 0 || iy >= k.h {
+			return ""
+		}
+		var m uint32
+		for j := int64(0); j < 16; j++ {
+			ix := j + kx*g.dw - g.pw
+			if j%2 == 0 && j/2 < g.ow && ix >= 0 && ix < k.w {
+				m |= 1 << j
+			}
+		}
+		off := iy*k.w + kx*g.dw - g.pw
+		return fmt.Sprintf("_mm512_maskz_loadu_ps((__mmask16)0x%x, (const void*)(base + (intptr_t)(%d)))", m, off*4)
+	}
+	for r := int64(0); r < g.oh; r += 2 {
+		two := r+1 < g.oh
+		p("  {\n    __m512 a = _mm512_setzero_ps();\n")
+		for ky := int64(0); ky < g.kh; ky++ {
+			for kx := int64(0); kx < g.kw; kx++ {
+				lo := load(r*g.sh-g.ph+ky*g.dh, kx)
+				hi := ""
+				if two {
+					hi = load((r+1)*g.sh-g.ph+ky*g.dh, kx)
+				}
+				if lo == "" {
+					lo = "_mm512_setzero_ps()"
+				}
+				if hi == "" {
+					hi = "_mm512_setzero_ps()"
+				}
+				v := fmt.Sprintf("_mm512_permutex2var_ps(%s, ev, %s)", lo, hi)
+				p("    a = %s;\n", fmt.Sprintf(isa.fma, fmt.Sprintf(isa.set1, fmt.Sprintf("w[%d]", ky*g.kw+kx)), v, "a"))
+			}
+		}
+		n := g.ow
+		if two {
+			n = 2 * g.ow
+		}
+		p("    _mm512_mask_storeu_ps(v + %d, (__mmask16)0x%x, a);\n  }\n", r*g.ow, uint32(1)<<n-1)
 	}
 }
 

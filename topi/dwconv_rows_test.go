@@ -49,22 +49,37 @@ func TestDWRowsKernelCMatchesEval(t *testing.T) {
 		{convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, oh: 1, ow: 1}, 1, 1, 1, 0},
 		{convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, oh: 3, ow: 15}, 3, 15, 3, 0},
 		{convGeom{kh: 5, kw: 5, sh: 1, sw: 1, ph: 2, pw: 2, dh: 1, dw: 1, oh: 14, ow: 14}, 14, 14, 14, 0},
+		// Stride 2 to at most 8 columns, the whole plane: two rows per
+		// vector (the 14x14 -> 7x7 case above too): 5x5 taps, an odd
+		// input, an even number of rows, 8 columns, one column,
+		// dilation, row stride 1.
+		{convGeom{kh: 5, kw: 5, sh: 2, sw: 2, ph: 2, pw: 2, dh: 1, dw: 1, oh: 7, ow: 7}, 14, 14, 7, 0},
+		{convGeom{kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, oh: 7, ow: 7}, 13, 13, 7, 0},
+		{convGeom{kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, oh: 4, ow: 4}, 8, 8, 4, 0},
+		{convGeom{kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, oh: 8, ow: 8}, 16, 16, 8, 0},
+		{convGeom{kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, oh: 1, ow: 1}, 2, 2, 1, 0},
+		{convGeom{kh: 3, kw: 3, sh: 2, sw: 2, ph: 2, pw: 2, dh: 2, dw: 2, oh: 5, ow: 5}, 9, 9, 5, 0},
+		{convGeom{kh: 3, kw: 3, sh: 1, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, oh: 6, ow: 5}, 6, 10, 6, 0},
 	}
 	forX86Builds(t, func(mcpu string, isa vecISA, flags []string, portable bool) {
 		if isa.name != "avx512" {
 			return
 		}
-		flat := 0
+		flat, pairs := 0, 0
 		for i, tc := range cases {
 			k, err := newDWRowsKernel(isa, tc.g, tc.h, tc.w, tc.rows)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if dwRowsFlat(tc.g, tc.w, tc.rows) != strings.Contains(k.Source(), "base + (intptr_t)") {
-				t.Fatalf("case %d: flat %v, but the source disagrees", i, dwRowsFlat(tc.g, tc.w, tc.rows))
+			isFlat, isPairs := dwRowsFlat(tc.g, tc.w, tc.rows), dwRowsPairs(tc.g, tc.rows)
+			if (isFlat || isPairs) != strings.Contains(k.Source(), "base + (intptr_t)") {
+				t.Fatalf("case %d: flat %v, pairs %v, but the source disagrees", i, isFlat, isPairs)
 			}
-			if dwRowsFlat(tc.g, tc.w, tc.rows) {
+			if isFlat {
 				flat++
+			}
+			if isPairs {
+				pairs++
 			}
 			t.Run(fmt.Sprintf("%s_portable%v_%d", mcpu, portable, i), func(t *testing.T) {
 				outs := make([]int64, k.vSpan)
@@ -74,8 +89,8 @@ func TestDWRowsKernelCMatchesEval(t *testing.T) {
 				checkKernelCall(t, cc, k, [3]int64{k.vSpan, k.xSpan, k.wSpan}, []int64{tc.y0}, outs, append([]string{"-Wall", "-Wextra", "-Werror"}, flags...), int64(i)+3)
 			})
 		}
-		if flat != 8 {
-			t.Errorf("%d flat cases, want 8", flat)
+		if flat != 8 || pairs != 8 {
+			t.Errorf("%d flat and %d paired cases, want 8 and 8", flat, pairs)
 		}
 	})
 }
