@@ -19,13 +19,7 @@ import (
 // direct on Sapphire Rapids), not on Zen 5, Zen 4 or AVX2, and applies a
 // CPU device's limit too.
 func TestAlterConvLayoutTargets(t *testing.T) {
-	tgt := func(s string) *targets.Target {
-		l, err := targets.ParseList(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l.Host
-	}
+	tgt := func(s string) *targets.Target { return hostTargetOf(t, s) }
 	spr, zen5, zen4, haswell := tgt("c -mcpu=sapphirerapids"), tgt("c -mcpu=znver5"), tgt("c -mcpu=znver4"), tgt("c -mcpu=haswell")
 	if got, want := topi.WinogradMaxBytes(spr), spr.Processor().L2; got != want || got <= 0 {
 		t.Errorf("Sapphire Rapids: limit %d, want its L2 %d", got, want)
@@ -61,20 +55,37 @@ func TestAlterConvLayoutTargets(t *testing.T) {
 		{"a Sapphire Rapids device", zen5, []*targets.Target{zen5, spr}, op.Conv2DPacked},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got *op.Op
-			for _, p := range graphPasses(passconfig.New(), nil, tc.host, tc.tgts) {
-				if p.Name != "alter_conv_layout" {
-					continue
-				}
-				out, err := p.Run(mod)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = out.Main().Body.(*graph.Call).Op
-			}
-			if got != tc.want {
+			out := runGraphPass(t, "alter_conv_layout", tc.host, tc.tgts, mod)
+			if got := out.Main().Body.(*graph.Call).Op; got != tc.want {
 				t.Errorf("operator %v, want %v", got, tc.want)
 			}
 		})
 	}
+}
+
+// hostTargetOf is the host target of the target list s.
+func hostTargetOf(t *testing.T, s string) *targets.Target {
+	t.Helper()
+	l, err := targets.ParseList(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Host
+}
+
+// runGraphPass runs graph pass name of the compilation's pass list for
+// host and tgts on mod.
+func runGraphPass(t *testing.T, name string, host *targets.Target, tgts []*targets.Target, mod *graph.Module) *graph.Module {
+	t.Helper()
+	for _, p := range graphPasses(passconfig.New(), nil, host, tgts) {
+		if p.Name == name {
+			out, err := p.Run(mod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+	}
+	t.Fatalf("no graph pass %s", name)
+	return nil
 }

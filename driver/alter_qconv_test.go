@@ -7,7 +7,6 @@ import (
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
@@ -20,13 +19,7 @@ import (
 // second CPU target does (its device might run the convolution, whose
 // broadcast form would there be portable C).
 func TestAlterQConvLayoutTargets(t *testing.T) {
-	tgt := func(s string) *targets.Target {
-		l, err := targets.ParseList(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l.Host
-	}
+	tgt := func(s string) *targets.Target { return hostTargetOf(t, s) }
 	vnni, haswell := tgt("c -mcpu=icelake-server"), tgt("c -mcpu=haswell")
 	rng := rand.New(rand.NewSource(2))
 	w := tensor.New(ir.Int8, ir.Shape{48, 20, 3, 3})
@@ -59,18 +52,8 @@ func TestAlterQConvLayoutTargets(t *testing.T) {
 		{"a Haswell device", vnni, []*targets.Target{vnni, haswell}, "OIHW4i"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got string
-			for _, p := range graphPasses(passconfig.New(), nil, tc.host, tc.tgts) {
-				if p.Name != "alter_qconv_layout" {
-					continue
-				}
-				out, err := p.Run(mod)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = out.Main().Body.(*graph.Call).Attrs.Str("kernel_layout")
-			}
-			if got != tc.want {
+			out := runGraphPass(t, "alter_qconv_layout", tc.host, tc.tgts, mod)
+			if got := out.Main().Body.(*graph.Call).Attrs.Str("kernel_layout"); got != tc.want {
 				t.Errorf("kernel_layout %q, want %q", got, tc.want)
 			}
 		})
