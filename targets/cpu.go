@@ -59,11 +59,14 @@ type Processor struct {
 	// streamed from L2, and the columns kernel keeps convolutions of
 	// fewer than 1024 multiply-adds per output. Without it (Intel's
 	// server cores) the broadcast kernel takes its weights in L1-sized
-	// passes and is chosen from 64 multiply-adds per output: on an
-	// Emerald Rapids core the one-pass kernel ran resnet18's 256 -> 512
-	// 3x3 convolution in 1.30 ms and L1-sized passes in 0.82 ms. Known
-	// CPUs set it from the table; a probed one from its vendor and family
-	// (AMD family 26 with AVX-512).
+	// passes and is chosen from 512 multiply-adds per output: on an
+	// Emerald Rapids core the one-pass kernel ran resnet18's stride-2
+	// 256 -> 512 3x3 convolution in 1.30 ms and L1-sized passes in 0.82
+	// ms. topi also keeps Winograd's planes within L2 without it
+	// (WinogradMaxBytes) and keeps the depthwise lanes form for wide
+	// stride-2 outputs only with it (dwRowsFor). Known CPUs set it from
+	// the table; a probed one from its vendor and family (AMD family 26
+	// with AVX-512).
 	FastL2 bool
 	// Native reports that the description was probed from this machine.
 	Native bool

@@ -288,14 +288,16 @@ func (p *convPlan) chooseRows() {
 // processor's multiply-adds, not its loads, bound the kernels: on AVX2
 // and on AVX-512 whose 512-bit operations run in two halves (Zen 4)
 // from 64 multiply-adds per output (vecISA.bcastSteps). Where they run at
-// full width (Zen 5) the columns kernel, with 11 loads per 24
-// multiply-adds against the broadcast kernel's 8 per 12, was faster on
-// 16 of squeezenet's 18 convolutions in kiln tune (by up to 3x: its 1x1
-// and short 3x3 reductions), the broadcast kernel with all input channels
-// in one pass on resnet18's 3x3 convolutions from 128 channels (by up to
-// 23 %) and on mobilenet_v2's 7x7 maps from 576 channels: there it is
-// chosen from 1024 multiply-adds per output, 512 on maps of at most
-// bcastSmallMap outputs, in one pass.
+// full width with a fast L2 (Zen 5, Processor.FastL2) the columns kernel,
+// with 11 loads per 24 multiply-adds against the broadcast kernel's 8
+// per 12, was faster on 16 of squeezenet's 18 convolutions in kiln tune
+// (by up to 3x: its 1x1 and short 3x3 reductions), the broadcast kernel
+// with all input channels in one pass on resnet18's 3x3 convolutions
+// from 128 channels (by up to 23 %) and on mobilenet_v2's 7x7 maps from
+// 576 channels: there it is chosen from 1024 multiply-adds per output,
+// 128 on maps of at most bcastSmallMap outputs, in one pass. Full-width
+// AVX-512 without a fast L2 (Intel's server cores) chooses it from 512,
+// 128 on such maps, in L1-sized passes (isaFor).
 func (p *convPlan) chooseBroadcast(oc, ic, block int64) {
 	if t, ok := p.isa.broadcastFor(oc, p.outC, ic*int64(len(p.koff)), block, p.g.oh*p.g.ow, ic); ok {
 		p.bmv, p.bnc, p.tail, p.kc, p.mr = t.mv, t.nc, t.tail, t.kc, t.mv*p.isa.lanes

@@ -127,12 +127,12 @@ func (k *dwRowsKernel) loadMask(c0, kx, half int64) uint32 {
 	return m
 }
 
-func (k *dwRowsKernel) storeMask(c0 int64) uint32 {
-	var m uint32
-	for l := int64(0); l < 16 && c0+l < k.g.ow; l++ {
-		m |= 1 << l
-	}
-	return m
+func (k *dwRowsKernel) storeMask(c0 int64) uint32 { return firstLanes(k.g.ow - c0) }
+
+// firstLanes is the mask of the first n of a vector's sixteen lanes (none
+// for n <= 0, all from 16).
+func firstLanes(n int64) uint32 {
+	return uint32(1)<<min(max(n, 0), 16) - 1
 }
 
 // source writes the C definition (named sym).
@@ -254,11 +254,7 @@ func (k *dwRowsKernel) flatSource(p func(string, ...any)) {
 			}
 		}
 		for i := v0; i < v1; i++ {
-			var m uint32
-			for l := int64(0); l < 16 && 16*i+l < n; l++ {
-				m |= 1 << l
-			}
-			p("    _mm512_mask_storeu_ps(v + %d, (__mmask16)0x%x, a%d);\n", 16*i, m, i-v0)
+			p("    _mm512_mask_storeu_ps(v + %d, (__mmask16)0x%x, a%d);\n", 16*i, firstLanes(n-16*i), i-v0)
 		}
 		p("  }\n")
 	}
@@ -336,7 +332,7 @@ func (k *dwRowsKernel) pairsSource(p func(string, ...any)) {
 		if two {
 			n = 2 * g.ow
 		}
-		p("    _mm512_mask_storeu_ps(v + %d, (__mmask16)0x%x, a);\n  }\n", r*g.ow, uint32(1)<<n-1)
+		p("    _mm512_mask_storeu_ps(v + %d, (__mmask16)0x%x, a);\n  }\n", r*g.ow, firstLanes(n))
 	}
 }
 

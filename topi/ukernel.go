@@ -93,13 +93,15 @@ func isaFor(p *targets.Processor) vecISA {
 		// broadcast kernel (Processor.FastL2; Intel's server cores): the
 		// broadcast kernel in L1-sized passes from 512 multiply-adds per
 		// output (on an Emerald Rapids core kiln tune chose it for
-		// every resnet18 3x3 convolution, 12-37 % faster than with all
-		// input channels in one pass or the columns kernel), and from
-		// 128 on maps of 7x7 and smaller, as on Zen 5.
+		// each of resnet18's packed, stride-2 3x3 convolutions, 12-37 %
+		// faster than with all input channels in one pass or the
+		// columns kernel), and from 128 on maps of 7x7 and smaller, as
+		// on Zen 5.
 		v.bcastSteps, v.bcastSmallSteps = 512, 128
 	default:
-		// Full-width AVX-512 with a fast L2 (Zen 5): the columns kernel's better load
-		// ratio wins unless the reduction is long (resnet18's 3x3
+		// Full-width AVX-512 with a fast L2 (Zen 5): the columns
+		// kernel's better load ratio wins unless the reduction is long
+		// (resnet18's 3x3
 		// convolutions from 128 channels on) or, on 7x7 maps and
 		// smaller, where the columns kernel's vectors hold 49 valid
 		// columns of 64, from 128 steps (with the 3 x 9 tile,
