@@ -96,6 +96,10 @@ func kernelProgram(k tir.Kernel, main string) string {
 	var src strings.Builder
 	src.WriteString("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n")
 	for _, inc := range k.Includes() {
+		if strings.HasPrefix(inc, "#") { // a guarded include, as codegen/c writes it
+			src.WriteString(inc + "\n")
+			continue
+		}
 		src.WriteString("#include " + inc + "\n")
 	}
 	src.WriteString(k.Source())

@@ -59,6 +59,7 @@ type maxPoolRows struct {
 	ph, pw         int64
 	wp             int64 // the row buffer: pw + w, or the last window's reach
 	dt             ir.DType
+	vec            poolVecForm // the vector form (pool_vec.go), if any
 }
 
 // newMaxPoolRows returns the rows form of a 2-D max pool of an NCHW input
@@ -78,7 +79,11 @@ func newMaxPoolRows(c *strategy.Call, xShape ir.Shape, dt ir.DType) (*maxPoolRow
 	}
 	r := &maxPoolRows{h: xShape[2], w: xShape[3], oh: g.oh, ow: g.ow, kh: g.kh, kw: g.kw,
 		sh: g.sh, sw: g.sw, dh: g.dh, dw: g.dw, ph: g.ph, pw: g.pw, dt: dt}
-	return r, r.fit()
+	if !r.fit() {
+		return nil, false
+	}
+	r.vec = poolVecFor(c.Target.Processor(), r)
+	return r, true
 }
 
 // fit checks that the geometry's sizes and offsets fit the kernel's
@@ -163,7 +168,12 @@ func newMaxPoolRowsKernel(r *maxPoolRows) *maxPoolRowsKernel {
 func (k *maxPoolRowsKernel) Symbol() string { return k.symbol }
 
 // Includes implements tir.Kernel.
-func (k *maxPoolRowsKernel) Includes() []string { return []string{"<math.h>", "<string.h>"} }
+func (k *maxPoolRowsKernel) Includes() []string {
+	if k.r.vec != poolVecNone {
+		return []string{"<math.h>", "<string.h>", "#if defined(__AVX512F__)\n#include <immintrin.h>\n#endif"}
+	}
+	return []string{"<math.h>", "<string.h>"}
+}
 
 // Source implements tir.Kernel.
 func (k *maxPoolRowsKernel) Source() string { return k.src }
@@ -185,8 +195,8 @@ func (k *maxPoolRowsKernel) source(sym string) string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	typ, low := r.cType()
 	isFloat := r.dt == ir.Float32
-	p("/* Max pooling by rows, one %s channel: %dx%d -> %dx%d, %dx%d taps, stride %dx%d, dilation %dx%d, padding %dx%d. */\n",
-		typ, r.h, r.w, r.oh, r.ow, r.kh, r.kw, r.sh, r.sw, r.dh, r.dw, r.ph, r.pw)
+	p("/* Max pooling by rows, one %s channel: %dx%d -> %dx%d, %dx%d taps, stride %dx%d, dilation %dx%d, padding %dx%d; vector form %s. */\n",
+		typ, r.h, r.w, r.oh, r.ow, r.kh, r.kw, r.sh, r.sw, r.dh, r.dw, r.ph, r.pw, r.vec)
 	if isFloat {
 		writeExactMax(p, sym)
 		// The column sums of rows [0, n) of x into sum: NaN where a
@@ -196,7 +206,13 @@ func (k *maxPoolRowsKernel) source(sym string) string {
 		p("    const float* restrict xr = x + (ptrdiff_t)r * %d;\n", r.w)
 		p("    for (int32_t j = 0; j < %d; ++j) sum[j] += xr[j];\n  }\n}\n", r.w)
 	}
-	p("static void %s(const %s* restrict x, %s* restrict y) {\n", sym, typ, typ)
+	// With a vector form, the rows form is its fallback under its own
+	// name.
+	rows := sym
+	if r.vec != poolVecNone {
+		rows = sym + "_rows"
+	}
+	p("static void %s(const %s* restrict x, %s* restrict y) {\n", rows, typ, typ)
 	p("  %s vm[%d];\n", typ, r.wp)
 	if r.pw > 0 {
 		p("  for (int32_t j = 0; j < %d; ++j) vm[j] = %s;\n", r.pw, low)
@@ -253,6 +269,9 @@ func (k *maxPoolRowsKernel) source(sym string) string {
 		p("    if (bad) {\n      odd = 1;\n      goto again;\n    }\n  }\n")
 	}
 	p("}\n")
+	if r.vec != poolVecNone {
+		r.vecSource(p, sym, rows)
+	}
 	return b.String()
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/topi/topitest"
 )
@@ -28,6 +29,52 @@ var rowsGeometries = []maxPoolRows{
 	{h: 7, w: 6, oh: 6, ow: 6, kh: 2, kw: 2, sh: 1, sw: 1, dh: 2, dw: 1, ph: 1, pw: 0},
 	{h: 3, w: 21, oh: 3, ow: 17, kh: 1, kw: 5, sh: 1, sw: 1, dh: 1, dw: 1},
 	{h: 6, w: 40, oh: 3, ow: 20, kh: 2, kw: 2, sh: 2, sw: 2, dh: 1, dw: 1},
+	// The vector forms' (pool_vec.go): googlenet's 3x3 stride 1 on 14x14
+	// and 7x7 (flat), a 5x5 window on 13x13 (flat, taps wholly in the
+	// padding), a flat plane taller than its output (1x3 window, no
+	// padding, dilation 2), googlenet's 28 -> 14 stride 2 in ceil mode and
+	// 14 -> 7 by 2x2 (direct), squeezenet's 55 -> 27 (direct, two
+	// vectors per row), a plane too large for the flat form (direct,
+	// stride 1) and a row stride of 2 with a column stride of 1 (direct).
+	{h: 14, w: 14, oh: 14, ow: 14, kh: 3, kw: 3, sh: 1, sw: 1, dh: 1, dw: 1, ph: 1, pw: 1},
+	{h: 7, w: 7, oh: 7, ow: 7, kh: 3, kw: 3, sh: 1, sw: 1, dh: 1, dw: 1, ph: 1, pw: 1},
+	{h: 13, w: 13, oh: 13, ow: 13, kh: 5, kw: 5, sh: 1, sw: 1, dh: 1, dw: 1, ph: 2, pw: 2},
+	{h: 9, w: 10, oh: 5, ow: 10, kh: 3, kw: 1, sh: 1, sw: 1, dh: 2, dw: 1},
+	{h: 28, w: 28, oh: 14, ow: 14, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1},
+	{h: 14, w: 14, oh: 7, ow: 7, kh: 2, kw: 2, sh: 2, sw: 2, dh: 1, dw: 1},
+	{h: 55, w: 55, oh: 27, ow: 27, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1},
+	{h: 120, w: 30, oh: 120, ow: 30, kh: 5, kw: 5, sh: 1, sw: 1, dh: 1, dw: 1, ph: 2, pw: 2},
+	{h: 11, w: 9, oh: 5, ow: 9, kh: 3, kw: 3, sh: 2, sw: 1, dh: 1, dw: 1, ph: 0, pw: 1},
+}
+
+// TestPoolVecForms checks which vector form each of rowsGeometries gets.
+func TestPoolVecForms(t *testing.T) {
+	want := []poolVecForm{poolVecDirect, poolVecDirect, poolVecFlat, poolVecFlat, poolVecDirect, poolVecDirect,
+		poolVecFlat, poolVecFlat, poolVecFlat, poolVecFlat, poolVecDirect, poolVecDirect, poolVecDirect, poolVecDirect, poolVecDirect}
+	for i, g := range rowsGeometries {
+		if got := g.vecForm(); got != want[i] {
+			t.Errorf("geometry %d %+v: %s, want %s", i, g, got, want[i])
+		}
+	}
+	wide := maxPoolRows{h: 112, w: 112, oh: 56, ow: 56, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1, ph: 1, pw: 1, dt: ir.Float32}
+	if got := wide.vecForm(); got != poolVecNone {
+		t.Errorf("resnet18's 112 -> 56: %s, want none", got)
+	}
+	for _, c := range []struct {
+		mcpu string
+		dt   ir.DType
+		want poolVecForm
+	}{{"skylake-avx512", ir.Float32, poolVecFlat}, {"haswell", ir.Float32, poolVecNone}, {"skylake-avx512", ir.Uint8, poolVecNone}} {
+		p, err := targets.ResolveCPU(c.mcpu, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := rowsGeometries[6]
+		g.dt = c.dt
+		if got := poolVecFor(p, &g); got != c.want {
+			t.Errorf("%s, %s: %s, want %s", c.mcpu, c.dt, got, c.want)
+		}
+	}
 }
 
 // TestMaxPoolRowsMatchesEval compiles the rows kernel for each geometry
@@ -74,7 +121,12 @@ func TestMaxPoolRowsMatchesEval(t *testing.T) {
 		if !g.fit() {
 			t.Fatalf("geometry %d does not fit: %+v", gi, g)
 		}
-		k := newMaxPoolRowsKernel(&g)
+		ks := []*maxPoolRowsKernel{newMaxPoolRowsKernel(&g)}
+		if vg := g; vg.vecForm() != poolVecNone {
+			vg.vec = vg.vecForm()
+			ks = append(ks, newMaxPoolRowsKernel(&vg))
+		}
+		k := ks[0]
 		rng := rand.New(rand.NewSource(int64(gi)))
 		// Every case's plane in one program run.
 		var in []byte
@@ -101,17 +153,22 @@ func TestMaxPoolRowsMatchesEval(t *testing.T) {
 				}
 			}
 		}
-		for _, flags := range [][]string{nil, {"-march=native"}} {
-			t.Run(fmt.Sprintf("%d%v", gi, flags), func(t *testing.T) {
-				raw := runRowsKernel(t, cc, k, in, len(names), flags)
-				per := len(want) / len(names)
-				for j := range want {
-					g, w := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:])), want[j]
-					if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
-						t.Errorf("%s: y[%d] = %g (%#x), Eval %g (%#x)", names[j/per], j%per, g, math.Float32bits(g), w, math.Float32bits(w))
+		for _, k := range ks {
+			for _, flags := range [][]string{nil, {"-march=native"}} {
+				t.Run(fmt.Sprintf("%d_%s%v", gi, k.r.vec, flags), func(t *testing.T) {
+					if k.r.vec != poolVecNone && flags != nil && !hostHas(t, "avx512f") {
+						t.Log("this machine lacks AVX-512: the vector form is compiled out")
 					}
-				}
-			})
+					raw := runRowsKernel(t, cc, k, in, len(names), flags)
+					per := len(want) / len(names)
+					for j := range want {
+						g, w := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:])), want[j]
+						if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+							t.Errorf("%s: y[%d] = %g (%#x), Eval %g (%#x)", names[j/per], j%per, g, math.Float32bits(g), w, math.Float32bits(w))
+						}
+					}
+				})
+			}
 		}
 		for _, dt := range []ir.DType{ir.Int8, ir.Uint8} {
 			g.dt = dt
@@ -206,4 +263,14 @@ func TestMaxPoolRowsSelected(t *testing.T) {
 			t.Errorf("%s, width %d: selected %s, want %s", c.dt, c.w, impl.Name, c.want)
 		}
 	}
+}
+
+// hostHas reports whether this machine is x86-64 with CPU feature f.
+func hostHas(t *testing.T, f string) bool {
+	t.Helper()
+	host, err := targets.ResolveCPU("native", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host.Arch == targets.X86_64 && host.Has(f)
 }
