@@ -60,6 +60,7 @@ type maxPoolRows struct {
 	wp             int64 // the row buffer: pw + w, or the last window's reach
 	dt             ir.DType
 	vec            poolVecForm // the vector form (pool_vec.go), if any
+	vlanes         int64       // its vector width in floats
 }
 
 // newMaxPoolRows returns the rows form of a 2-D max pool of an NCHW input
@@ -82,7 +83,7 @@ func newMaxPoolRows(c *strategy.Call, xShape ir.Shape, dt ir.DType) (*maxPoolRow
 	if !r.fit() {
 		return nil, false
 	}
-	r.vec = poolVecFor(c.Target.Processor(), r)
+	r.vec, r.vlanes = poolVecFor(c.Target.Processor(), r)
 	return r, true
 }
 
@@ -170,7 +171,7 @@ func (k *maxPoolRowsKernel) Symbol() string { return k.symbol }
 // Includes implements tir.Kernel.
 func (k *maxPoolRowsKernel) Includes() []string {
 	if k.r.vec != poolVecNone {
-		return []string{"<math.h>", "<string.h>", "#if defined(__AVX512F__)\n#include <immintrin.h>\n#endif"}
+		return []string{"<math.h>", "<string.h>", "#if defined(__AVX512F__) || defined(__AVX2__)\n#include <immintrin.h>\n#endif"}
 	}
 	return []string{"<math.h>", "<string.h>"}
 }
@@ -195,8 +196,8 @@ func (k *maxPoolRowsKernel) source(sym string) string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	typ, low := r.cType()
 	isFloat := r.dt == ir.Float32
-	p("/* Max pooling by rows, one %s channel: %dx%d -> %dx%d, %dx%d taps, stride %dx%d, dilation %dx%d, padding %dx%d; vector form %s. */\n",
-		typ, r.h, r.w, r.oh, r.ow, r.kh, r.kw, r.sh, r.sw, r.dh, r.dw, r.ph, r.pw, r.vec)
+	p("/* Max pooling by rows, one %s channel: %dx%d -> %dx%d, %dx%d taps, stride %dx%d, dilation %dx%d, padding %dx%d; vector form %s (%d lanes). */\n",
+		typ, r.h, r.w, r.oh, r.ow, r.kh, r.kw, r.sh, r.sw, r.dh, r.dw, r.ph, r.pw, r.vec, r.vlanes)
 	if isFloat {
 		writeExactMax(p, sym)
 		// The column sums of rows [0, n) of x into sum: NaN where a

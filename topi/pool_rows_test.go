@@ -47,32 +47,50 @@ var rowsGeometries = []maxPoolRows{
 	{h: 11, w: 9, oh: 5, ow: 9, kh: 3, kw: 3, sh: 2, sw: 1, dh: 1, dw: 1, ph: 0, pw: 1},
 }
 
-// TestPoolVecForms checks which vector form each of rowsGeometries gets.
+// TestPoolVecForms checks which vector form each of rowsGeometries gets
+// with AVX-512's vectors, and the choice by processor.
 func TestPoolVecForms(t *testing.T) {
 	want := []poolVecForm{poolVecDirect, poolVecDirect, poolVecFlat, poolVecFlat, poolVecDirect, poolVecDirect,
 		poolVecFlat, poolVecFlat, poolVecFlat, poolVecFlat, poolVecDirect, poolVecDirect, poolVecDirect, poolVecDirect, poolVecDirect}
 	for i, g := range rowsGeometries {
-		if got := g.vecForm(); got != want[i] {
+		if got := g.vecForm(16); got != want[i] {
 			t.Errorf("geometry %d %+v: %s, want %s", i, g, got, want[i])
 		}
 	}
 	wide := maxPoolRows{h: 112, w: 112, oh: 56, ow: 56, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1, ph: 1, pw: 1, dt: ir.Float32}
-	if got := wide.vecForm(); got != poolVecNone {
+	if got := wide.vecForm(16); got != poolVecNone {
 		t.Errorf("resnet18's 112 -> 56: %s, want none", got)
 	}
+	// 40x30 by 3x3: 75 vectors of 16 by 9 taps fit the flat form's
+	// loads, 150 of 8 do not (and AVX2 has no direct form).
+	big := maxPoolRows{h: 40, w: 30, oh: 40, ow: 30, kh: 3, kw: 3, sh: 1, sw: 1, dh: 1, dw: 1, ph: 1, pw: 1, dt: ir.Float32}
+	if a, b := big.vecForm(16), big.vecForm(8); a != poolVecFlat || b != poolVecNone {
+		t.Errorf("40x30: %s with 16 lanes, %s with 8; want flat, none", a, b)
+	}
+	if got := rowsGeometries[10].vecForm(8); got != poolVecNone {
+		t.Errorf("28 -> 14 stride 2 with 8 lanes: %s, want none", got)
+	}
 	for _, c := range []struct {
-		mcpu string
-		dt   ir.DType
-		want poolVecForm
-	}{{"skylake-avx512", ir.Float32, poolVecFlat}, {"haswell", ir.Float32, poolVecNone}, {"skylake-avx512", ir.Uint8, poolVecNone}} {
+		mcpu  string
+		dt    ir.DType
+		want  poolVecForm
+		lanes int64
+	}{
+		{"skylake-avx512", ir.Float32, poolVecFlat, 16},
+		{"haswell", ir.Float32, poolVecFlat, 8},
+		{"sandybridge", ir.Float32, poolVecNone, 0},
+		{"x86-64", ir.Float32, poolVecNone, 0},
+		{"cortex-a72", ir.Float32, poolVecNone, 0},
+		{"skylake-avx512", ir.Uint8, poolVecNone, 0},
+	} {
 		p, err := targets.ResolveCPU(c.mcpu, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		g := rowsGeometries[6]
 		g.dt = c.dt
-		if got := poolVecFor(p, &g); got != c.want {
-			t.Errorf("%s, %s: %s, want %s", c.mcpu, c.dt, got, c.want)
+		if got, lanes := poolVecFor(p, &g); got != c.want || lanes != c.lanes {
+			t.Errorf("%s, %s: %s with %d lanes, want %s with %d", c.mcpu, c.dt, got, lanes, c.want, c.lanes)
 		}
 	}
 }
@@ -122,9 +140,11 @@ func TestMaxPoolRowsMatchesEval(t *testing.T) {
 			t.Fatalf("geometry %d does not fit: %+v", gi, g)
 		}
 		ks := []*maxPoolRowsKernel{newMaxPoolRowsKernel(&g)}
-		if vg := g; vg.vecForm() != poolVecNone {
-			vg.vec = vg.vecForm()
-			ks = append(ks, newMaxPoolRowsKernel(&vg))
+		for _, lanes := range []int64{16, 8} {
+			if vg := g; vg.vecForm(lanes) != poolVecNone {
+				vg.vec, vg.vlanes = vg.vecForm(lanes), lanes
+				ks = append(ks, newMaxPoolRowsKernel(&vg))
+			}
 		}
 		k := ks[0]
 		rng := rand.New(rand.NewSource(int64(gi)))
@@ -155,9 +175,9 @@ func TestMaxPoolRowsMatchesEval(t *testing.T) {
 		}
 		for _, k := range ks {
 			for _, flags := range [][]string{nil, {"-march=native"}} {
-				t.Run(fmt.Sprintf("%d_%s%v", gi, k.r.vec, flags), func(t *testing.T) {
-					if k.r.vec != poolVecNone && flags != nil && !hostHas(t, "avx512f") {
-						t.Log("this machine lacks AVX-512: the vector form is compiled out")
+				t.Run(fmt.Sprintf("%d_%s%d%v", gi, k.r.vec, k.r.vlanes, flags), func(t *testing.T) {
+					if need := map[int64]string{16: "avx512f", 8: "avx2"}[k.r.vlanes]; need != "" && flags != nil && !hostHas(t, need) {
+						t.Logf("this machine lacks %s: the vector form is compiled out", need)
 					}
 					raw := runRowsKernel(t, cc, k, in, len(names), flags)
 					per := len(want) / len(names)

@@ -2,13 +2,16 @@ package topi
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/targets"
 )
 
 // The vector forms of the rows kernel (pool_rows.go) for float32 planes
-// on AVX-512: every output vector is the max of one masked load per tap,
+// on AVX-512 and AVX2: every output vector is the max of one masked load
+// per tap (AVX2: a masked load where some lanes are outside, blended
+// with the lowest value),
 // the masks fixed when the kernel is written, lanes outside the plane
 // reading the lowest value. Where a plane's rows are narrow the rows
 // form's passes over row buffers of a vector or two, and its scalar
@@ -21,8 +24,8 @@ import (
 //     input position q plus a constant per tap, so the whole plane is one
 //     run of vectors with no row tails (14x14: 0.031 ms; 28x28, 192
 //     channels: 0.043-0.048 against 0.086);
-//   - the direct form (poolVecDirect) takes outputs at most
-//     poolVecDirectMaxCols wide, stride 1 or 2: per output row and
+//   - the direct form (poolVecDirect, AVX-512 only) takes outputs at
+//     most poolVecDirectMaxCols wide, stride 1 or 2: per output row and
 //     column vector, the max over the window's rows of each tap column's
 //     loads, then (stride 2) the even lanes of two such vectors for each
 //     tap column (28 -> 14, 480 channels: 0.067 against 0.095; 55 -> 27,
@@ -30,7 +33,11 @@ import (
 //     0.053).
 //
 // Wider stride-2 outputs keep the rows form, whose separable passes load
-// less: resnet18's 112 -> 56 took 0.161 ms direct against 0.141.
+// less: resnet18's 112 -> 56 took 0.161 ms direct against 0.141, and
+// googlenet's 56 -> 28 (192 channels), at the bound, 0.113 against 0.109.
+//
+// The flat form for AVX2 has vectors of 8 lanes and loads that leave
+// lanes out as vmaskmovps and a blend.
 //
 // The plain max (vmaxps) decides, and the plane is checked as the rows
 // form checks it: a NaN in the plane makes the sum of its values NaN
@@ -59,27 +66,44 @@ func (f poolVecForm) String() string {
 
 // poolVecFlatMaxLoads bounds the flat form's loads (output vectors times
 // taps): each is one instruction of straight-line code (28x28 by 3x3:
-// 441).
+// 441 on AVX-512, 882 on AVX2).
 const poolVecFlatMaxLoads = 1024
 
 // poolVecDirectMaxCols is the widest output the direct form takes.
 const poolVecDirectMaxCols = 32
 
-// poolVecFor chooses the vector form of geometry r on processor p: none
-// without full AVX-512 or for 8-bit planes.
-func poolVecFor(p *targets.Processor, r *maxPoolRows) poolVecForm {
-	if r.dt != ir.Float32 || isaTable(p).name != "avx512" {
-		return poolVecNone
+// poolVecFor chooses the vector form of geometry r on processor p and its
+// vector width (lanes): none for 8-bit planes or without AVX2.
+func poolVecFor(p *targets.Processor, r *maxPoolRows) (poolVecForm, int64) {
+	if r.dt != ir.Float32 {
+		return poolVecNone, 0
 	}
-	return r.vecForm()
+	var lanes int64
+	switch {
+	case isaTable(p).name == "avx512":
+		lanes = 16
+	case p.Arch == targets.X86_64 && p.Has("avx2"):
+		lanes = 8
+	default:
+		return poolVecNone, 0
+	}
+	return r.vecForm(lanes), lanes
 }
 
-// vecForm is the vector form for r's geometry on AVX-512.
-func (r *maxPoolRows) vecForm() poolVecForm {
-	if r.flatFits() {
+// vecForm is the vector form for r's geometry with vectors of lanes
+// floats. AVX2 takes only the flat form: its direct form loads each
+// partial vector with vmaskmovps and a blend, and took longer than the
+// rows form for every 3x3 stride-2 pool measured (C harness, Emerald
+// Rapids core, code for Haswell): squeezenet1_1's 27 -> 13 0.061 against
+// 0.038 ms, 55 -> 27 0.116 against 0.079, googlenet's 56 -> 28 0.177
+// against 0.112, 28 -> 14 0.124 against 0.089 (its 2x2 pool from 14x14
+// was faster, 0.028 against 0.062; its flat pools 0.058 against 0.092 on
+// 28x28 and 0.045 against 0.112 on 14x14).
+func (r *maxPoolRows) vecForm(lanes int64) poolVecForm {
+	if r.flatFits(lanes) {
 		return poolVecFlat
 	}
-	if (r.sw == 1 || r.sw == 2) && r.ow <= poolVecDirectMaxCols {
+	if lanes == 16 && (r.sw == 1 || r.sw == 2) && r.ow <= poolVecDirectMaxCols {
 		return poolVecDirect
 	}
 	return poolVecNone
@@ -87,90 +111,184 @@ func (r *maxPoolRows) vecForm() poolVecForm {
 
 // flatFits reports whether the flat form computes r: stride 1, output rows
 // as wide as the input's, within poolVecFlatMaxLoads.
-func (r *maxPoolRows) flatFits() bool {
-	return r.sh == 1 && r.sw == 1 && r.ow == r.w && ceilDiv(r.oh*r.ow, 16)*r.kh*r.kw <= poolVecFlatMaxLoads
+func (r *maxPoolRows) flatFits(lanes int64) bool {
+	return r.sh == 1 && r.sw == 1 && r.ow == r.w && ceilDiv(r.oh*r.ow, lanes)*r.kh*r.kw <= poolVecFlatMaxLoads
+}
+
+// poolVec writes the vector forms' C for vectors of lanes floats: 16
+// (AVX-512) or 8 (AVX2).
+type poolVec struct {
+	lanes int64
+	p     func(string, ...any)
+}
+
+func (v poolVec) avx512() bool { return v.lanes == 16 }
+
+// full is the mask of all lanes.
+func (v poolVec) full() uint32 { return firstLanes(v.lanes) }
+
+// maskVec is an AVX2 lane mask as a vector: -1 in the lanes of m.
+func maskVec(m uint32) string {
+	var b strings.Builder
+	b.WriteString("_mm256_setr_epi32(")
+	for l := 0; l < 8; l++ {
+		if l > 0 {
+			b.WriteString(", ")
+		}
+		if m&(1<<l) != 0 {
+			b.WriteString("-1")
+		} else {
+			b.WriteString("0")
+		}
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// load is the vector at integer address addr, the lanes outside m the
+// lowest value (lo); the lanes outside m are not read.
+func (v poolVec) load(m uint32, addr string) string {
+	if v.avx512() {
+		return fmt.Sprintf("_mm512_mask_loadu_ps(lo, (__mmask16)0x%x, (const void*)(%s))", m, addr)
+	}
+	if m == v.full() {
+		return fmt.Sprintf("_mm256_loadu_ps((const float*)(%s))", addr)
+	}
+	return fmt.Sprintf("_mm256_blend_ps(lo, _mm256_maskload_ps((const float*)(%s), %s), 0x%x)", addr, maskVec(m), m)
+}
+
+// max is the plain max of two vectors.
+func (v poolVec) max(a, b string) string {
+	if v.avx512() {
+		return fmt.Sprintf("_mm512_max_ps(%s, %s)", a, b)
+	}
+	return fmt.Sprintf("_mm256_max_ps(%s, %s)", a, b)
+}
+
+// typ is the vector type.
+func (v poolVec) typ() string {
+	if v.avx512() {
+		return "__m512"
+	}
+	return "__m256"
+}
+
+// storeCheck writes the store of output vector a under mask m at ptr and
+// the -0 check of its lanes (the lanes outside m hold the lowest value or
+// values of the plane's other outputs, never a wrong -0).
+func (v poolVec) storeCheck(indent, ptr string, m uint32) {
+	p := v.p
+	switch {
+	case v.avx512():
+		p("%s_mm512_mask_storeu_ps(%s, (__mmask16)0x%x, a);\n", indent, ptr, m)
+		p("%sbad |= _mm512_mask_cmpeq_epi32_mask((__mmask16)0x%x, _mm512_castps_si512(a), nz);\n", indent, m)
+		return
+	case m == v.full():
+		p("%s_mm256_storeu_ps(%s, a);\n", indent, ptr)
+	default:
+		p("%s_mm256_maskstore_ps(%s, %s, a);\n", indent, ptr, maskVec(m))
+	}
+	p("%sbadv = _mm256_or_si256(badv, _mm256_cmpeq_epi32(_mm256_castps_si256(a), nz));\n", indent)
 }
 
 // vecSource writes the vector form's kernel sym, which calls the rows
-// form (rows) for the exact max and where AVX-512 is not compiled in.
+// form (rows) for the exact max and where the vector code is not
+// compiled in.
 func (r *maxPoolRows) vecSource(p func(string, ...any), sym, rows string) {
+	v := poolVec{lanes: r.vlanes, p: p}
 	p("static void %s(const float* restrict x, float* restrict y) {\n", sym)
-	p("#if defined(__AVX512F__)\n")
-	p("  const __m512 lo = _mm512_set1_ps(-INFINITY);\n")
-	p("  const __m512i nz = _mm512_set1_epi32((int)0x80000000);\n")
-	p("  __mmask16 bad = 0;\n")
-	if r.vec == poolVecFlat {
-		r.flatVecSource(p)
+	if v.avx512() {
+		p("#if defined(__AVX512F__)\n")
+		p("  const __m512 lo = _mm512_set1_ps(-INFINITY);\n")
+		p("  const __m512i nz = _mm512_set1_epi32((int)0x80000000);\n")
+		p("  __mmask16 bad = 0;\n")
 	} else {
-		r.directVecSource(p)
+		p("#if defined(__AVX2__)\n")
+		p("  const __m256 lo = _mm256_set1_ps(-INFINITY);\n")
+		p("  const __m256i nz = _mm256_set1_epi32((int)0x80000000);\n")
+		p("  __m256i badv = _mm256_setzero_si256();\n")
+	}
+	if r.vec == poolVecFlat {
+		r.flatVecSource(v)
+	} else {
+		r.directVecSource(v)
 	}
 	// The NaN check over the whole plane (a value no window reads can
 	// only raise a false alarm).
-	n := r.h * r.w
-	p("  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;\n")
-	p("  for (int64_t i = 0; i + 64 <= %d; i += 64) {\n", n)
-	for a := 0; a < 4; a++ {
-		p("    s%d = _mm512_add_ps(s%d, _mm512_loadu_ps(x + i + %d));\n", a, a, 16*a)
+	n, l := r.h*r.w, v.lanes
+	pre := "_mm512"
+	if !v.avx512() {
+		pre = "_mm256"
+	}
+	p("  %s s0 = %s_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;\n", v.typ(), pre)
+	p("  for (int64_t i = 0; i + %d <= %d; i += %d) {\n", 4*l, n, 4*l)
+	for a := int64(0); a < 4; a++ {
+		p("    s%d = %s_add_ps(s%d, %s_loadu_ps(x + i + %d));\n", a, pre, a, pre, l*a)
 	}
 	p("  }\n")
-	for i := n / 64 * 64; i < n; i += 16 {
-		a := (i / 16) % 4
-		p("  s%d = _mm512_add_ps(s%d, _mm512_maskz_loadu_ps((__mmask16)0x%x, x + %d));\n", a, a, firstLanes(n-i), i)
+	for i := n / (4 * l) * (4 * l); i < n; i += l {
+		a := (i / l) % 4
+		ld := fmt.Sprintf("_mm512_maskz_loadu_ps((__mmask16)0x%x, x + %d)", firstLanes(n-i), i)
+		if !v.avx512() {
+			ld = fmt.Sprintf("_mm256_loadu_ps(x + %d)", i)
+			if n-i < 8 {
+				ld = fmt.Sprintf("_mm256_maskload_ps(x + %d, %s)", i, maskVec(firstLanes(n-i)))
+			}
+		}
+		p("  s%d = %s_add_ps(s%d, %s);\n", a, pre, a, ld)
 	}
-	p("  const __m512 s = _mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3));\n")
-	p("  bad |= _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);\n")
-	p("  if (bad) %s(x, y);\n", rows)
+	p("  const %s s = %s_add_ps(%s_add_ps(s0, s1), %s_add_ps(s2, s3));\n", v.typ(), pre, pre, pre)
+	if v.avx512() {
+		p("  bad |= _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);\n")
+		p("  if (bad) %s(x, y);\n", rows)
+	} else {
+		p("  if (!_mm256_testz_si256(badv, badv) || _mm256_movemask_ps(_mm256_cmp_ps(s, s, _CMP_UNORD_Q)) != 0) %s(x, y);\n", rows)
+	}
 	p("#else\n  %s(x, y);\n#endif\n}\n", rows)
-}
-
-// storeCheck writes the store of output vector a under mask m at y + off
-// and the -0 check of its lanes.
-func storeCheck(p func(string, ...any), indent, y string, off int64, m uint32) {
-	p("%s_mm512_mask_storeu_ps(%s + %d, (__mmask16)0x%x, a);\n", indent, y, off, m)
-	p("%sbad |= _mm512_mask_cmpeq_epi32_mask((__mmask16)0x%x, _mm512_castps_si512(a), nz);\n", indent, m)
 }
 
 // flatVecSource writes the flat form: the plane's OH x OW outputs as
 // consecutive vectors, each tap one masked load at a constant offset
 // from the plane (through an integer address: a tap above the plane is
 // no pointer before the array).
-func (r *maxPoolRows) flatVecSource(p func(string, ...any)) {
+func (r *maxPoolRows) flatVecSource(v poolVec) {
+	p, l := v.p, v.lanes
 	n := r.oh * r.ow
 	p("  const uintptr_t base = (uintptr_t)(const void*)x;\n")
-	for i := int64(0); i < ceilDiv(n, 16); i++ {
+	for i := int64(0); i < ceilDiv(n, l); i++ {
 		p("  {\n")
 		first := true
 		for ky := int64(0); ky < r.kh; ky++ {
 			for kx := int64(0); kx < r.kw; kx++ {
-				m := r.flatMask(i, ky, kx)
+				m := r.flatMask(l, i, ky, kx)
 				if m == 0 {
 					continue
 				}
-				off := 16*i + (ky*r.dh-r.ph)*r.w + kx*r.dw - r.pw
-				ld := fmt.Sprintf("_mm512_mask_loadu_ps(lo, (__mmask16)0x%x, (const void*)(base + (intptr_t)(%d)))", m, off*4)
+				off := l*i + (ky*r.dh-r.ph)*r.w + kx*r.dw - r.pw
+				ld := v.load(m, fmt.Sprintf("base + (intptr_t)(%d)", off*4))
 				if first {
-					p("    __m512 a = %s;\n", ld)
+					p("    %s a = %s;\n", v.typ(), ld)
 					first = false
 				} else {
-					p("    a = _mm512_max_ps(%s, a);\n", ld)
+					p("    a = %s;\n", v.max(ld, "a"))
 				}
 			}
 		}
 		if first {
-			p("    const __m512 a = lo;\n") // every tap is padding
+			p("    const %s a = lo;\n", v.typ()) // every tap is padding
 		}
-		storeCheck(p, "    ", "y", 16*i, firstLanes(n-16*i))
+		v.storeCheck("    ", fmt.Sprintf("y + %d", l*i), firstLanes(min(n-l*i, l)))
 		p("  }\n")
 	}
 }
 
-// flatMask is the lanes of the flat form's vector i whose tap (ky, kx)
-// reads inside the plane: output position q = 16i + lane, row q / OW and
-// column q % OW.
-func (r *maxPoolRows) flatMask(i, ky, kx int64) uint32 {
+// flatMask is the lanes of the flat form's vector i (of lanes floats)
+// whose tap (ky, kx) reads inside the plane: output position q = lanes*i
+// + lane, row q / OW and column q % OW.
+func (r *maxPoolRows) flatMask(lanes, i, ky, kx int64) uint32 {
 	var m uint32
-	for l := int64(0); l < 16; l++ {
-		q := 16*i + l
+	for l := int64(0); l < lanes; l++ {
+		q := lanes*i + l
 		if q >= r.oh*r.ow {
 			break
 		}
@@ -182,12 +300,13 @@ func (r *maxPoolRows) flatMask(i, ky, kx int64) uint32 {
 	return m
 }
 
-// directVecSource writes the direct form: for each output row, the
+// directVecSource writes the direct form (AVX-512): for each output row, the
 // window's rows inside the plane (k0 <= k < k1, as the rows form finds
 // them); for each column vector and tap column the max over those rows
 // of a masked load (two for stride 2: the vectors whose even lanes are
 // the tap's inputs), then the max over the tap columns.
-func (r *maxPoolRows) directVecSource(p func(string, ...any)) {
+func (r *maxPoolRows) directVecSource(v poolVec) {
+	p, l := v.p, v.lanes
 	if r.sw == 2 {
 		p("  const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);\n")
 	}
@@ -197,20 +316,21 @@ func (r *maxPoolRows) directVecSource(p func(string, ...any)) {
 	p("    const int32_t kn = r0 < %d ? (%d - r0 + %d) / %d : 0;\n", r.h, r.h, r.dh-1, r.dh)
 	p("    const int32_t k1 = kn < %d ? kn : %d;\n", r.kh, r.kh)
 	p("    float* restrict o = y + (ptrdiff_t)oh * %d;\n", r.ow)
-	for c0 := int64(0); c0 < r.ow; c0 += 16 {
+	for c0 := int64(0); c0 < r.ow; c0 += l {
 		p("    {\n")
 		for kx := int64(0); kx < r.kw; kx++ {
 			for h := int64(0); h < r.sw; h++ {
-				p("      __m512 m%d_%d = lo;\n", kx, h)
+				p("      %s m%d_%d = lo;\n", v.typ(), kx, h)
 			}
 		}
 		p("      for (int32_t k = k0; k < k1; ++k) {\n")
 		p("        const uintptr_t row = (uintptr_t)(const void*)(x + (ptrdiff_t)(r0 + k * %d) * %d);\n", r.dh, r.w)
 		for kx := int64(0); kx < r.kw; kx++ {
 			for h := int64(0); h < r.sw; h++ {
-				off := c0*r.sw + kx*r.dw - r.pw + 16*h
-				p("        m%d_%d = _mm512_max_ps(_mm512_mask_loadu_ps(lo, (__mmask16)0x%x, (const void*)(row + (intptr_t)(%d))), m%d_%d);\n",
-					kx, h, r.directMask(c0, kx, h), off*4, kx, h)
+				off := c0*r.sw + kx*r.dw - r.pw + l*h
+				m := fmt.Sprintf("m%d_%d", kx, h)
+				ld := v.load(r.directMask(l, c0, kx, h), fmt.Sprintf("row + (intptr_t)(%d)", off*4))
+				p("        %s = %s;\n", m, v.max(ld, m))
 			}
 		}
 		p("      }\n")
@@ -220,12 +340,12 @@ func (r *maxPoolRows) directVecSource(p func(string, ...any)) {
 				e = fmt.Sprintf("_mm512_permutex2var_ps(m%d_0, ev, m%d_1)", kx, kx)
 			}
 			if kx == 0 {
-				p("      __m512 a = %s;\n", e)
+				p("      %s a = %s;\n", v.typ(), e)
 			} else {
-				p("      a = _mm512_max_ps(%s, a);\n", e)
+				p("      a = %s;\n", v.max(e, "a"))
 			}
 		}
-		storeCheck(p, "      ", "o", c0, firstLanes(r.ow-c0))
+		v.storeCheck("      ", fmt.Sprintf("o + %d", c0), firstLanes(min(r.ow-c0, l)))
 		p("    }\n")
 	}
 	p("  }\n")
@@ -233,12 +353,12 @@ func (r *maxPoolRows) directVecSource(p func(string, ...any)) {
 
 // directMask is the lanes of the direct form's load h (of SW) for tap
 // column kx and the output columns from c0 that read inside the row:
-// with stride 2 the input columns from 2*c0 + kx*DW - PW + 16h, whose
-// even lanes are the outputs'.
-func (r *maxPoolRows) directMask(c0, kx, h int64) uint32 {
+// with stride 2 the input columns from 2*c0 + kx*DW - PW + lanes*h,
+// whose even lanes are the outputs'.
+func (r *maxPoolRows) directMask(lanes, c0, kx, h int64) uint32 {
 	var m uint32
-	for j := int64(0); j < 16; j++ {
-		q := 16*h + j
+	for j := int64(0); j < lanes; j++ {
+		q := lanes*h + j
 		if q%r.sw != 0 {
 			continue
 		}
