@@ -337,18 +337,25 @@ func (k *dwRowsKernel) pairsSource(p func(string, ...any)) {
 }
 
 // flatMask is the lanes of a flat run's vector i whose tap (ky, kx)
-// reads inside the input: output position q = 16i + lane of the plane,
-// row q / OW and column q % OW.
+// reads inside the input.
 func (k *dwRowsKernel) flatMask(i, ky, kx int64) uint32 {
 	g := k.g
+	return flatLanes(16, i, g.oh, g.ow, k.h, k.w, ky*g.dh-g.ph, kx*g.dw-g.pw)
+}
+
+// flatLanes is the mask of the lanes of vector i (of lanes elements) of a
+// flat run over an oh x ow output plane whose input, dy rows and dx
+// columns from the output's position, lies inside the h x w input:
+// output position q = lanes*i + lane, row q / ow and column q % ow.
+func flatLanes(lanes, i, oh, ow, h, w, dy, dx int64) uint32 {
 	var m uint32
-	for l := int64(0); l < 16; l++ {
-		q := 16*i + l
-		if q >= g.oh*g.ow {
+	for l := int64(0); l < lanes; l++ {
+		q := lanes*i + l
+		if q >= oh*ow {
 			break
 		}
-		iy, ix := q/g.ow-g.ph+ky*g.dh, q%g.ow-g.pw+kx*g.dw
-		if iy >= 0 && iy < k.h && ix >= 0 && ix < k.w {
+		iy, ix := q/ow+dy, q%ow+dx
+		if iy >= 0 && iy < h && ix >= 0 && ix < w {
 			m |= 1 << l
 		}
 	}

@@ -283,21 +283,9 @@ func (r *maxPoolRows) flatVecSource(v poolVec) {
 }
 
 // flatMask is the lanes of the flat form's vector i (of lanes floats)
-// whose tap (ky, kx) reads inside the plane: output position q = lanes*i
-// + lane, row q / OW and column q % OW.
+// whose tap (ky, kx) reads inside the plane.
 func (r *maxPoolRows) flatMask(lanes, i, ky, kx int64) uint32 {
-	var m uint32
-	for l := int64(0); l < lanes; l++ {
-		q := lanes*i + l
-		if q >= r.oh*r.ow {
-			break
-		}
-		iy, ix := q/r.ow-r.ph+ky*r.dh, q%r.ow-r.pw+kx*r.dw
-		if iy >= 0 && iy < r.h && ix >= 0 && ix < r.w {
-			m |= 1 << l
-		}
-	}
-	return m
+	return flatLanes(lanes, i, r.oh, r.ow, r.h, r.w, ky*r.dh-r.ph, kx*r.dw-r.pw)
 }
 
 // directVecSource writes the direct form (AVX-512): for each output row, the
