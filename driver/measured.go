@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"time"
 
@@ -413,13 +414,22 @@ func (c *candidate) close() {
 
 // timeCandidates times mo.Runs rounds, each running every candidate once
 // (in an order that rotates from round to round), and sets each
-// candidate's median. A candidate whose run fails gets the error in
-// c.err and drops out of later rounds; the returned error says that
-// some failed (or that ctx ended).
+// candidate's median. Rounds go on past mo.Runs until they have taken
+// minMeasureTime (at most maxRoundsFactor times mo.Runs): 15 rounds of a
+// model that runs in half a millisecond (tiny_bert) last some 25 ms, one
+// slow spell of a shared machine's. A candidate whose run fails gets the
+// error in c.err and drops out of later rounds; the returned error says
+// that some failed (or that ctx ended).
 func timeCandidates(ctx context.Context, mo MeasureOptions, cands []*candidate) error {
+	// Every candidate's runs on one OS thread (a run at one thread runs
+	// on the caller's), so that none is timed on another core than the
+	// others (a shared machine's vCPUs slow down independently).
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
 	times := make([][]float64, len(cands))
 	var failed error
-	for r := range mo.Runs {
+	start := time.Now()
+	for r := 0; r < mo.Runs || (time.Since(start) < minMeasureTime && r < maxRoundsFactor*mo.Runs); r++ {
 		for j := range cands {
 			i := (j + r) % len(cands)
 			c := cands[i]
@@ -444,6 +454,12 @@ func timeCandidates(ctx context.Context, mo MeasureOptions, cands []*candidate) 
 	}
 	return failed
 }
+
+// minMeasureTime and maxRoundsFactor bound timeCandidates' rounds.
+const (
+	minMeasureTime  = 500 * time.Millisecond
+	maxRoundsFactor = 40
+)
 
 // median is the median of v (not empty); it sorts v.
 func median(v []float64) float64 {
