@@ -67,6 +67,12 @@ func TestPoolVecForms(t *testing.T) {
 	if a, b := big.vecForm(16), big.vecForm(8); a != poolVecFlat || b != poolVecNone {
 		t.Errorf("40x30: %s with 16 lanes, %s with 8; want flat, none", a, b)
 	}
+	// A window 1000 columns wide over 1031: 2 x 1000 loads per row would
+	// be straight-line code beyond the bound.
+	wideWindow := maxPoolRows{h: 4, w: 1031, oh: 4, ow: 32, kh: 1, kw: 1000, sh: 1, sw: 1, dh: 1, dw: 1, dt: ir.Float32}
+	if got := wideWindow.vecForm(16); got != poolVecNone {
+		t.Errorf("1x1000 window: %s, want none", got)
+	}
 	if got := rowsGeometries[10].vecForm(8); got != poolVecNone {
 		t.Errorf("28 -> 14 stride 2 with 8 lanes: %s, want none", got)
 	}

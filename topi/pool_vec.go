@@ -66,7 +66,8 @@ func (f poolVecForm) String() string {
 
 // poolVecFlatMaxLoads bounds the flat form's loads (output vectors times
 // taps): each is one instruction of straight-line code (28x28 by 3x3:
-// 441 on AVX-512, 882 on AVX2).
+// 441 on AVX-512, 882 on AVX2). It bounds the direct form's loads per
+// window row too (column vectors times tap columns times the stride).
 const poolVecFlatMaxLoads = 1024
 
 // poolVecDirectMaxCols is the widest output the direct form takes.
@@ -103,7 +104,7 @@ func (r *maxPoolRows) vecForm(lanes int64) poolVecForm {
 	if r.flatFits(lanes) {
 		return poolVecFlat
 	}
-	if lanes == 16 && (r.sw == 1 || r.sw == 2) && r.ow <= poolVecDirectMaxCols {
+	if lanes == 16 && (r.sw == 1 || r.sw == 2) && r.ow <= poolVecDirectMaxCols && ceilDiv(r.ow, lanes)*r.kw*r.sw <= poolVecFlatMaxLoads {
 		return poolVecDirect
 	}
 	return poolVecNone
