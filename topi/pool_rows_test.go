@@ -73,6 +73,13 @@ func TestPoolVecForms(t *testing.T) {
 	if got := wideWindow.vecForm(16); got != poolVecNone {
 		t.Errorf("1x1000 window: %s, want none", got)
 	}
+	// A window 2^31 - 1 rows tall by 2^12 columns over 2^19 - 1 output rows
+	// of 4096: the product of the sizes would overflow int64 (and wrap to
+	// a negative count of loads).
+	tall := maxPoolRows{h: 1, w: 4096, oh: 1<<19 - 1, ow: 4096, kh: 1<<31 - 1, kw: 1 << 12, sh: 1, sw: 1, dh: 1, dw: 1, ph: 1<<30 - 1, pw: 2047, dt: ir.Float32}
+	if got := tall.vecForm(16); got != poolVecNone {
+		t.Errorf("2^31 x 2^12 window: %s, want none", got)
+	}
 	if got := rowsGeometries[10].vecForm(8); got != poolVecNone {
 		t.Errorf("28 -> 14 stride 2 with 8 lanes: %s, want none", got)
 	}

@@ -10,10 +10,8 @@ import (
 
 // The vector forms of the rows kernel (pool_rows.go) for float32 planes
 // on AVX-512 and AVX2: every output vector is the max of one masked load
-// per tap (AVX2: a masked load where some lanes are outside, blended
-// with the lowest value),
-// the masks fixed when the kernel is written, lanes outside the plane
-// reading the lowest value. Where a plane's rows are narrow the rows
+// per tap, the masks fixed when the kernel is written, lanes outside the
+// plane reading the lowest value. Where a plane's rows are narrow the rows
 // form's passes over row buffers of a vector or two, and its scalar
 // tails, cost more than the taps themselves (googlenet's 3x3 stride-1
 // pools on 14x14 took 0.096 ms for 512 channels against 0.031 for ONNX
@@ -104,16 +102,21 @@ func (r *maxPoolRows) vecForm(lanes int64) poolVecForm {
 	if r.flatFits(lanes) {
 		return poolVecFlat
 	}
-	if lanes == 16 && (r.sw == 1 || r.sw == 2) && r.ow <= poolVecDirectMaxCols && ceilDiv(r.ow, lanes)*r.kw*r.sw <= poolVecFlatMaxLoads {
+	if lanes == 16 && (r.sw == 1 || r.sw == 2) && r.ow <= poolVecDirectMaxCols && r.kw <= poolVecFlatMaxLoads &&
+		ceilDiv(r.ow, lanes)*r.kw*r.sw <= poolVecFlatMaxLoads {
 		return poolVecDirect
 	}
 	return poolVecNone
 }
 
 // flatFits reports whether the flat form computes r: stride 1, output rows
-// as wide as the input's, within poolVecFlatMaxLoads.
+// as wide as the input's, within poolVecFlatMaxLoads (each factor
+// bounded first: a window's height alone may be near 2^31).
 func (r *maxPoolRows) flatFits(lanes int64) bool {
-	return r.sh == 1 && r.sw == 1 && r.ow == r.w && ceilDiv(r.oh*r.ow, lanes)*r.kh*r.kw <= poolVecFlatMaxLoads
+	if r.sh != 1 || r.sw != 1 || r.ow != r.w || r.kh > poolVecFlatMaxLoads || r.kw > poolVecFlatMaxLoads {
+		return false
+	}
+	return ceilDiv(r.oh*r.ow, lanes)*r.kh*r.kw <= poolVecFlatMaxLoads // at most 2^28 * 2^20
 }
 
 // poolVec writes the vector forms' C for vectors of lanes floats: 16
