@@ -102,8 +102,8 @@ func (r *maxPoolRows) vecForm(lanes int64) poolVecForm {
 	if r.flatFits(lanes) {
 		return poolVecFlat
 	}
-	if lanes == 16 && (r.sw == 1 || r.sw == 2) && r.ow <= poolVecDirectMaxCols && r.kw <= poolVecFlatMaxLoads &&
-		ceilDiv(r.ow, lanes)*r.kw*r.sw <= poolVecFlatMaxLoads {
+	// At most 2 column vectors x 2 loads x KW (< 2^31): no overflow.
+	if lanes == 16 && (r.sw == 1 || r.sw == 2) && r.ow <= poolVecDirectMaxCols && ceilDiv(r.ow, lanes)*r.kw*r.sw <= poolVecFlatMaxLoads {
 		return poolVecDirect
 	}
 	return poolVecNone
@@ -161,13 +161,28 @@ func (v poolVec) load(m uint32, addr string) string {
 	return fmt.Sprintf("_mm256_blend_ps(lo, _mm256_maskload_ps((const float*)(%s), %s), 0x%x)", addr, maskVec(m), m)
 }
 
-// max is the plain max of two vectors.
-func (v poolVec) max(a, b string) string {
-	if v.avx512() {
-		return fmt.Sprintf("_mm512_max_ps(%s, %s)", a, b)
+// loadFirst is the vector at ptr with its first n lanes read and the
+// others zero (n > 0).
+func (v poolVec) loadFirst(n int64, ptr string) string {
+	switch {
+	case v.avx512():
+		return fmt.Sprintf("_mm512_maskz_loadu_ps((__mmask16)0x%x, %s)", firstLanes(n), ptr)
+	case n >= v.lanes:
+		return fmt.Sprintf("_mm256_loadu_ps(%s)", ptr)
 	}
-	return fmt.Sprintf("_mm256_max_ps(%s, %s)", a, b)
+	return fmt.Sprintf("_mm256_maskload_ps(%s, %s)", ptr, maskVec(firstLanes(n)))
 }
+
+// pre is the prefix of the intrinsics on the vector type.
+func (v poolVec) pre() string {
+	if v.avx512() {
+		return "_mm512"
+	}
+	return "_mm256"
+}
+
+// max is the plain max of two vectors.
+func (v poolVec) max(a, b string) string { return fmt.Sprintf("%s_max_ps(%s, %s)", v.pre(), a, b) }
 
 // typ is the vector type.
 func (v poolVec) typ() string {
@@ -219,11 +234,7 @@ func (r *maxPoolRows) vecSource(p func(string, ...any), sym, rows string) {
 	}
 	// The NaN check over the whole plane (a value no window reads can
 	// only raise a false alarm).
-	n, l := r.h*r.w, v.lanes
-	pre := "_mm512"
-	if !v.avx512() {
-		pre = "_mm256"
-	}
+	n, l, pre := r.h*r.w, v.lanes, v.pre()
 	p("  %s s0 = %s_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;\n", v.typ(), pre)
 	p("  for (int64_t i = 0; i + %d <= %d; i += %d) {\n", 4*l, n, 4*l)
 	for a := int64(0); a < 4; a++ {
@@ -232,14 +243,7 @@ func (r *maxPoolRows) vecSource(p func(string, ...any), sym, rows string) {
 	p("  }\n")
 	for i := n / (4 * l) * (4 * l); i < n; i += l {
 		a := (i / l) % 4
-		ld := fmt.Sprintf("_mm512_maskz_loadu_ps((__mmask16)0x%x, x + %d)", firstLanes(n-i), i)
-		if !v.avx512() {
-			ld = fmt.Sprintf("_mm256_loadu_ps(x + %d)", i)
-			if n-i < 8 {
-				ld = fmt.Sprintf("_mm256_maskload_ps(x + %d, %s)", i, maskVec(firstLanes(n-i)))
-			}
-		}
-		p("  s%d = %s_add_ps(s%d, %s);\n", a, pre, a, ld)
+		p("  s%d = %s_add_ps(s%d, %s);\n", a, pre, a, v.loadFirst(n-i, fmt.Sprintf("x + %d", i)))
 	}
 	p("  const %s s = %s_add_ps(%s_add_ps(s0, s1), %s_add_ps(s2, s3));\n", v.typ(), pre, pre, pre)
 	if v.avx512() {
