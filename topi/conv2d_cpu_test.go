@@ -211,8 +211,9 @@ func TestConvCPUFusedEpilogue(t *testing.T) {
 		// Without padding too (the input is read by coordinates, not in
 		// place): 3 rows of 7.
 		{"depthwise_valid", op.Conv2D, ir.Attrs{"groups": int64(6)}, nnInts(1, 6, 5, 9), nnInts(6, 1, 3, 3), 0, []string{`T.allocate((1, 1, 21), "float32", "local")`, `T.call_kernel("kiln_dwrows_avx512_`}, ""},
-		// The columns form elsewhere: virtual columns of a padded tile.
-		{"depthwise_columns", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(6)}, nnInts(1, 6, 5, 9), nnInts(6, 1, 3, 3), 0, []string{`T.allocate((1, 1, 53), "float32", "local")`, `T.call_kernel("kiln_conv_mk_avx2fma_`}, "c -mcpu=haswell"},
+		// The columns form without a rows kernel (AVX without FMA):
+		// virtual columns of a padded tile.
+		{"depthwise_columns", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(6)}, nnInts(1, 6, 5, 9), nnInts(6, 1, 3, 3), 0, []string{`T.allocate((1, 1, 53), "float32", "local")`, `T.call_kernel("kiln_conv_mk_avx_`}, "c -mcpu=sandybridge"},
 		// The lanes form (dwconv_lanes.go): eight channels per tile, row
 		// tiles of 10 rows (V row stride 31), a partial last column group.
 		{"depthwise_lanes_s2", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(16), "strides": nnInts(2, 2)}, nnInts(1, 16, 40, 60), nnInts(16, 1, 3, 3), 0,
@@ -228,8 +229,10 @@ func TestConvCPUFusedEpilogue(t *testing.T) {
 		// even lanes per tap.
 		{"depthwise_rows_s2_avx512", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(16), "strides": nnInts(2, 2)}, nnInts(1, 16, 40, 60), nnInts(16, 1, 3, 3), 0,
 			[]string{`T.call_kernel("kiln_dwrows_avx512_`}, ""},
-		{"depthwise_lanes_5x5", op.Conv2D, ir.Attrs{"padding": nnInts(2, 1, 2, 3), "groups": int64(16), "dilation": nnInts(1, 2)}, nnInts(1, 16, 5, 57), nnInts(16, 1, 5, 5), 0,
-			[]string{`T.call_kernel("kiln_dwlanes_avx2fma_`}, "c -mcpu=haswell"},
+		// AVX2 takes the rows form for column stride 1 (8 lanes).
+		{"depthwise_rows_5x5_avx2", op.Conv2D, ir.Attrs{"padding": nnInts(2, 1, 2, 3), "groups": int64(16), "dilation": nnInts(1, 2)}, nnInts(1, 16, 5, 57), nnInts(16, 1, 5, 5), 0,
+			[]string{`T.call_kernel("kiln_dwrows_avx2fma_`}, "c -mcpu=haswell"},
+		{"depthwise_rows_avx2", op.Conv2D, ir.Attrs{"padding": p1, "groups": int64(6)}, nnInts(1, 6, 5, 9), nnInts(6, 1, 3, 3), 0, []string{`T.allocate((1, 1, 45), "float32", "local")`, `T.call_kernel("kiln_dwrows_avx2fma_`}, "c -mcpu=haswell"},
 	}
 	for k, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
