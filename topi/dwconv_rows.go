@@ -34,8 +34,10 @@ import (
 // 0.086 -> 0.042 ms (ONNX Runtime's AVX2 kernels 0.059), 576 of 14x14
 // 0.127 -> 0.063 (0.087), 960 of 7x7 0.077 -> 0.035 (0.054), 32 of
 // 112x112 0.264 -> 0.221, 144 of 56x56 0.275 -> 0.243; the model 6 %
-// faster. Stride 2 would need two shuffles per load on AVX2 and keeps
-// the other forms.
+// faster. With stride 2 the even lanes of two loads take two shuffles
+// (vshufps, vpermpd: AVX2 itself, not only AVX with FMA), which pays on
+// narrow outputs only (dwRowsAVX2Stride2MaxCols); the paired rows of
+// AVX-512 are not written for 8 lanes.
 
 // dwRowsKernel computes rows output rows of one channel: v[r*OW + ox] for
 // output row y0 + r, from the channel's H x W input plane x and its
@@ -52,7 +54,9 @@ const dwRowsGroup = 4
 // dwRowsFor reports whether a depthwise convolution takes the rows form:
 // a rows kernel for the instruction set and column stride (dwRowsISA),
 // non-negative padding, float32, within dwRowsMaxTaps and dwRowsMaxLoads.
-// On AVX2 it takes all of them. On AVX-512, of the convolutions the lanes form
+// On AVX2 it takes those of column stride 1 and, where the processor has
+// AVX2 itself, those of stride 2 to at most dwRowsAVX2Stride2MaxCols
+// columns. On AVX-512, of the convolutions the lanes form
 // applies to, it takes those of column stride 1, and those of stride 2
 // except, on Zen 5 (Processor.FastL2), where the output is wider than
 // dwRowsStride2MaxCols. On an Emerald Rapids core (1 thread, minima of
@@ -63,17 +67,27 @@ const dwRowsGroup = 4
 // against 0.151 in lanes (the stride-1 layers were not compared there).
 func dwRowsFor(p *convPlan, x ir.Shape, dt ir.DType) bool {
 	g := p.g
-	if !dwRowsISA(p.isa, g) || dt != ir.Float32 || len(x) != 4 || !dwRowsGeom(g) || g.oh < 1 || g.ow < 1 {
+	if !dwRowsISA(p.isa) || dt != ir.Float32 || len(x) != 4 || !dwRowsGeom(g) || g.oh < 1 || g.ow < 1 {
 		return false
 	}
 	if g.kh > dwRowsMaxTaps || g.kw > dwRowsMaxTaps || g.kh*g.kw > dwRowsMaxTaps || ceilDiv(g.ow, int64(p.isa.lanes))*g.kw*g.sw > dwRowsMaxLoads {
 		return false
 	}
 	if p.isa.lanes == 8 {
-		return true
+		return g.sw == 1 || g.ow <= dwRowsAVX2Stride2MaxCols && p.lanes.name == "avx2fma"
 	}
 	return g.sw == 1 || g.ow <= dwRowsStride2MaxCols || !p.fastL2 || !dwLanesFor(p, x)
 }
+
+// dwRowsAVX2Stride2MaxCols is the widest output of a stride-2 depthwise
+// convolution that takes the rows form on AVX2. Against the other forms
+// (mobilenet_v2, code for AVX2 on an Emerald Rapids core, 1 thread,
+// minima of in-model medians), 576 channels from 14x14 to 7x7 took 0.040
+// ms by rows against 0.067 and 192 from 28x28 to 14x14 0.047 against
+// 0.058, but 144 from 56x56 to 28x28 0.126 against 0.105 and 96 from
+// 112x112 to 56x56 0.335 against 0.310: on wide rows the two shuffles
+// per load cost more than the phase-split copy saves.
+const dwRowsAVX2Stride2MaxCols = 16
 
 // dwRowsMaxTaps and dwRowsMaxLoads bound the rows kernel's straight-line
 // code: its taps (a flat run is up to 32 vectors times the taps), and
@@ -123,7 +137,7 @@ func (p *convPlan) useRows() {
 }
 
 func newDWRowsKernel(isa vecISA, g convGeom, h, w, rows int64) (*dwRowsKernel, error) {
-	if !dwRowsISA(isa, g) || !dwRowsGeom(g) || rows < 1 || rows > g.oh || h < 1 || w < 1 {
+	if !dwRowsISA(isa) || !dwRowsGeom(g) || rows < 1 || rows > g.oh || h < 1 || w < 1 {
 		return nil, fmt.Errorf("depthwise rows kernel: unsupported %+v, %dx%d input, %d rows (%s)", g, h, w, rows, isa.name)
 	}
 	k := &dwRowsKernel{kernelBase: kernelBase{isa: isa}, g: g, h: h, w: w, rows: rows}
@@ -134,12 +148,24 @@ func newDWRowsKernel(isa vecISA, g convGeom, h, w, rows int64) (*dwRowsKernel, e
 	return k, nil
 }
 
-// dwRowsISA reports whether the rows kernel has code for isa and g's
-// column stride: AVX-512 for strides 1 and 2, AVX2 with FMA (vectors of
-// 8 lanes, vmaskmovps, which leaves the lanes outside its mask unread
-// and zero) for stride 1.
-func dwRowsISA(isa vecISA, g convGeom) bool {
-	return isa.name == "avx512" && isa.lanes == 16 || isa.name == "avx2fma" && isa.lanes == 8 && g.sw == 1
+// dwRowsISA reports whether the rows kernel has vector code for isa:
+// AVX-512, or AVX with FMA (vectors of 8 lanes, vmaskmovps, which leaves
+// the lanes outside its mask unread and zero), whose column stride 2
+// needs AVX2 as well (its guard says so; without AVX2 the portable
+// branch runs).
+func dwRowsISA(isa vecISA) bool {
+	return isa.name == "avx512" && isa.lanes == 16 || isa.name == "avx2fma" && isa.lanes == 8
+}
+
+// evenLanes is the even lanes of vectors lo and hi, in order: with 16
+// lanes one vpermt2ps; with 8 (AVX2) the even lanes of each 128-bit half
+// (vshufps, lo's and hi's alternating by pairs), the pairs then in order
+// (vpermpd).
+func (k *dwRowsKernel) evenLanes(lo, hi string) string {
+	if k.lanes() == 16 {
+		return fmt.Sprintf("_mm512_permutex2var_ps(%s, ev, %s)", lo, hi)
+	}
+	return fmt.Sprintf("_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(%s, %s, 0x88)), 0xD8))", lo, hi)
 }
 
 // lanes is the kernel's vector width in floats.
@@ -211,11 +237,15 @@ func (k *dwRowsKernel) source(sym string) string {
 	p("/* depthwise rows kernel: %d rows of %d columns from %dx%d, %dx%d taps (dilation %dx%d, pad %dx%d), %s */\n",
 		k.rows, g.ow, k.h, k.w, g.kh, g.kw, g.dh, g.dw, g.ph, g.pw, isa.name)
 	p("%sstatic void %s(float* restrict v, const float* restrict x, const float* restrict w, int32_t y0) {\n", noInline, sym)
-	p("#if %s\n", isa.guard)
+	guard := isa.guard
+	if k.lanes() == 8 && g.sw == 2 {
+		guard += " && defined(__AVX2__)" // vpermpd
+	}
+	p("#if %s\n", guard)
 	switch {
 	case dwRowsFlat(g, k.w, k.rows):
 		k.flatSource(p)
-	case dwRowsPairs(g, k.rows):
+	case k.lanes() == 16 && dwRowsPairs(g, k.rows):
 		k.pairsSource(p)
 	default:
 		k.rowSource(p)
@@ -242,7 +272,7 @@ func (k *dwRowsKernel) source(sym string) string {
 func (k *dwRowsKernel) rowSource(p func(string, ...any)) {
 	g, isa, l := k.g, k.isa, k.lanes()
 	p("  const %s z = %s;\n", k.typ(), k.zero())
-	if g.sw == 2 {
+	if g.sw == 2 && l == 16 {
 		// The even lanes of two vectors: every second input column.
 		p("  const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);\n")
 	}
@@ -279,7 +309,7 @@ func (k *dwRowsKernel) rowSource(p func(string, ...any)) {
 				ld := k.loadZ(k.loadMask(i*l, kx, 0), fmt.Sprintf("row + (intptr_t)(%d)", off*4))
 				if g.sw == 2 {
 					hi := k.loadZ(k.loadMask(i*l, kx, 1), fmt.Sprintf("row + (intptr_t)(%d)", (off+l)*4))
-					ld = fmt.Sprintf("_mm512_permutex2var_ps(%s, ev, %s)", ld, hi)
+					ld = k.evenLanes(ld, hi)
 				}
 				p("        %s = %s;\n", a, fmt.Sprintf(isa.fma, fmt.Sprintf(isa.set1, fmt.Sprintf("wk[%d]", kx)), ld, a))
 			}

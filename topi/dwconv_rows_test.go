@@ -13,8 +13,7 @@ import (
 )
 
 // TestDWRowsKernelCMatchesEval compiles the depthwise rows kernel for
-// AVX-512 and for AVX2 (Haswell: column stride 1 only), where this
-// machine runs them, and once without the target's flags (the portable
+// AVX-512 and for AVX2 (Haswell), where this machine runs them, and once without the target's flags (the portable
 // branch), and requires every output to be bit for bit what Eval
 // computes: rows of one vector and of several (two groups of vectors, a
 // masked last one), padding wider than a vector's reach on 5x5 taps,
@@ -72,17 +71,11 @@ func TestDWRowsKernelCMatchesEval(t *testing.T) {
 		}
 		flat, pairs := 0, 0
 		for i, tc := range cases {
-			if !dwRowsISA(isa, tc.g) {
-				if isa.name == "avx512" || tc.g.sw == 1 {
-					t.Fatalf("case %d: %s has no rows kernel", i, isa.name)
-				}
-				continue
-			}
 			k, err := newDWRowsKernel(isa, tc.g, tc.h, tc.w, tc.rows)
 			if err != nil {
 				t.Fatal(err)
 			}
-			isFlat, isPairs := dwRowsFlat(tc.g, tc.w, tc.rows), dwRowsPairs(tc.g, tc.rows)
+			isFlat, isPairs := dwRowsFlat(tc.g, tc.w, tc.rows), dwRowsPairs(tc.g, tc.rows) && isa.lanes == 16
 			if (isFlat || isPairs) != strings.Contains(k.Source(), "base + (intptr_t)") {
 				t.Fatalf("case %d: flat %v, pairs %v, but the source disagrees", i, isFlat, isPairs)
 			}
@@ -107,8 +100,8 @@ func TestDWRowsKernelCMatchesEval(t *testing.T) {
 }
 
 // TestDWRowsKernelRejects checks that the kernel refuses what it does not
-// compute: a column stride past 2, AVX2 with column stride 2, AVX without
-// FMA, more rows than the map.
+// compute: a column stride past 2, AVX without FMA, more rows than the
+// map.
 func TestDWRowsKernelRejects(t *testing.T) {
 	avx512, avx2 := vecISA{name: "avx512", lanes: 16}, vecISA{name: "avx2fma", lanes: 8}
 	g := convGeom{kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, oh: 4, ow: 4}
@@ -121,7 +114,7 @@ func TestDWRowsKernelRejects(t *testing.T) {
 		g    convGeom
 		rows int64
 	}{
-		"stride 3": {avx512, strided, 2}, "avx2 stride 2": {avx2, halved, 2}, "avx": {vecISA{name: "avx", lanes: 8}, g, 2},
+		"stride 3": {avx512, strided, 2}, "avx": {vecISA{name: "avx", lanes: 8}, g, 2},
 		"rows past the map": {avx512, g, 5},
 	} {
 		if _, err := newDWRowsKernel(tc.isa, tc.g, 4, 4, tc.rows); err == nil {
@@ -133,8 +126,10 @@ func TestDWRowsKernelRejects(t *testing.T) {
 			t.Errorf("%s, stride 1: %v", name, err)
 		}
 	}
-	if _, err := newDWRowsKernel(avx512, halved, 4, 4, 2); err != nil {
-		t.Errorf("avx512, stride 2: %v", err)
+	for name, isa := range map[string]vecISA{"avx512": avx512, "avx2": avx2} {
+		if _, err := newDWRowsKernel(isa, halved, 4, 4, 2); err != nil {
+			t.Errorf("%s, stride 2: %v", name, err)
+		}
 	}
 }
 
@@ -142,7 +137,8 @@ func TestDWRowsKernelRejects(t *testing.T) {
 // follows the target's processor: on AVX-512 every one of column stride 1
 // (a narrow plane as one flat run), and those of stride 2 except, on Zen 5
 // (Processor.FastL2), outputs wider than dwRowsStride2MaxCols, which keep
-// the lanes form; on AVX2 every one of column stride 1; none with more
+// the lanes form; on AVX2 every one of column stride 1, and of stride 2
+// those to at most dwRowsAVX2Stride2MaxCols columns; none with more
 // than dwRowsMaxTaps taps or dwRowsMaxLoads loads per output row.
 func TestDWRowsChoice(t *testing.T) {
 	for _, c := range []struct {
@@ -163,6 +159,9 @@ func TestDWRowsChoice(t *testing.T) {
 		{"haswell", 576, 14, 14, 1, true, true, 0},
 		{"haswell", 960, 7, 7, 1, true, true, 5},
 		{"haswell", 96, 112, 56, 2, false, false, 0},
+		{"haswell", 192, 28, 14, 2, true, false, 0},
+		{"haswell", 576, 14, 7, 2, true, false, 0},
+		{"haswell", 576, 34, 17, 2, false, false, 0},
 		{"sandybridge", 576, 14, 14, 1, false, false, 0},
 		{"sapphirerapids", 960, 7, 7, 1, true, true, 7},
 		{"sapphirerapids", 960, 7, 7, 1, false, false, 9},
