@@ -244,7 +244,7 @@ func runTIRPasses(cfg *device.CompilationConfig, pc *passconfig.Config, prims *t
 		}
 	}
 	if len(groups) == 0 {
-		out, err := newTIRPipeline(pc).Run(prims)
+		out, err := newTIRPipeline(pc, vectorBits(cfg.Host)).Run(prims)
 		if err != nil {
 			return nil, fmt.Errorf("TIR passes: %w", err)
 		}
@@ -266,7 +266,7 @@ func runTIRPasses(cfg *device.CompilationConfig, pc *passconfig.Config, prims *t
 		}
 		return nil
 	}
-	if err := run(newTIRPipeline(pc), rest, ""); err != nil {
+	if err := run(newTIRPipeline(pc, vectorBits(cfg.Host)), rest, ""); err != nil {
 		return nil, err
 	}
 	for _, t := range cfg.Primitives {
@@ -274,7 +274,7 @@ func runTIRPasses(cfg *device.CompilationConfig, pc *passconfig.Config, prims *t
 		if g == nil {
 			continue
 		}
-		p := newTIRPipeline(pc)
+		p := newTIRPipeline(pc, vectorBits(t))
 		for _, pass := range backend.Of(t.Kind).TIRPasses(t, pc) {
 			if err := p.Register(pass); err != nil {
 				return nil, fmt.Errorf("target %s: %w", t.Kind.Name, err)

@@ -78,11 +78,28 @@ func skipPass(pc *passconfig.Config, p transform.Pass) bool {
 	return !p.Required && (pc.Disabled(p.Name) || p.OptLevel > pc.OptLevel())
 }
 
-// newTIRPipeline is the TIR pass pipeline configured by pc.
-func newTIRPipeline(pc *passconfig.Config) *tirtransform.Pipeline {
+// newTIRPipeline is the TIR pass pipeline configured by pc for functions
+// compiled for vectors of vectorBits (0: none or unknown): the built-in
+// passes and VectorTails.
+func newTIRPipeline(pc *passconfig.Config, vectorBits int) *tirtransform.Pipeline {
 	p := tirtransform.NewPipeline()
 	p.Config = pc
+	// A fresh pipeline has no other pass of this name.
+	_ = p.Register(tirtransform.VectorTails(vectorBits))
 	return p
+}
+
+// vectorBits is the vector width the C of target t's functions is
+// compiled for: its processor's for a kind with an mcpu option, else 0
+// (accelerators, whose code generators take their own loops).
+func vectorBits(t *targets.Target) int {
+	if t == nil || t.Kind.Option("mcpu") == nil {
+		return 0
+	}
+	if p := t.Processor(); p != nil {
+		return p.VectorBits
+	}
+	return 0
 }
 
 // checkDisabled checks the passes the config disables: each must be a
@@ -99,7 +116,7 @@ func checkDisabled(pc *passconfig.Config, gp []transform.Pass, tgts []*targets.T
 		known = append(known, p.Name)
 		required[p.Name] = p.Required
 	}
-	tp := newTIRPipeline(pc)
+	tp := newTIRPipeline(pc, 0)
 	for _, t := range tgts {
 		if backend.Of(t.Kind).TIRPasses == nil {
 			continue

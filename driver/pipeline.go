@@ -153,7 +153,7 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 			graphSteps = append(graphSteps, p.Name)
 		}
 	}
-	for _, p := range newTIRPipeline(cfg.PassConfig).Passes() {
+	for _, p := range newTIRPipeline(cfg.PassConfig, 0).Passes() {
 		tirp = append(tirp, p.Name)
 	}
 	p := &Pipeline{Stages: []Stage{
