@@ -59,6 +59,7 @@ type convPlan struct {
 	mr             int
 	bmv, bnc       int   // the broadcast kernel's channel vectors x columns; bmv 0: the columns-in-lanes kernel
 	kc             int64 // the broadcast kernel's input channels per pass (0: its default)
+	l1d            int64 // the processor's L1d per core (bytes; 0: unknown)
 	l2             int64 // the processor's L2 per core (bytes; 0: unknown)
 	fastL2         bool  // the processor's L2 feeds full-width AVX-512 kernels (targets.Processor.FastL2)
 	// tail is the broadcast kernel's channel vectors in the last channel
@@ -184,7 +185,7 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 		return nil, err
 	}
 	proc := c.Target.Processor()
-	p := &convPlan{g: g, isa: isaFor(proc), l2: proc.L2, fastL2: proc.FastL2}
+	p := &convPlan{g: g, isa: isaFor(proc), l1d: proc.L1D, l2: proc.L2, fastL2: proc.FastL2}
 	p.lanes, _ = avx2Within(proc)
 	p.mr = p.isa.columnsMR(block, block)
 	h, wd := xShape[2], xShape[3]
@@ -562,7 +563,7 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 		if p.bmv > 0 {
 			g := p.g
 			sp := bcastSpec{mv: p.bmv, nc: p.bnc, ic: ic, koff: p.koff, ics: ics,
-				b: w.Shape[4], bs: ic * int64(len(p.koff)) * w.Shape[4], ldv: ldv, kc: p.kc, rows: (cols-g.ow)/p.vRow() + 1, ow: g.ow, wq: p.vRow()}
+				b: w.Shape[4], bs: ic * int64(len(p.koff)) * w.Shape[4], ldv: ldv, kc: p.kc, l1d: p.l1d, rows: (cols-g.ow)/p.vRow() + 1, ow: g.ow, wq: p.vRow()}
 			if ch := int64(p.bmv * p.isa.lanes); ch%sp.b == 0 && w.Shape[0]*w.Shape[4] > ch {
 				// The next tile's weights: whole blocks further on. With
 				// one tile there are none: the addresses past the weights

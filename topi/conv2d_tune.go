@@ -163,8 +163,13 @@ func spaceConvPackedCPU(c *strategy.Call) []strategy.Knobs {
 			continue
 		}
 		add(strategy.Knobs{knobKernel: 1, knobMV: int64(mv), knobNC: int64(nc), knobKC: ic})
-		if def := bcastChunk(int64(mv*p.isa.lanes), ic, kk); def < ic {
-			add(strategy.Knobs{knobKernel: 1, knobMV: int64(mv), knobNC: int64(nc), knobKC: def})
+		mr := int64(mv * p.isa.lanes)
+		small := bcastChunk(mr, ic, kk, bcastChunkBudget(kk, 0, true))
+		if small < ic {
+			add(strategy.Knobs{knobKernel: 1, knobMV: int64(mv), knobNC: int64(nc), knobKC: small})
+		}
+		if l1 := bcastChunk(mr, ic, kk, bcastChunkBudget(kk, p.l1d, false)); l1 < ic && l1 != small {
+			add(strategy.Knobs{knobKernel: 1, knobMV: int64(mv), knobNC: int64(nc), knobKC: l1})
 		}
 	}
 	return space

@@ -290,3 +290,45 @@ func TestBroadcastRuleByProcessor(t *testing.T) {
 		}
 	}
 }
+
+// TestBcastChunkBudget checks the input channels per pass: an L1 of 48
+// KiB holds 13 of resnet18's 64-channel 3x3 passes (one channel tile,
+// nothing prefetched) and 7 when the tile prefetches the next one's
+// weights; an L1 of 32 KiB or an unknown one keeps 16 KiB (7); a 1x1
+// kernel 8 KiB.
+func TestBcastChunkBudget(t *testing.T) {
+	for _, c := range []struct {
+		kk, l1d    int64
+		prefetches bool
+		want       int64 // bytes
+	}{
+		{9, 48 << 10, false, 32 << 10},
+		{9, 48 << 10, true, 16 << 10},
+		{9, 32 << 10, false, 16 << 10},
+		{9, 0, false, 16 << 10},
+		{1, 48 << 10, false, 8 << 10},
+	} {
+		if got := bcastChunkBudget(c.kk, c.l1d, c.prefetches); got != c.want {
+			t.Errorf("bcastChunkBudget(%d taps, L1 %d, prefetches %v) = %d, want %d", c.kk, c.l1d, c.prefetches, got, c.want)
+		}
+	}
+	proc, err := targets.ResolveCPU("sapphirerapids", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isa := isaFor(proc)
+	koff := []int64{0, 1, 2, 58, 59, 60, 116, 117, 118}
+	for _, c := range []struct {
+		wpf  int64
+		want int64
+	}{{0, 13}, {64 * 9 * 64, 7}} {
+		sp := bcastSpec{mv: 4, nc: 6, ic: 64, koff: koff, ics: 58 * 58, b: 16, bs: 64 * 9 * 16, ldv: 56, rows: 1, ow: 56, wq: 56, l1d: 48 << 10, wpf: c.wpf}
+		k, err := newBcastKernel(isa, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.kc != c.want {
+			t.Errorf("prefetch distance %d: %d input channels per pass, want %d", c.wpf, k.kc, c.want)
+		}
+	}
+}
