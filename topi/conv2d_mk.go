@@ -564,7 +564,7 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 			g := p.g
 			sp := bcastSpec{mv: p.bmv, nc: p.bnc, ic: ic, koff: p.koff, ics: ics,
 				b: w.Shape[4], bs: ic * int64(len(p.koff)) * w.Shape[4], ldv: ldv, kc: p.kc, l1d: p.l1d, rows: (cols-g.ow)/p.vRow() + 1, ow: g.ow, wq: p.vRow()}
-			if ch := int64(p.bmv * p.isa.lanes); ch%sp.b == 0 && w.Shape[0]*w.Shape[4] > ch {
+			if ch := int64(p.bmv * p.isa.lanes); ch%sp.b == 0 && w.Shape[0]*w.Shape[4] > ch && !p.isa.bcastNoPrefetch {
 				// The next tile's weights: whole blocks further on. With
 				// one tile there are none: the addresses past the weights
 				// would fill L1 with lines nothing reads (resnet18's

@@ -61,7 +61,11 @@ type vecISA struct {
 	// select it).
 	bcastSteps, bcastSmallSteps int64
 	bcastOnePass                bool
-	scalarFn                    string // scalar multiply-add for the column tail, format a, b, c
+	// bcastNoPrefetch: the broadcast kernel does not prefetch the next
+	// channel tile's weights (bcastSpec.wpf), and a pass over the column
+	// groups may then fill L1 (bcastChunkBudget).
+	bcastNoPrefetch bool
+	scalarFn        string // scalar multiply-add for the column tail, format a, b, c
 	// maskDecl declares mask variable km for the first %d lanes; mload and
 	// mstore load and store under it (pointer; pointer, value). Empty
 	// when the instruction set has no fault-free masked access.
@@ -96,8 +100,15 @@ func isaFor(p *targets.Processor) vecISA {
 		// each of resnet18's packed, stride-2 3x3 convolutions, 12-37 %
 		// faster than with all input channels in one pass or the
 		// columns kernel), and from 128 on maps of 7x7 and smaller, as
-		// on Zen 5.
-		v.bcastSteps, v.bcastSmallSteps = 512, 128
+		// on Zen 5. Without prefetching the next tile's weights, whose
+		// lines the passes' own then share L1 with: on an Emerald Rapids
+		// core (C harness) resnet18's 512-channel 3x3 convolution on
+		// 7x7 took 1.81 ms with the prefetch and 1.53-1.54 without (in
+		// passes of 14 input channels), its 64 -> 128 stride-2 one 0.795
+		// against 0.746; in the model, minima of three alternating
+		// profiles, the sum of resnet18's kernels 27.29 -> 26.72 ms,
+		// googlenet's unchanged (21.56 -> 21.55).
+		v.bcastSteps, v.bcastSmallSteps, v.bcastNoPrefetch = 512, 128, true
 	default:
 		// Full-width AVX-512 with a fast L2 (Zen 5): the columns
 		// kernel's better load ratio wins unless the reduction is long

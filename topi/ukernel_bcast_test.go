@@ -252,7 +252,8 @@ func TestBcastTile(t *testing.T) {
 // from 64 channels (576 steps) keeps the columns kernel and one from 128
 // takes the broadcast kernel in one pass; on an Intel server core both
 // take it in L1-sized passes; a 1x1 from 256 channels on 13x13 keeps the
-// columns kernel on both; on AVX2 it takes the broadcast kernel.
+// columns kernel on both; on AVX2 it takes the broadcast kernel. Intel's
+// server cores alone do not prefetch the next tile's weights.
 func TestBroadcastRuleByProcessor(t *testing.T) {
 	for _, c := range []struct {
 		mcpu          string
@@ -287,6 +288,17 @@ func TestBroadcastRuleByProcessor(t *testing.T) {
 		}
 		if ok && (got.kc == ic) != c.onePass {
 			t.Errorf("%s: %d steps, %d outputs: input channels per pass %d of %d, want one pass %v", c.mcpu, c.steps, c.outs, got.kc, ic, c.onePass)
+		}
+	}
+	// The next tile's weights are prefetched except on full-width
+	// AVX-512 without a fast L2 (Intel's server cores).
+	for mcpu, want := range map[string]bool{"sapphirerapids": true, "icelake-server": true, "znver5": false, "znver4": false, "haswell": false} {
+		p, err := targets.ResolveCPU(mcpu, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := isaFor(p).bcastNoPrefetch; got != want {
+			t.Errorf("%s: no next-tile prefetch %v, want %v", mcpu, got, want)
 		}
 	}
 }
