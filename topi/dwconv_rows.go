@@ -9,9 +9,9 @@ import (
 	"github.com/kiln-dev/kiln/tir"
 )
 
-// The depthwise convolution's rows form (AVX-512 with column stride 1 or
-// 2, AVX2 with column stride 1; any row stride): one channel's V tile of whole output rows, compact
-// (V[c, oh*OW + ow], no virtual columns), computed from the input plane
+// The depthwise convolution's rows form (AVX-512 and AVX2, column stride
+// 1 or 2, any row stride): one channel's V tile of whole output rows,
+// compact (V[c, oh*OW + ow], no virtual columns), computed from the input plane
 // where it lies. Each output row is a few vectors of columns; a tap's
 // input is a masked load of the input row at the tap's offset (with
 // column stride 2, two masked loads and the even lanes of the pair, one
@@ -52,8 +52,9 @@ type dwRowsKernel struct {
 const dwRowsGroup = 4
 
 // dwRowsFor reports whether a depthwise convolution takes the rows form:
-// a rows kernel for the instruction set and column stride (dwRowsISA),
-// non-negative padding, float32, within dwRowsMaxTaps and dwRowsMaxLoads.
+// a rows kernel for the instruction set (dwRowsISA), column stride 1 or
+// 2, non-negative padding, float32, within dwRowsMaxTaps and
+// dwRowsMaxLoads.
 // On AVX2 it takes those of column stride 1 and, where the processor has
 // AVX2 itself, those of stride 2 to at most dwRowsAVX2Stride2MaxCols
 // columns. On AVX-512, of the convolutions the lanes form
