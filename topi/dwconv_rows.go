@@ -172,36 +172,6 @@ func (k *dwRowsKernel) evenLanes(lo, hi string) string {
 // lanes is the kernel's vector width in floats.
 func (k *dwRowsKernel) lanes() int64 { return int64(k.isa.lanes) }
 
-// typ is the kernel's vector type and zero its zero vector.
-func (k *dwRowsKernel) typ() string  { return k.isa.typ }
-func (k *dwRowsKernel) zero() string { return k.isa.zero }
-
-// loadZ is the vector at integer address addr with the lanes outside m
-// zero and unread.
-func (k *dwRowsKernel) loadZ(m uint32, addr string) string {
-	if k.lanes() == 16 {
-		return fmt.Sprintf("_mm512_maskz_loadu_ps((__mmask16)0x%x, (const void*)(%s))", m, addr)
-	}
-	switch m &= firstLanes(8); m {
-	case 0:
-		return "_mm256_setzero_ps()"
-	case firstLanes(8):
-		return fmt.Sprintf("_mm256_loadu_ps((const float*)(%s))", addr)
-	}
-	return fmt.Sprintf("_mm256_maskload_ps((const float*)(%s), %s)", addr, maskVec(m))
-}
-
-// storeFirst writes the store of vector a's first n lanes at ptr.
-func (k *dwRowsKernel) storeFirst(ptr string, n int64, a string) string {
-	if k.lanes() == 16 {
-		return fmt.Sprintf("_mm512_mask_storeu_ps(%s, (__mmask16)0x%x, %s);", ptr, firstLanes(n), a)
-	}
-	if n >= 8 {
-		return fmt.Sprintf("_mm256_storeu_ps(%s, %s);", ptr, a)
-	}
-	return fmt.Sprintf("_mm256_maskstore_ps(%s, %s, %s);", ptr, maskVec(firstLanes(n)), a)
-}
-
 // loadMask is the lanes of the input vector that tap column kx reads
 // for the output columns from c0, inside the input row (and inside the
 // output row): with stride 1 the column vector at c0; with stride 2 the
@@ -272,7 +242,7 @@ func (k *dwRowsKernel) source(sym string) string {
 // row a few vectors of columns.
 func (k *dwRowsKernel) rowSource(p func(string, ...any)) {
 	g, isa, l := k.g, k.isa, k.lanes()
-	p("  const %s z = %s;\n", k.typ(), k.zero())
+	p("  const %s z = %s;\n", isa.typ, isa.zero)
 	if g.sw == 2 && l == 16 {
 		// The even lanes of two vectors: every second input column.
 		p("  const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);\n")
@@ -285,7 +255,7 @@ func (k *dwRowsKernel) rowSource(p func(string, ...any)) {
 		v1 := min(v0+dwRowsGroup, nv)
 		p("    {\n")
 		for i := v0; i < v1; i++ {
-			p("      %s a%d = z;\n", k.typ(), i-v0)
+			p("      %s a%d = z;\n", isa.typ, i-v0)
 		}
 		p("      for (int32_t ky = 0; ky < %d; ++ky) {\n", g.kh)
 		p("        const int32_t iy = y * %d - %d + ky * %d;\n", g.sh, g.ph, g.dh)
@@ -307,9 +277,9 @@ func (k *dwRowsKernel) rowSource(p func(string, ...any)) {
 			for i := v0; i < v1; i++ {
 				a := fmt.Sprintf("a%d", i-v0)
 				off := i*l*g.sw + kx*g.dw - g.pw
-				ld := k.loadZ(k.loadMask(i*l, kx, 0), fmt.Sprintf("row + (intptr_t)(%d)", off*4))
+				ld := maskzLoad(l, k.loadMask(i*l, kx, 0), fmt.Sprintf("row + (intptr_t)(%d)", off*4))
 				if g.sw == 2 {
-					hi := k.loadZ(k.loadMask(i*l, kx, 1), fmt.Sprintf("row + (intptr_t)(%d)", (off+l)*4))
+					hi := maskzLoad(l, k.loadMask(i*l, kx, 1), fmt.Sprintf("row + (intptr_t)(%d)", (off+l)*4))
 					ld = k.evenLanes(ld, hi)
 				}
 				p("        %s = %s;\n", a, fmt.Sprintf(isa.fma, fmt.Sprintf(isa.set1, fmt.Sprintf("wk[%d]", kx)), ld, a))
@@ -317,7 +287,7 @@ func (k *dwRowsKernel) rowSource(p func(string, ...any)) {
 		}
 		p("      }\n")
 		for i := v0; i < v1; i++ {
-			p("      %s\n", k.storeFirst(fmt.Sprintf("vr + %d", i*l), g.ow-i*l, fmt.Sprintf("a%d", i-v0)))
+			p("      %s\n", maskStore(l, fmt.Sprintf("vr + %d", i*l), firstLanes(g.ow-i*l), fmt.Sprintf("a%d", i-v0)))
 		}
 		p("    }\n")
 	}
@@ -339,21 +309,21 @@ func (k *dwRowsKernel) flatSource(p func(string, ...any)) {
 		v1 := min(v0+dwRowsGroup, nv)
 		p("  {\n")
 		for i := v0; i < v1; i++ {
-			p("    %s a%d = %s;\n", k.typ(), i-v0, k.zero())
+			p("    %s a%d = %s;\n", isa.typ, i-v0, isa.zero)
 		}
 		for ky := int64(0); ky < g.kh; ky++ {
 			for kx := int64(0); kx < g.kw; kx++ {
 				wv := fmt.Sprintf(isa.set1, fmt.Sprintf("w[%d]", ky*g.kw+kx))
 				for i := v0; i < v1; i++ {
 					off := l*i + (ky*g.dh-g.ph)*k.w + kx*g.dw - g.pw
-					ld := k.loadZ(k.flatMask(i, ky, kx), fmt.Sprintf("base + (intptr_t)(%d)", off*4))
+					ld := maskzLoad(l, k.flatMask(i, ky, kx), fmt.Sprintf("base + (intptr_t)(%d)", off*4))
 					a := fmt.Sprintf("a%d", i-v0)
 					p("    %s = %s;\n", a, fmt.Sprintf(isa.fma, wv, ld, a))
 				}
 			}
 		}
 		for i := v0; i < v1; i++ {
-			p("    %s\n", k.storeFirst(fmt.Sprintf("v + %d", l*i), n-l*i, fmt.Sprintf("a%d", i-v0)))
+			p("    %s\n", maskStore(l, fmt.Sprintf("v + %d", l*i), firstLanes(n-l*i), fmt.Sprintf("a%d", i-v0)))
 		}
 		p("  }\n")
 	}

@@ -161,16 +161,38 @@ func (v poolVec) load(m uint32, addr string) string {
 	return fmt.Sprintf("_mm256_blend_ps(lo, _mm256_maskload_ps((const float*)(%s), %s), 0x%x)", addr, maskVec(m), m)
 }
 
+// maskzLoad is the vector of lanes floats (16: AVX-512, 8: AVX2) at
+// address addr with the lanes outside m zero and unread: a masked load
+// (AVX2: vmaskmovps), a plain one for every lane, zero for none (AVX2).
+func maskzLoad(lanes int64, m uint32, addr string) string {
+	if lanes == 16 {
+		return fmt.Sprintf("_mm512_maskz_loadu_ps((__mmask16)0x%x, (const void*)(%s))", m, addr)
+	}
+	switch m &= firstLanes(8); m {
+	case 0:
+		return "_mm256_setzero_ps()"
+	case firstLanes(8):
+		return fmt.Sprintf("_mm256_loadu_ps((const float*)(%s))", addr)
+	}
+	return fmt.Sprintf("_mm256_maskload_ps((const float*)(%s), %s)", addr, maskVec(m))
+}
+
+// maskStore is the statement storing the lanes m of vector a (of lanes
+// floats, as maskzLoad's) at ptr.
+func maskStore(lanes int64, ptr string, m uint32, a string) string {
+	if lanes == 16 {
+		return fmt.Sprintf("_mm512_mask_storeu_ps(%s, (__mmask16)0x%x, %s);", ptr, m, a)
+	}
+	if m&firstLanes(8) == firstLanes(8) {
+		return fmt.Sprintf("_mm256_storeu_ps(%s, %s);", ptr, a)
+	}
+	return fmt.Sprintf("_mm256_maskstore_ps(%s, %s, %s);", ptr, maskVec(m), a)
+}
+
 // loadFirst is the vector at ptr with its first n lanes read and the
 // others zero (n > 0).
 func (v poolVec) loadFirst(n int64, ptr string) string {
-	switch {
-	case v.avx512():
-		return fmt.Sprintf("_mm512_maskz_loadu_ps((__mmask16)0x%x, %s)", firstLanes(n), ptr)
-	case n >= v.lanes:
-		return fmt.Sprintf("_mm256_loadu_ps(%s)", ptr)
-	}
-	return fmt.Sprintf("_mm256_maskload_ps(%s, %s)", ptr, maskVec(firstLanes(n)))
+	return maskzLoad(v.lanes, firstLanes(min(n, v.lanes)), ptr)
 }
 
 // pre is the prefix of the intrinsics on the vector type.
@@ -197,15 +219,10 @@ func (v poolVec) typ() string {
 // values of the plane's other outputs, never a wrong -0).
 func (v poolVec) storeCheck(indent, ptr string, m uint32) {
 	p := v.p
-	switch {
-	case v.avx512():
-		p("%s_mm512_mask_storeu_ps(%s, (__mmask16)0x%x, a);\n", indent, ptr, m)
+	p("%s%s\n", indent, maskStore(v.lanes, ptr, m, "a"))
+	if v.avx512() {
 		p("%sbad |= _mm512_mask_cmpeq_epi32_mask((__mmask16)0x%x, _mm512_castps_si512(a), nz);\n", indent, m)
 		return
-	case m == v.full():
-		p("%s_mm256_storeu_ps(%s, a);\n", indent, ptr)
-	default:
-		p("%s_mm256_maskstore_ps(%s, %s, a);\n", indent, ptr, maskVec(m))
 	}
 	p("%sbadv = _mm256_or_si256(badv, _mm256_cmpeq_epi32(_mm256_castps_si256(a), nz));\n", indent)
 }

@@ -72,8 +72,9 @@ const bcastChunkL1Reserve = 16384
 
 // bcastChunkBudget is the bytes of weights one pass may read: for kernels
 // with several taps, bcastChunkBytes, or, when the tile prefetches no
-// next tile's weights into L1 (a convolution of one channel tile), all
-// of an L1 of l1d bytes but bcastChunkL1Reserve if that is more;
+// next tile's weights into L1 (a convolution of one channel tile, and
+// every one where vecISA.bcastNoPrefetch), all of an L1 of l1d bytes but
+// bcastChunkL1Reserve if that is more;
 // bcastChunkBytes1x1 for 1x1 kernels. On an Emerald Rapids core (48 KiB
 // L1d; C harness, one core) resnet18's 64-channel 3x3 convolution on
 // 56x56, one channel tile, took 1.41-1.42 ms in passes of 7 input
