@@ -9,6 +9,7 @@ import (
 	"github.com/kiln-dev/kiln/device"
 	"github.com/kiln-dev/kiln/graph"
 	"github.com/kiln-dev/kiln/graph/transform"
+	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/passconfig"
 	"github.com/kiln-dev/kiln/targets"
 	tirtransform "github.com/kiln-dev/kiln/tir/transform"
@@ -22,10 +23,10 @@ import (
 // device_copy is opaque to it). Fusion follows the pass config: its depth
 // limit, and no fusion at all when the config disables it or at opt
 // level 0. alter_conv_layout keeps Winograd's planes within the L2 of
-// the CPU targets that need it (topi.WinogradMaxBytes). alter_qconv_layout rewrites what the host target's kernels
-// run faster (topi.QConvBroadcastChoice), and nothing unless the host and
-// every other CPU target of tgts (whose device may get the convolution)
-// have the broadcast form's instruction set.
+// the CPU targets that need it (topi.WinogradMaxBytes).
+// alter_qconv_layout rewrites what the kernels of the host and of every
+// other CPU target of tgts (whose device may get the convolution) all run
+// faster in the broadcast form (qconvBroadcastChoice).
 func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Target, tgts []*targets.Target) []transform.Pass {
 	fuse := transform.FuseOptions{
 		MaxDepth: int(pc.Int(passconfig.FuseMaxDepth)),
@@ -57,19 +58,42 @@ func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Targ
 				p.Run = func(m *graph.Module) (*graph.Module, error) { return transform.AlterConvLayoutWith(m, opts) }
 			}
 		case "alter_qconv_layout":
-			want := topi.QConvBroadcastChoice(host)
-			for _, t := range tgts {
-				if t != nil && t.Kind.Host && topi.QConvBroadcastChoice(t) == nil {
-					want = nil
-				}
-			}
-			if want != nil {
+			if want := qconvBroadcastChoice(host, tgts); want != nil {
 				p.Run = func(m *graph.Module) (*graph.Module, error) { return transform.AlterQConvLayout(m, want) }
 			}
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// qconvBroadcastChoice is the broadcast form's choice for a compilation
+// whose host is host and whose CPU targets are tgts: a convolution that
+// every one of them would run in that form, or nil where one of them has
+// no such form (its device might get the convolution).
+func qconvBroadcastChoice(host *targets.Target, tgts []*targets.Target) func(data, weight, out ir.Shape, attrs ir.Attrs) bool {
+	if host == nil {
+		return nil
+	}
+	var choices []func(data, weight, out ir.Shape, attrs ir.Attrs) bool
+	for _, t := range append([]*targets.Target{host}, tgts...) {
+		if t == nil || (t != host && !t.Kind.Host) {
+			continue
+		}
+		c := topi.QConvBroadcastChoice(t)
+		if c == nil {
+			return nil
+		}
+		choices = append(choices, c)
+	}
+	return func(data, weight, out ir.Shape, attrs ir.Attrs) bool {
+		for _, c := range choices {
+			if !c(data, weight, out, attrs) {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 // skipPass reports whether the pass config skips graph pass p: disabled

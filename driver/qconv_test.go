@@ -109,9 +109,19 @@ func TestQConv2DDifferential(t *testing.T) {
 			ir.Attrs{"out_zero_point": int64(-3), "out_dtype": ir.Int8, "per_tensor": true}},
 		{"broadcast 1x1 flat requantized", ir.Uint8, ir.Int8, ir.Shape{1, 64, 7, 7}, ir.Shape{80, 64, 1, 1}, ir.Attrs{"input_zero_point": int64(130)}, true,
 			ir.Attrs{"out_zero_point": int64(0), "out_max": int64(180), "out_dtype": ir.Uint8}},
+		// The broadcast form on every x86 processor: 7-bit weights (AVX2's
+		// vpmaddubsw), a reduction of 144 (the 256-bit form's least is 128).
+		{"7-bit weight broadcast 3x3 stride 2 requantized", ir.Uint8, ir.Int8, ir.Shape{1, 16, 14, 13}, ir.Shape{32, 16, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "strides": []int64{2, 2}, "input_zero_point": int64(250)}, true,
+			ir.Attrs{"out_zero_point": int64(9), "out_dtype": ir.Uint8}},
 	}
 	// The cases whose kernel takes the broadcast form under AVX-512 VNNI.
-	bcast512 := map[string]bool{"broadcast 3x3 on 7x7 requantized": true, "broadcast stride 2 int8 data per tensor": true, "broadcast 1x1 flat requantized": true}
+	bcast512 := map[string]bool{"broadcast 3x3 on 7x7 requantized": true, "broadcast stride 2 int8 data per tensor": true, "broadcast 1x1 flat requantized": true,
+		"7-bit weight broadcast 3x3 stride 2 requantized": true}
+	// Those that take the 256-bit broadcast form: with AVX-VNNI, at least
+	// 32 output channels (a multiple of 16) and a reduction of 128; with
+	// AVX2 alone, also 7-bit weights.
+	bcastVNNI256 := map[string]bool{"broadcast 3x3 on 7x7 requantized": true, "7-bit weight broadcast 3x3 stride 2 requantized": true}
+	bcastAVX2 := map[string]bool{"7-bit weight broadcast 3x3 stride 2 requantized": true}
 	// The cases whose kernel takes the direct form under AVX-512 VNNI
 	// (choose512: flat planes, rows of 32 pixels, pairs of rows of 16,
 	// where they compute at most a seventh more lanes than the usual
@@ -226,7 +236,9 @@ func TestQConv2DDifferential(t *testing.T) {
 				isa512 := strings.Contains(fs, "avx512vnni")
 				isaAVX2 := strings.Contains(fs, "avx2") && !isa512
 				direct := strings.Contains(src, "PLANE = ") && !strings.Contains(src, "broadcast tile")
-				if bc := strings.Contains(src, "qnn.conv2d broadcast tile"); bc != (isa512 && bcast512[tc.name]) {
+				vnni256 := strings.Contains(fs, "avxvnni") && !isa512
+				plainAVX2 := isaAVX2 && !vnni256
+				if bc := strings.Contains(src, "qnn.conv2d broadcast tile"); bc != ((isa512 && bcast512[tc.name]) || (vnni256 && bcastVNNI256[tc.name]) || (plainAVX2 && bcastAVX2[tc.name])) {
 					t.Errorf("features %v, but the broadcast form used: %v", feats, bc)
 				}
 				if isa512 && tc.fast && !dw && !bcast512[tc.name] && direct != direct512[tc.name] {

@@ -49,12 +49,17 @@ func runCVariants(t *testing.T, cc, src string, want []int64) {
 // avx512VNNIMarch is the -march of runCBuilds' AVX-512 VNNI builds.
 const avx512VNNIMarch = "-march=icelake-server"
 
+// avxVNNIMarch is the -march of runCBuilds' AVX-VNNI builds (256-bit
+// vpdpbusd, no AVX-512).
+const avxVNNIMarch = "-march=alderlake"
+
 // marchNeeds are the processor flags (as /proc/cpuinfo names them) that
 // runCBuilds' AVX-512 builds need to run: icelake-server's code may use
 // VBMI's byte permutations, Cascade Lake's has none.
 var marchNeeds = map[string][]string{
 	avx512VNNIMarch:      {"avx512_vnni", "avx512bw", "avx512vl", "avx512vbmi"},
 	"-march=cascadelake": {"avx512_vnni", "avx512bw", "avx512vl"},
+	avxVNNIMarch:         {"avx_vnni", "avx2"},
 }
 
 // runCBuilds builds the C program src warning-free with each -march

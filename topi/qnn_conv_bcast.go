@@ -54,7 +54,11 @@ import (
 // with K = 144 on 28x28 (16 idle lanes of 800); 13-14 % less on every
 // 7x7 map (15 of 64 idle).
 func QConvBroadcastChoice(t *targets.Target) func(data, weight, out ir.Shape, attrs ir.Attrs) bool {
-	if t == nil || qconvISAFor(t.Processor().Features) != qconvAVX512VNNI {
+	if t == nil {
+		return nil
+	}
+	isa := qconvISAFor(t.Processor().Features)
+	if isa != qconvAVX512VNNI && isa != qconvAVXVNNI && isa != qconvAVX2 {
 		return nil
 	}
 	proc := t.Processor()
@@ -65,6 +69,9 @@ func QConvBroadcastChoice(t *targets.Target) func(data, weight, out ir.Shape, at
 		p, err := qconvParamsOf(proc, data, out, weight[2], weight[3], attrs, false)
 		if err != nil || newQConvPlanes(p, 0) == nil {
 			return false
+		}
+		if isa != qconvAVX512VNNI {
+			return qconvBcast256(p) && qconvBcast256Gain(weight)
 		}
 		// The pixel forms' lanes: tiles of 32 (the direct form's, or the
 		// usual form's).
@@ -77,6 +84,17 @@ func QConvBroadcastChoice(t *targets.Target) func(data, weight, out ir.Shape, at
 		return k*(lanes-pix) >= qconvBcastGain*pix
 	}
 }
+
+// qconvBcast256Gain is QConvBroadcastChoice's rule for the 256-bit
+// form: a reduction (weight channels x 4 x taps) of at least
+// qconvBcast256MinK.
+func qconvBcast256Gain(weight ir.Shape) bool {
+	return weight[1]*4*weight[2]*weight[3] >= qconvBcast256MinK
+}
+
+// qconvBcast256MinK is the least reduction for which the 256-bit
+// broadcast form pays for its transposing epilogue.
+const qconvBcast256MinK = 128
 
 // qconvBcastGain is QConvBroadcastChoice's threshold: the broadcast form
 // where K times the pixel forms' idle lanes is at least this many times
@@ -94,23 +112,57 @@ type qconvBcastKernel struct {
 	base        *qconvKernel // p, epi, c4, k4: the requantization's and the dot product's helpers
 	dir         *qconvDirect // the padded planes' geometry
 	mr          int64        // pixels per tile
+	vpg         int64        // vectors per group of sixteen channels: 1 (AVX-512), 2 (256-bit)
 	blocks      []qconvBlock
 	ptiles      int64 // pixel tiles per block
 	symbol, src string
 }
 
-// qconvBcastMR picks the pixels per tile, 8, 7 or 6: the least cost of
-// the tiles, counting each tile's weight loads and epilogue as one
-// pixel more (a map of 49 pixels takes 7 tiles of 7, one of 169 22 tiles
-// of 8), the larger on a tie.
-func qconvBcastMR(pix int64) int64 {
-	best, cost := int64(8), int64(-1)
-	for _, mr := range []int64{8, 7, 6} {
+// qconvBcastMR picks the pixels per tile among mrs (largest first): the
+// least cost of the tiles, counting each tile's weight loads and
+// epilogue as one pixel more (AVX-512, of 8, 7 or 6: a map of 49 pixels
+// takes 7 tiles of 7, one of 169 22 tiles of 8), the larger on a tie.
+func qconvBcastMR(pix int64, mrs []int64) int64 {
+	best, cost := mrs[0], int64(-1)
+	for _, mr := range mrs {
 		if c := (pix + mr - 1) / mr * (mr + 1); cost < 0 || c < cost {
 			best, cost = mr, c
 		}
 	}
 	return best
+}
+
+// qconvBcastMRs512 is the AVX-512 tile's choice of pixels: MR x NZ
+// accumulators (up to 8 x 3), three weight vectors and a broadcast in 32
+// registers.
+var qconvBcastMRs512 = []int64{8, 7, 6}
+
+// qconvBcast256 reports whether p's broadcast form is the 256-bit one:
+// AVX-VNNI, or AVX2 with the weight pairs' bound that lets vpmaddubsw
+// sum without saturating (qconvParams.maddubs).
+func qconvBcast256(p qconvParams) bool {
+	return p.isa == qconvAVXVNNI || (p.isa == qconvAVX2 && p.maddubs)
+}
+
+// qconvBcastMRs256 is the 256-bit tile's choice of pixels, for one group
+// of sixteen channels (two vectors) in 16 registers: with vpdpbusd, 2 x
+// MR accumulators, two weight vectors and a broadcast (MR up to 6);
+// vpmaddubsw also needs its product and a vector of ones (MR up to 5).
+func qconvBcastMRs256(p qconvParams) []int64 {
+	if p.isa == qconvAVXVNNI {
+		return []int64{6, 5, 4}
+	}
+	return []int64{5, 4}
+}
+
+// qconvBcastBlocks256 is the 256-bit form's blocks: one group of sixteen
+// channels each (two vectors, each broadcast feeding both).
+func qconvBcastBlocks256(n16 int64) []qconvBlock {
+	bs := make([]qconvBlock, n16)
+	for i := range bs {
+		bs[i] = qconvBlock{int64(i), 1}
+	}
+	return bs
 }
 
 // qconvBcastBlocks cuts n16 groups of sixteen output channels into
@@ -146,7 +198,12 @@ func newQConvBcastKernel(p qconvParams, epi *qconvEpi) (*qconvBcastKernel, error
 		return nil, fmt.Errorf("qnn.conv2d broadcast form: no padded layout for input %dx%dx%d, output %dx%d", p.c, p.h, p.w, p.oh, p.ow)
 	}
 	pix := p.oh * p.ow
-	k := &qconvBcastKernel{base: base, dir: dir, mr: qconvBcastMR(pix), blocks: qconvBcastBlocks(p.oc / 16)}
+	var k *qconvBcastKernel
+	if qconvBcast256(p) {
+		k = &qconvBcastKernel{base: base, dir: dir, mr: qconvBcastMR(pix, qconvBcastMRs256(p)), vpg: 2, blocks: qconvBcastBlocks256(p.oc / 16)}
+	} else {
+		k = &qconvBcastKernel{base: base, dir: dir, mr: qconvBcastMR(pix, qconvBcastMRs512), vpg: 1, blocks: qconvBcastBlocks(p.oc / 16)}
+	}
 	k.ptiles = (pix + k.mr - 1) / k.mr
 	k.symbol, k.src = kernelSymbol("kiln_qconv_bc_", k.source())
 	return k, nil
@@ -182,7 +239,13 @@ func (k *qconvBcastKernel) source() string {
 	p, e, d := k.base.p, k.base.epi, k.dir
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	guard := p.isa.guard()
+	// Without a vector form for the processor (AVX2 whose weight pairs
+	// may saturate vpmaddubsw, Arm), only the portable C: the layout pass
+	// does not choose the form there (QConvBroadcastChoice).
+	guard := ""
+	if p.isa == qconvAVX512VNNI || k.vpg == 2 {
+		guard = p.isa.guard()
+	}
 	b.WriteString(k.base.epilogueHelpers())
 	if guard != "" {
 		w("#if %s\n", guard)
@@ -227,7 +290,11 @@ func (k *qconvBcastKernel) source() string {
 	w("  }\n")
 	if guard != "" {
 		w("#if %s\n", guard)
-		k.main512(w)
+		if k.vpg == 2 {
+			k.main256(w)
+		} else {
+			k.main512(w)
+		}
 		w("#else\n")
 	}
 	k.mainScalar(w)
@@ -239,13 +306,18 @@ func (k *qconvBcastKernel) source() string {
 }
 
 // mac writes KILN_SYMBOL_macNZ: the sums of MR pixels by nz groups of
-// sixteen channels (weight from wb, the block's first group) into
-// buf[j*nz + z], the accumulators in registers (a function of its own,
-// as mainAVX512's: in one loop nest with the epilogue gcc keeps copies on
-// the stack).
+// sixteen channels (weight from wb, the block's first group), each group
+// vpg vectors, into buf[j*nz*vpg + v], the accumulators in registers (a
+// function of its own, as mainAVX512's: in one loop nest with the
+// epilogue gcc keeps copies on the stack).
 func (k *qconvBcastKernel) mac(w func(string, ...any), nz int64) {
 	p := k.base.p
-	w("static __attribute__((noinline)) void KILN_SYMBOL_mac%d(const uint8_t* restrict x4, const int8_t* restrict wb, const int32_t* restrict po, __m512i* restrict buf) {\n", nz)
+	vt, zero, load, set1 := "__m512i", "_mm512_setzero_si512()", "_mm512_loadu_si512((const void*)(wk + %d))", "_mm512_set1_epi32"
+	if k.vpg == 2 {
+		vt, zero, load, set1 = "__m256i", "_mm256_setzero_si256()", "_mm256_loadu_si256((const __m256i*)(const void*)(wk + %d))", "_mm256_set1_epi32"
+	}
+	nv := nz * k.vpg
+	w("static __attribute__((noinline)) void KILN_SYMBOL_mac%d(const uint8_t* restrict x4, const int8_t* restrict wb, const int32_t* restrict po, %s* restrict buf) {\n", nz, vt)
 	w("  enum { K4 = %d };\n", k.base.k4)
 	k.dir.taps(w, p)
 	for j := int64(0); j < k.mr; j++ {
@@ -253,33 +325,94 @@ func (k *qconvBcastKernel) mac(w func(string, ...any), nz int64) {
 	}
 	for j := int64(0); j < k.mr; j++ {
 		var as []string
-		for z := int64(0); z < nz; z++ {
-			as = append(as, fmt.Sprintf("a%d%d = _mm512_setzero_si512()", j, z))
+		for v := int64(0); v < nv; v++ {
+			as = append(as, fmt.Sprintf("a%d_%d = %s", j, v, zero))
 		}
-		w("  __m512i %s;\n", strings.Join(as, ", "))
+		w("  %s %s;\n", vt, strings.Join(as, ", "))
 	}
 	w("  for (int32_t c4 = 0; c4 < %d; ++c4)\n", k.base.c4)
 	w("  for (int32_t tap = 0; tap < KK; ++tap) {\n")
 	w("    const uint8_t* xk = x4 + ((int64_t)c4 * PLANE + koff[tap]) * 4;\n")
 	w("    const int8_t* wk = wb + ((int64_t)c4 * KK + tap) * 64;\n")
-	for z := int64(0); z < nz; z++ {
-		w("    const __m512i w%d = _mm512_loadu_si512((const void*)(wk + %d));\n", z, z*k.base.k4*64)
+	for v := int64(0); v < nv; v++ {
+		// Group z's sixteen channels are 64 bytes; a 256-bit vector
+		// holds eight of them.
+		z, h := v/k.vpg, v%k.vpg
+		w("    const %s w%d = "+load+";\n", vt, v, z*k.base.k4*64+h*64/k.vpg)
 	}
 	for j := int64(0); j < k.mr; j++ {
-		w("    { int32_t v; memcpy(&v, xk + q%d, 4); const __m512i b = _mm512_set1_epi32(v);", j)
-		for z := int64(0); z < nz; z++ {
-			w(" a%d%d = KILN_SYMBOL_dp(a%d%d, b, w%d);", j, z, j, z, z)
+		w("    { int32_t v; memcpy(&v, xk + q%d, 4); const %s b = %s(v);", j, vt, set1)
+		for v := int64(0); v < nv; v++ {
+			w(" a%d_%d = KILN_SYMBOL_dp(a%d_%d, b, w%d);", j, v, j, v, v)
 		}
 		w(" }\n")
 	}
 	w("  }\n")
 	for j := int64(0); j < k.mr; j++ {
-		for z := int64(0); z < nz; z++ {
-			w("  buf[%d] = a%d%d;", j*nz+z, j, z)
+		for v := int64(0); v < nv; v++ {
+			w("  buf[%d] = a%d_%d;", j*nv+v, j, v)
 		}
 		w("\n")
 	}
 	w("}\n")
+}
+
+// main256 is the 256-bit tile (AVX-VNNI, or AVX2 with bounded weight
+// pairs): the sums (KILN_SYMBOL_mac1), then per eight channels the
+// requantization (rq8vf), the narrowing of eight pixels' vectors (MR of
+// them, the last repeated) to bytes with packs, a byte shuffle and two
+// unpacks that leave each channel's eight pixels in a 64-bit word, and a
+// store of the tile's pixels of each channel (consecutive in the NCHW
+// output).
+func (k *qconvBcastKernel) main256(w func(string, ...any)) {
+	p, e := k.base.p, k.base.epi
+	pack := "_mm256_packus_epi16"
+	if e.signed {
+		pack = "_mm256_packs_epi16"
+	}
+	w("  __m256i buf[MR * 2];\n")
+	w("  if (nz != 1) return;\n")
+	w("  KILN_SYMBOL_mac1(x4, w + (int64_t)o16 * K4 * 64, po, buf);\n")
+	w("  for (int32_t h = 0; h < 2; ++h) {\n")
+	w("    const int32_t o = o16 * 16 + h * 8;\n")
+	// The bias less the zero point's share, modulo 2^32 (foldedBias).
+	w("    const __m256i bv = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(bias + o)), _mm256_mullo_epi32(_mm256_set1_epi32(%d), _mm256_loadu_si256((const __m256i*)(const void*)(wsum + o))));\n", p.izpu())
+	if e.perChannel {
+		w("    const __m256i mv = _mm256_loadu_si256((const __m256i*)(const void*)(mult + o));\n")
+	} else {
+		w("    const __m256i mv = _mm256_set1_epi32(mult[0]);\n")
+	}
+	w("    const __m256i mvo = _mm256_srli_epi64(mv, 32);\n")
+	if e.shift >= 33 {
+		// KILN_SYMBOL_rqn in every lane: a bit below 2^(shift-32) set,
+		// or a multiplier of 0.
+		w("    const __m256i z0 = _mm256_setzero_si256();\n")
+		w("    const int fast = _mm256_movemask_epi8(_mm256_or_si256(_mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(mv, _mm256_set1_epi32(%d)), z0), _mm256_set1_epi32(-1)), _mm256_cmpeq_epi32(mv, z0))) == -1;\n", int64(1)<<(e.shift-32)-1)
+	} else {
+		w("    const int fast = 0;\n")
+	}
+	w("    __m256i r[8];\n")
+	w("    for (int32_t j = 0; j < MR; ++j) r[j] = KILN_SYMBOL_rq8vf(buf[j * 2 + h], bv, mv, mvo, fast);\n")
+	w("    for (int32_t j = MR; j < 8; ++j) r[j] = r[MR - 1];\n")
+	// Within each 128-bit lane, lo holds pixels 0-3 of four channels
+	// (byte 4j + c), hi pixels 4-7; the shuffle makes it byte 4c + j,
+	// and the unpacks join the two halves of each channel: one 64-bit
+	// word per channel, in the order 0, 1, 4, 5, 2, 3, 6, 7.
+	w("    const __m256i lo = %s(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));\n", pack)
+	w("    const __m256i hi = %s(_mm256_packs_epi32(r[4], r[5]), _mm256_packs_epi32(r[6], r[7]));\n", pack)
+	w("    const __m256i tix = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);\n")
+	w("    const __m256i tl = _mm256_shuffle_epi8(lo, tix), th = _mm256_shuffle_epi8(hi, tix);\n")
+	w("    uint64_t cw[8];\n")
+	w("    _mm256_storeu_si256((__m256i*)(void*)cw, _mm256_unpacklo_epi32(tl, th));\n")
+	w("    _mm256_storeu_si256((__m256i*)(void*)(cw + 4), _mm256_unpackhi_epi32(tl, th));\n")
+	w("    uint8_t* restrict d = (uint8_t*)(void*)out + (int64_t)o * P + q0;\n")
+	w("    static const int8_t ch[8] = {0, 1, 4, 5, 2, 3, 6, 7};\n")
+	w("    if (np == MR) {\n")
+	w("      for (int32_t i = 0; i < 8; ++i) memcpy(d + (int64_t)ch[i] * P, &cw[i], MR);\n")
+	w("    } else {\n")
+	w("      for (int32_t i = 0; i < 8; ++i) memcpy(d + (int64_t)ch[i] * P, &cw[i], (size_t)np);\n")
+	w("    }\n")
+	w("  }\n")
 }
 
 // main512 is the AVX-512 tile: the sums (KILN_SYMBOL_macNZ), then per

@@ -926,7 +926,9 @@ func (k *qconvKernel) mainAVX512(kw func(string, ...any)) string {
 
 // dotHelper defines KILN_SYMBOL_dp(acc, x, b), acc plus the four-byte
 // dot products of x's unsigned and b's signed bytes in each 32-bit lane
-// (vpdpbusd), for the VNNI kernels ("" for the others). Under GNU C it is
+// (vpdpbusd), for the VNNI kernels, and with vpmaddubsw for AVX2 where
+// the weight's pairs are bounded (qconvParams.maddubs; "" for the
+// others). Under GNU C the VNNI one is
 // the instruction in an asm statement: gcc 12 compiles the intrinsic
 // with a register copy of the accumulator after every instruction, and
 // with many accumulators in a loop it spilled some to the stack on each
@@ -940,6 +942,14 @@ func (k *qconvKernel) dotHelper() string {
 	case qconvAVXVNNI:
 		// {vex}: the AVX-VNNI encoding, not AVX512-VL's EVEX one.
 		vt, asm, cons, intr = "__m256i", "%{vex%} vpdpbusd", "x", "_mm256_dpbusd_avx_epi32"
+	case qconvAVX2:
+		if !k.p.maddubs {
+			return ""
+		}
+		// The pairs' bound rules out saturation: vpmaddubsw's 16-bit
+		// pair sums are exact, vpmaddwd by ones adds them in pairs.
+		return "static inline __attribute__((unused)) __m256i KILN_SYMBOL_dp(__m256i acc, __m256i x, __m256i b) {\n" +
+			"  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, b), _mm256_set1_epi16(1)));\n}\n"
 	default:
 		return ""
 	}
