@@ -71,7 +71,7 @@ func QConvBroadcastChoice(t *targets.Target) func(data, weight, out ir.Shape, at
 			return false
 		}
 		if isa != qconvAVX512VNNI {
-			return qconvBcast256(p) && qconvBcast256Gain(weight)
+			return qconvBcast256(p) && qconvBcast256Gain(p, weight)
 		}
 		// The pixel forms' lanes: tiles of 32 (the direct form's, or the
 		// usual form's).
@@ -87,14 +87,35 @@ func QConvBroadcastChoice(t *targets.Target) func(data, weight, out ir.Shape, at
 
 // qconvBcast256Gain is QConvBroadcastChoice's rule for the 256-bit
 // form: a reduction (weight channels x 4 x taps) of at least
-// qconvBcast256MinK.
-func qconvBcast256Gain(weight ir.Shape) bool {
-	return weight[1]*4*weight[2]*weight[3] >= qconvBcast256MinK
+// qconvBcast256MinK, and without VNNI a map of at most
+// qconvBcastAVX2MaxPix pixels.
+func qconvBcast256Gain(p qconvParams, weight ir.Shape) bool {
+	if weight[1]*4*weight[2]*weight[3] < qconvBcast256MinK {
+		return false
+	}
+	return p.isa == qconvAVXVNNI || p.oh*p.ow <= qconvBcastAVX2MaxPix
 }
 
 // qconvBcast256MinK is the least reduction for which the 256-bit
-// broadcast form pays for its transposing epilogue.
+// broadcast form pays for its transposing epilogue. With AVX-VNNI on an
+// Emerald Rapids core (in-model profile minima, 7-bit weights), it took
+// the pixel forms' time from 0.94 to 0.74 ms on resnet18's 64-channel 3x3
+// convolutions on 56x56, 1.10 to 0.73 on the 256-channel ones on 14x14,
+// 0.67 to 0.50 on 256 -> 512 stride 2, and mobilenet_v2's 1x1 ones of
+// K = 160 and 960 on 7x7 by 12 and 23 %; with K = 96 on 14x14 it took 16 %
+// longer, with K = 16 to 32 40-60 % longer (its epilogue requantizes
+// and transposes every sixteen channels of MR pixels).
 const qconvBcast256MinK = 128
+
+// qconvBcastAVX2MaxPix is the largest map the 256-bit form takes without
+// VNNI, where each multiply-add is three instructions in either form
+// (vpmaddubsw, vpmaddwd, vpaddd) and the pixel forms keep their vectors
+// busy on larger maps. Measured there (AVX2 code on the Emerald Rapids
+// core, in-model profile minima): resnet18's 512-channel 3x3 on 7x7 2.18
+// -> 2.01 ms and 256 -> 512 stride 2 1.11 -> 1.07; on 14x14 1.61 -> 1.89,
+// on 28x28 1.60 -> 1.66, squeezenet1_1's 3x3 ones on 27x27 and 13x13
+// 4-8 % longer.
+const qconvBcastAVX2MaxPix = 64
 
 // qconvBcastGain is QConvBroadcastChoice's threshold: the broadcast form
 // where K times the pixel forms' idle lanes is at least this many times

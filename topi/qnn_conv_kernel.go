@@ -947,9 +947,14 @@ func (k *qconvKernel) dotHelper() string {
 			return ""
 		}
 		// The pairs' bound rules out saturation: vpmaddubsw's 16-bit
-		// pair sums are exact, vpmaddwd by ones adds them in pairs.
+		// pair sums are exact, vpmaddwd by ones adds them in pairs. In
+		// asm for the same reason as vpdpbusd: with the intrinsics gcc
+		// 12 kept the broadcast form's ten accumulators on the stack.
 		return "static inline __attribute__((unused)) __m256i KILN_SYMBOL_dp(__m256i acc, __m256i x, __m256i b) {\n" +
-			"  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, b), _mm256_set1_epi16(1)));\n}\n"
+			"#if defined(__GNUC__)\n  __m256i t;\n" +
+			"  __asm__(\"vpmaddubsw %[b], %[x], %[t]\\n\\tvpmaddwd %[one], %[t], %[t]\\n\\tvpaddd %[t], %[acc], %[acc]\"\n" +
+			"          : [acc] \"+x\"(acc), [t] \"=&x\"(t) : [x] \"x\"(x), [b] \"x\"(b), [one] \"x\"(_mm256_set1_epi16(1)));\n  return acc;\n" +
+			"#else\n  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, b), _mm256_set1_epi16(1)));\n#endif\n}\n"
 	default:
 		return ""
 	}
