@@ -113,15 +113,19 @@ func TestQConv2DDifferential(t *testing.T) {
 		// vpmaddubsw), a reduction of 144 (the 256-bit form's least is 128).
 		{"7-bit weight broadcast 3x3 stride 2 requantized", ir.Uint8, ir.Int8, ir.Shape{1, 16, 14, 13}, ir.Shape{32, 16, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "strides": []int64{2, 2}, "input_zero_point": int64(250)}, true,
 			ir.Attrs{"out_zero_point": int64(9), "out_dtype": ir.Uint8}},
+		// 120 output channels: padded to 128 for the broadcast form, the
+		// result cut back (alter_qconv_layout); per-tensor multiplier.
+		{"7-bit weight broadcast 120 channels padded", ir.Uint8, ir.Int8, ir.Shape{1, 16, 7, 7}, ir.Shape{120, 16, 3, 3}, ir.Attrs{"padding": []int64{1, 1, 1, 1}, "input_zero_point": int64(3)}, true,
+			ir.Attrs{"out_zero_point": int64(-7), "out_dtype": ir.Int8, "per_tensor": true}},
 	}
 	// The cases whose kernel takes the broadcast form under AVX-512 VNNI.
 	bcast512 := map[string]bool{"broadcast 3x3 on 7x7 requantized": true, "broadcast stride 2 int8 data per tensor": true, "broadcast 1x1 flat requantized": true,
-		"7-bit weight broadcast 3x3 stride 2 requantized": true}
+		"7-bit weight broadcast 3x3 stride 2 requantized": true, "7-bit weight broadcast 120 channels padded": true}
 	// Those that take the 256-bit broadcast form: with AVX-VNNI, at least
 	// 32 output channels (a multiple of 16) and a reduction of 128; with
 	// AVX2 alone, also 7-bit weights.
-	bcastVNNI256 := map[string]bool{"broadcast 3x3 on 7x7 requantized": true, "7-bit weight broadcast 3x3 stride 2 requantized": true}
-	bcastAVX2 := map[string]bool{"7-bit weight broadcast 3x3 stride 2 requantized": true}
+	bcastVNNI256 := map[string]bool{"broadcast 3x3 on 7x7 requantized": true, "7-bit weight broadcast 3x3 stride 2 requantized": true, "7-bit weight broadcast 120 channels padded": true}
+	bcastAVX2 := map[string]bool{"7-bit weight broadcast 3x3 stride 2 requantized": true, "7-bit weight broadcast 120 channels padded": true}
 	// The cases whose kernel takes the direct form under AVX-512 VNNI
 	// (choose512: flat planes, rows of 32 pixels, pairs of rows of 16,
 	// where they compute at most a seventh more lanes than the usual

@@ -43,10 +43,13 @@ func qweight(rng *rand.Rand, o, ci, k int64) *graph.Constant {
 
 // TestAlterQConvLayout: the pass repacks the weights of the
 // convolutions its choice accepts (and only those: not one of 24
-// channels, a grouped one, one with a weight zero point, a qnn.conv2d
-// without requantization, nor anything when the choice says no), packs a
-// shared weight once, hands the choice the data, OIHW4i weight and output
-// shapes, and leaves the reference executor's results bit for bit.
+// channels, which 16 would pad by a third, a grouped one, one with a
+// weight zero point, a qnn.conv2d without requantization, nor anything
+// when the choice says no), pads one of 120 channels to 128 and cuts its
+// result back with a strided_slice, packs a shared weight once, hands the
+// choice the data, OIHW4i weight and output shapes (padded), and leaves
+// the reference executor's results bit for bit, with and without the
+// weight sums of qnn_kernel_sums among the arguments.
 func TestAlterQConvLayout(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	x := graph.NewVar("x", ir.NewTensorType(ir.Uint8, ir.Shape{1, 6, 5, 5}))
@@ -58,13 +61,18 @@ func TestAlterQConvLayout(t *testing.T) {
 	wg := tensor.New(ir.Int8, ir.Shape{32, 3, 3, 3})
 	grouped := qconvRequant(t, rng, x, graph.NewConstant(ref.PackOIHW4i(wg)), 32, ir.Attrs{"groups": int64(2)})
 	kzp := qconvRequant(t, rng, x, qweight(rng, 32, 6, 3), 32, ir.Attrs{"kernel_zero_point": int64(1)})
+	padded := qconvRequant(t, rng, x, qweight(rng, 120, 6, 3), 120, ir.Attrs{"out_zero_point": int64(0)})
 	plain, err := graph.NewCall(op.QConv2D, []graph.Expr{x, qweight(rng, 32, 6, 3)}, ir.Attrs{"kernel_layout": "OIHW4i"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := graph.NewTuple([]graph.Expr{b, c, odd, grouped, kzp, plain})
-	m := graph.NewModule(graph.NewFunction([]*graph.Var{x}, body, nil))
-	if err := graph.InferTypes(m); err != nil {
+	body := graph.NewTuple([]graph.Expr{b, c, odd, grouped, kzp, plain, padded})
+	m0 := graph.NewModule(graph.NewFunction([]*graph.Var{x}, body, nil))
+	if err := graph.InferTypes(m0); err != nil {
+		t.Fatal(err)
+	}
+	sums, err := QNNKernelSums(m0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	xv := tensor.New(ir.Uint8, ir.Shape{1, 6, 5, 5})
@@ -72,44 +80,59 @@ func TestAlterQConvLayout(t *testing.T) {
 		xv.SetInt(i, int64(rng.Intn(256)))
 	}
 	args := []*tensor.Tensor{xv}
-	want := run(t, m, args)
+	for _, m := range []*graph.Module{m0, sums} {
+		want := run(t, m, args)
 
-	none, err := AlterQConvLayout(m, func(_, _, _ ir.Shape, _ ir.Attrs) bool { return false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seen []ir.Shape
-	out, err := AlterQConvLayout(m, func(data, weight, o ir.Shape, _ ir.Attrs) bool {
-		seen = append(seen, data, weight, o)
-		return true
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := func(m *graph.Module) (n int, consts map[*graph.Constant]bool) {
-		consts = map[*graph.Constant]bool{}
-		graph.PostOrder(m.Main().Body, func(e graph.Expr) {
-			if cl, ok := e.(*graph.Call); ok && cl.Attrs.Str("kernel_layout") == "OIHW4i16o" {
-				n++
-				w := cl.Args[1].(*graph.Constant)
-				consts[w] = true
-				if cl.Op != op.QConv2DRequantize || len(w.Value.Shape) != 6 || w.Value.Shape[4] != 16 || w.Value.Shape[5] != 4 {
-					t.Errorf("%s with weight %v in OIHW4i16o", cl.Op.Name, w.Value.Shape)
-				}
-			}
+		none, err := AlterQConvLayout(m, func(_, _, _ ir.Shape, _ ir.Attrs) bool { return false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []ir.Shape
+		out, err := AlterQConvLayout(m, func(data, weight, o ir.Shape, _ ir.Attrs) bool {
+			seen = append(seen, data, weight, o)
+			return true
 		})
-		return n, consts
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := func(m *graph.Module) (n int, consts map[*graph.Constant]bool) {
+			consts = map[*graph.Constant]bool{}
+			graph.PostOrder(m.Main().Body, func(e graph.Expr) {
+				if cl, ok := e.(*graph.Call); ok && cl.Op == op.StridedSlice {
+					in := cl.Args[0].(*graph.Call)
+					if w := in.Args[1].(*graph.Constant).Value.Shape; in.Attrs.Str("kernel_layout") != "OIHW4i16o" || w[0] != 8 || cl.Attrs.Ints("end")[0] != 120 {
+						t.Errorf("a cut of %s with weight %v to %v channels", in.Op.Name, w, cl.Attrs.Ints("end"))
+					}
+				}
+				if cl, ok := e.(*graph.Call); ok && cl.Attrs.Has("kernel_layout") && cl.Attrs.Str("kernel_layout") == "OIHW4i16o" {
+					n++
+					w := cl.Args[1].(*graph.Constant)
+					consts[w] = true
+					if cl.Op != op.QConv2DRequantize || len(w.Value.Shape) != 6 || w.Value.Shape[4] != 16 || w.Value.Shape[5] != 4 {
+						t.Errorf("%s with weight %v in OIHW4i16o", cl.Op.Name, w.Value.Shape)
+					}
+				}
+			})
+			return n, consts
+		}
+		if n, _ := count(none); n != 0 {
+			t.Errorf("%d convolutions rewritten though the choice said no", n)
+		}
+		n, consts := count(out)
+		if n != 4 || len(consts) != 3 {
+			t.Errorf("%d convolutions rewritten with %d weights, want 4 with 3 (one shared):\n%s", n, len(consts), text(t, out))
+		}
+		wantSeen := []ir.Shape{{1, 6, 5, 5}, {32, 2, 3, 3, 4}, {1, 32, 5, 5}}
+		if len(seen) < 3 || !seen[0].Equal(wantSeen[0]) || !seen[1].Equal(wantSeen[1]) || !seen[2].Equal(wantSeen[2]) {
+			t.Errorf("the choice saw %v first, want %v", seen, wantSeen)
+		}
+		sawPadded := false
+		for i := 0; i+2 < len(seen); i += 3 {
+			sawPadded = sawPadded || (seen[i+1].Equal(ir.Shape{128, 2, 3, 3, 4}) && seen[i+2].Equal(ir.Shape{1, 128, 5, 5}))
+		}
+		if !sawPadded {
+			t.Errorf("the choice did not see the 120-channel convolution padded to 128: %v", seen)
+		}
+		sameBits(t, "after the pass", run(t, out, args), want)
 	}
-	if n, _ := count(none); n != 0 {
-		t.Errorf("%d convolutions rewritten though the choice said no", n)
-	}
-	n, consts := count(out)
-	if n != 3 || len(consts) != 2 {
-		t.Errorf("%d convolutions rewritten with %d weights, want 3 with 2 (one shared):\n%s", n, len(consts), text(t, out))
-	}
-	wantSeen := []ir.Shape{{1, 6, 5, 5}, {32, 2, 3, 3, 4}, {1, 32, 5, 5}}
-	if len(seen) < 3 || !seen[0].Equal(wantSeen[0]) || !seen[1].Equal(wantSeen[1]) || !seen[2].Equal(wantSeen[2]) {
-		t.Errorf("the choice saw %v first, want %v", seen, wantSeen)
-	}
-	sameBits(t, "after the pass", run(t, out, args), want)
 }
