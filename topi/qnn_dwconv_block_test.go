@@ -36,6 +36,11 @@ func TestQDWBlockPortable(t *testing.T) {
 		{"30 columns requantized, 16 channels", qconvParams{c: 16, h: 6, w: 30, oc: 16, oh: 6, ow: 30, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 128},
 			&qconvEpi{shift: 35, zp: 2, lo: 0, hi: 255, perChannel: true}},
 		{"stride 2 from 37 columns, int8 data, int32 sums, 11 channels", qconvParams{c: 11, h: 9, w: 37, oc: 11, oh: 5, ow: 19, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1, izp: 5, signed: true}, nil},
+		// Rows ending in 7 and 3 columns: the tail's bytes loaded as 4, 2
+		// and 1.
+		{"15 columns requantized, 9 channels", qconvParams{c: 9, h: 5, w: 15, oc: 9, oh: 5, ow: 15, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: 77},
+			&qconvEpi{shift: 34, zp: 1, lo: 0, hi: 255, perChannel: true}},
+		{"11 columns int8 data, int32 sums", qconvParams{c: 8, h: 4, w: 11, oc: 8, oh: 4, ow: 11, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, izp: -3, signed: true}, nil},
 		// Sixteen channels per call under AVX-512 VNNI: a whole block
 		// and a partial one, rows of a whole group of sixteen columns and
 		// a partial one, short rows, per-tensor and per-channel
