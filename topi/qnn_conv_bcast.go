@@ -386,7 +386,7 @@ func (k *qconvBcastKernel) mac(w func(string, ...any), nz int64) {
 // store of the tile's pixels of each channel (consecutive in the NCHW
 // output).
 func (k *qconvBcastKernel) main256(w func(string, ...any)) {
-	p, e := k.base.p, k.base.epi
+	e := k.base.epi
 	pack := "_mm256_packus_epi16"
 	if e.signed {
 		pack = "_mm256_packs_epi16"
@@ -396,22 +396,7 @@ func (k *qconvBcastKernel) main256(w func(string, ...any)) {
 	w("  KILN_SYMBOL_mac1(x4, w + (int64_t)o16 * K4 * 64, po, buf);\n")
 	w("  for (int32_t h = 0; h < 2; ++h) {\n")
 	w("    const int32_t o = o16 * 16 + h * 8;\n")
-	// The bias less the zero point's share, modulo 2^32 (foldedBias).
-	w("    const __m256i bv = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(bias + o)), _mm256_mullo_epi32(_mm256_set1_epi32(%d), _mm256_loadu_si256((const __m256i*)(const void*)(wsum + o))));\n", p.izpu())
-	if e.perChannel {
-		w("    const __m256i mv = _mm256_loadu_si256((const __m256i*)(const void*)(mult + o));\n")
-	} else {
-		w("    const __m256i mv = _mm256_set1_epi32(mult[0]);\n")
-	}
-	w("    const __m256i mvo = _mm256_srli_epi64(mv, 32);\n")
-	if e.shift >= 33 {
-		// KILN_SYMBOL_rqn in every lane: a bit below 2^(shift-32) set,
-		// or a multiplier of 0.
-		w("    const __m256i z0 = _mm256_setzero_si256();\n")
-		w("    const int fast = _mm256_movemask_epi8(_mm256_or_si256(_mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(mv, _mm256_set1_epi32(%d)), z0), _mm256_set1_epi32(-1)), _mm256_cmpeq_epi32(mv, z0))) == -1;\n", int64(1)<<(e.shift-32)-1)
-	} else {
-		w("    const int fast = 0;\n")
-	}
+	k.laneConstants(w, 256)
 	w("    __m256i r[8];\n")
 	w("    for (int32_t j = 0; j < MR; ++j) r[j] = KILN_SYMBOL_rq8vf(buf[j * 2 + h], bv, mv, mvo, fast);\n")
 	w("    for (int32_t j = MR; j < 8; ++j) r[j] = r[MR - 1];\n")
@@ -440,7 +425,6 @@ func (k *qconvBcastKernel) main256(w func(string, ...any)) {
 // group of sixteen channels the requantization, narrowing, transpose and
 // stores.
 func (k *qconvBcastKernel) main512(w func(string, ...any)) {
-	p, e := k.base.p, k.base.epi
 	w("  __m512i buf[MR * 3];\n")
 	w("  const int8_t* restrict wb = w + (int64_t)o16 * K4 * 64;\n")
 	w("  switch (nz) {\n")
@@ -450,21 +434,7 @@ func (k *qconvBcastKernel) main512(w func(string, ...any)) {
 	w("  default: return;\n  }\n")
 	w("  for (int32_t z = 0; z < nz; ++z) {\n")
 	w("    const int32_t o = (o16 + z) * 16;\n")
-	// The bias less the zero point's share, modulo 2^32 (foldedBias).
-	w("    const __m512i bv = _mm512_sub_epi32(_mm512_loadu_si512((const void*)(bias + o)), _mm512_mullo_epi32(_mm512_set1_epi32(%d), _mm512_loadu_si512((const void*)(wsum + o))));\n", p.izpu())
-	if e.perChannel {
-		w("    const __m512i mv = _mm512_loadu_si512((const void*)(mult + o));\n")
-	} else {
-		w("    const __m512i mv = _mm512_set1_epi32(mult[0]);\n")
-	}
-	w("    const __m512i mvo = _mm512_srli_epi64(mv, 32);\n")
-	if e.shift >= 33 {
-		// KILN_SYMBOL_rqn in every lane: a bit below 2^(shift-32) set,
-		// or a multiplier of 0.
-		w("    const int fast = (__mmask16)(_mm512_test_epi32_mask(mv, _mm512_set1_epi32(%d)) | _mm512_cmpeq_epi32_mask(mv, _mm512_setzero_si512())) == (__mmask16)0xFFFF;\n", int64(1)<<(e.shift-32)-1)
-	} else {
-		w("    const int fast = 0;\n")
-	}
+	k.laneConstants(w, 512)
 	w("    __m512i r[8];\n")
 	w("    for (int32_t j = 0; j < MR; ++j) r[j] = KILN_SYMBOL_q16n(buf[j * nz + z], bv, mv, mvo, fast);\n")
 	w("    for (int32_t j = MR; j < 8; ++j) r[j] = r[MR - 1];\n")
@@ -489,6 +459,39 @@ func (k *qconvBcastKernel) main512(w func(string, ...any)) {
 	w("      for (int32_t j = 0; j < np; ++j) d[(int64_t)c * P + j] = tb[j * 16 + c];\n")
 	w("#endif\n")
 	w("  }\n")
+}
+
+// laneConstants declares, for the channels from o on in a vector of
+// bits (256 or 512), the epilogue's per-lane constants: bv, the bias less
+// the zero point's share modulo 2^32 (foldedBias); mv and mvo, the
+// multipliers of the lanes and of the odd lanes; and fast, whether every
+// lane's multiplier rules ties out (KILN_SYMBOL_rqn: a bit below
+// 2^(shift-32) set, or 0).
+func (k *qconvBcastKernel) laneConstants(w func(string, ...any), bits int) {
+	p, e := k.base.p, k.base.epi
+	vt, pre, load := "__m512i", "_mm512", "_mm512_loadu_si512((const void*)(%s + o))"
+	if bits == 256 {
+		vt, pre, load = "__m256i", "_mm256", "_mm256_loadu_si256((const __m256i*)(const void*)(%s + o))"
+	}
+	ld := func(name string) string { return fmt.Sprintf(load, name) }
+	w("    const %s bv = %s_sub_epi32(%s, %s_mullo_epi32(%s_set1_epi32(%d), %s));\n", vt, pre, ld("bias"), pre, pre, p.izpu(), ld("wsum"))
+	if e.perChannel {
+		w("    const %s mv = %s;\n", vt, ld("mult"))
+	} else {
+		w("    const %s mv = %s_set1_epi32(mult[0]);\n", vt, pre)
+	}
+	w("    const %s mvo = %s_srli_epi64(mv, 32);\n", vt, pre)
+	if e.shift < 33 {
+		w("    const int fast = 0;\n")
+		return
+	}
+	low := int64(1)<<(e.shift-32) - 1
+	if bits == 512 {
+		w("    const int fast = (__mmask16)(_mm512_test_epi32_mask(mv, _mm512_set1_epi32(%d)) | _mm512_cmpeq_epi32_mask(mv, _mm512_setzero_si512())) == (__mmask16)0xFFFF;\n", low)
+		return
+	}
+	w("    const __m256i z0 = _mm256_setzero_si256();\n")
+	w("    const int fast = _mm256_movemask_epi8(_mm256_or_si256(_mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(mv, _mm256_set1_epi32(%d)), z0), _mm256_set1_epi32(-1)), _mm256_cmpeq_epi32(mv, z0))) == -1;\n", low)
 }
 
 // mainScalar is the portable C: one channel, one pixel at a time.
