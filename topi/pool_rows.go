@@ -60,7 +60,7 @@ type maxPoolRows struct {
 	wp             int64 // the row buffer: pw + w, or the last window's reach
 	dt             ir.DType
 	vec            poolVecForm // the vector form (pool_vec.go), if any
-	vlanes         int64       // its vector width in floats
+	vlanes         int64       // its vector width in elements
 }
 
 // newMaxPoolRows returns the rows form of a 2-D max pool of an NCHW input

@@ -83,6 +83,22 @@ func TestPoolVecForms(t *testing.T) {
 	if got := rowsGeometries[10].vecForm(8); got != poolVecNone {
 		t.Errorf("28 -> 14 stride 2 with 8 lanes: %s, want none", got)
 	}
+	// The bytes form: an output row's columns within 64 lanes.
+	for i, want := range []bool{true, true, true, true, true, true, true, true, true, true, true, true, true, true, true} {
+		if got := rowsGeometries[i].bytesFits(); got != want {
+			t.Errorf("geometry %d: bytes form %v, want %v", i, got, want)
+		}
+	}
+	for _, g := range []maxPoolRows{
+		{h: 112, w: 112, oh: 56, ow: 56, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1, ph: 1, pw: 1}, // 111 lanes
+		{h: 9, w: 70, oh: 9, ow: 65, kh: 1, kw: 6, sh: 1, sw: 1, dh: 1, dw: 1},                   // 65 columns
+		{h: 9, w: 30, oh: 3, ow: 10, kh: 3, kw: 3, sh: 3, sw: 3, dh: 1, dw: 1},                   // stride 3
+		{h: 4, w: 1031, oh: 4, ow: 32, kh: 1, kw: 1000, sh: 1, sw: 1, dh: 1, dw: 1},              // 1000 tap columns
+	} {
+		if g.bytesFits() {
+			t.Errorf("%+v: bytes form, want none", g)
+		}
+	}
 	for _, c := range []struct {
 		mcpu  string
 		dt    ir.DType
@@ -94,7 +110,10 @@ func TestPoolVecForms(t *testing.T) {
 		{"sandybridge", ir.Float32, poolVecNone, 0},
 		{"x86-64", ir.Float32, poolVecNone, 0},
 		{"cortex-a72", ir.Float32, poolVecNone, 0},
-		{"skylake-avx512", ir.Uint8, poolVecNone, 0},
+		{"skylake-avx512", ir.Uint8, poolVecBytes, 64},
+		{"skylake-avx512", ir.Int8, poolVecBytes, 64},
+		{"haswell", ir.Uint8, poolVecNone, 0},
+		{"cortex-a72", ir.Int8, poolVecNone, 0},
 	} {
 		p, err := targets.ResolveCPU(c.mcpu, nil)
 		if err != nil {
@@ -209,8 +228,20 @@ func TestMaxPoolRowsMatchesEval(t *testing.T) {
 				t.Fatalf("geometry %d does not fit for %s", gi, dt)
 			}
 			k := newMaxPoolRowsKernel(&g)
+			ks := []*maxPoolRowsKernel{k}
+			if vg := g; vg.bytesFits() {
+				vg.vec, vg.vlanes = poolVecBytes, 64
+				ks = append(ks, newMaxPoolRowsKernel(&vg))
+			}
 			in := make([]byte, g.h*g.w)
 			rng.Read(in)
+			if gi%2 == 1 {
+				// The plane's lowest and highest values, so that padding
+				// read as anything but the lowest shows.
+				for i := range in {
+					in[i] = []byte{0x00, 0x80, 0x7f, 0xff}[rng.Intn(4)]
+				}
+			}
 			var xm, want tir.KernelMemory
 			if dt == ir.Int8 {
 				x := make(int8Mem, len(in))
@@ -224,20 +255,27 @@ func TestMaxPoolRowsMatchesEval(t *testing.T) {
 			if err := k.Eval([]tir.KernelArg{{Mem: xm}, {Mem: want}}); err != nil {
 				t.Fatal(err)
 			}
-			t.Run(fmt.Sprintf("%d_%s", gi, dt), func(t *testing.T) {
-				raw := runRowsKernel(t, cc, k, in, 1, []string{"-march=native"})
-				for j := range raw {
-					var w byte
-					if dt == ir.Int8 {
-						w = byte(want.(int8Mem)[j])
-					} else {
-						w = want.(uint8Mem)[j]
-					}
-					if raw[j] != w {
-						t.Fatalf("y[%d] = %d, Eval %d", j, raw[j], w)
-					}
+			for _, k := range ks {
+				for _, flags := range [][]string{nil, {"-march=native"}} {
+					t.Run(fmt.Sprintf("%d_%s_%s%v", gi, dt, k.r.vec, flags), func(t *testing.T) {
+						if k.r.vec == poolVecBytes && flags != nil && !hostHas(t, "avx512bw") {
+							t.Logf("this machine lacks avx512bw: the bytes form is compiled out")
+						}
+						raw := runRowsKernel(t, cc, k, in, 1, flags)
+						for j := range raw {
+							var w byte
+							if dt == ir.Int8 {
+								w = byte(want.(int8Mem)[j])
+							} else {
+								w = want.(uint8Mem)[j]
+							}
+							if raw[j] != w {
+								t.Fatalf("y[%d] = %d, Eval %d", j, raw[j], w)
+							}
+						}
+					})
 				}
-			})
+			}
 		}
 	}
 }
