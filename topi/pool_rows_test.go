@@ -80,20 +80,24 @@ func TestPoolVecForms(t *testing.T) {
 	if got := tall.vecForm(16); got != poolVecNone {
 		t.Errorf("2^31 x 2^12 window: %s, want none", got)
 	}
+	if r := (maxPoolRows{h: 112, w: 112, oh: 56, ow: 56, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1, ph: 1, pw: 1}); !r.bytesFits() || r.bytesVecs() != 2 {
+		t.Errorf("112 -> 56: bytes form %v in %d vectors, want two", r.bytesFits(), r.bytesVecs())
+	}
 	if got := rowsGeometries[10].vecForm(8); got != poolVecNone {
 		t.Errorf("28 -> 14 stride 2 with 8 lanes: %s, want none", got)
 	}
-	// The bytes form: an output row's columns within 64 lanes.
+	// The bytes form: an output row's columns within 4 vectors of 64
+	// lanes (resnet18's 112 -> 56 in two).
 	for i, want := range []bool{true, true, true, true, true, true, true, true, true, true, true, true, true, true, true} {
 		if got := rowsGeometries[i].bytesFits(); got != want {
 			t.Errorf("geometry %d: bytes form %v, want %v", i, got, want)
 		}
 	}
 	for _, g := range []maxPoolRows{
-		{h: 112, w: 112, oh: 56, ow: 56, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1, ph: 1, pw: 1}, // 111 lanes
-		{h: 9, w: 70, oh: 9, ow: 65, kh: 1, kw: 6, sh: 1, sw: 1, dh: 1, dw: 1},                   // 65 columns
-		{h: 9, w: 30, oh: 3, ow: 10, kh: 3, kw: 3, sh: 3, sw: 3, dh: 1, dw: 1},                   // stride 3
-		{h: 4, w: 1031, oh: 4, ow: 32, kh: 1, kw: 1000, sh: 1, sw: 1, dh: 1, dw: 1},              // 1000 tap columns
+		{h: 300, w: 300, oh: 150, ow: 150, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1, ph: 1, pw: 1}, // 299 lanes: 5 vectors
+		{h: 9, w: 270, oh: 9, ow: 257, kh: 1, kw: 6, sh: 1, sw: 1, dh: 1, dw: 1},                   // 257 columns
+		{h: 9, w: 30, oh: 3, ow: 10, kh: 3, kw: 3, sh: 3, sw: 3, dh: 1, dw: 1},                     // stride 3
+		{h: 4, w: 1031, oh: 4, ow: 32, kh: 1, kw: 1000, sh: 1, sw: 1, dh: 1, dw: 1},                // 1000 tap columns
 	} {
 		if g.bytesFits() {
 			t.Errorf("%+v: bytes form, want none", g)
@@ -344,4 +348,64 @@ func hostHas(t *testing.T, f string) bool {
 		t.Fatal(err)
 	}
 	return host.Arch == targets.X86_64 && host.Has(f)
+}
+
+// TestMaxPoolBytesWide runs the bytes form (pool_vec.go) on 8-bit planes
+// whose output rows take several vectors (resnet18's 112 -> 56 in two,
+// stride 1 over 100 and 200 columns, dilation and right padding) against
+// Eval, built for this machine and without AVX-512BW (the rows form).
+func TestMaxPoolBytesWide(t *testing.T) {
+	cc := testenv.CC(t)
+	for gi, g := range []maxPoolRows{
+		{h: 112, w: 112, oh: 56, ow: 56, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1, ph: 1, pw: 1},
+		{h: 7, w: 100, oh: 7, ow: 100, kh: 3, kw: 3, sh: 1, sw: 1, dh: 1, dw: 1, ph: 1, pw: 1},
+		{h: 9, w: 200, oh: 5, ow: 196, kh: 3, kw: 3, sh: 2, sw: 1, dh: 1, dw: 2},
+		{h: 10, w: 130, oh: 5, ow: 65, kh: 2, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1, pw: 1},
+	} {
+		for _, dt := range []ir.DType{ir.Int8, ir.Uint8} {
+			g.dt = dt
+			if !g.fit() || !g.bytesFits() {
+				t.Fatalf("geometry %d: fits %v, bytes form %v", gi, g.fit(), g.bytesFits())
+			}
+			g.vec, g.vlanes = poolVecBytes, 64
+			k := newMaxPoolRowsKernel(&g)
+			rng := rand.New(rand.NewSource(int64(gi)))
+			in := make([]byte, g.h*g.w)
+			for i := range in {
+				in[i] = []byte{0x00, 0x80, 0x7f, 0xff, byte(rng.Intn(256))}[rng.Intn(5)]
+			}
+			var xm, want tir.KernelMemory
+			if dt == ir.Int8 {
+				x := make(int8Mem, len(in))
+				for i, b := range in {
+					x[i] = int8(b)
+				}
+				xm, want = x, make(int8Mem, g.oh*g.ow)
+			} else {
+				xm, want = uint8Mem(in), make(uint8Mem, g.oh*g.ow)
+			}
+			if err := k.Eval([]tir.KernelArg{{Mem: xm}, {Mem: want}}); err != nil {
+				t.Fatal(err)
+			}
+			for _, flags := range [][]string{nil, {"-march=native"}} {
+				t.Run(fmt.Sprintf("%d_%s%v", gi, dt, flags), func(t *testing.T) {
+					if flags != nil && !hostHas(t, "avx512bw") {
+						t.Logf("this machine lacks avx512bw: the bytes form is compiled out")
+					}
+					raw := runRowsKernel(t, cc, k, in, 1, flags)
+					for j := range raw {
+						var w byte
+						if dt == ir.Int8 {
+							w = byte(want.(int8Mem)[j])
+						} else {
+							w = want.(uint8Mem)[j]
+						}
+						if raw[j] != w {
+							t.Fatalf("y[%d] = %d, Eval %d", j, raw[j], w)
+						}
+					}
+				})
+			}
+		}
+	}
 }

@@ -130,27 +130,37 @@ func (r *maxPoolRows) flatFits(lanes int64) bool {
 }
 
 // bytesFits reports whether the bytes form computes r: column stride 1 or
-// 2 with an output row's columns (every stride-th lane from the first)
-// within one vector of 64 bytes, and at most poolVecBytesMaxTaps tap
-// columns (one masked load each per window row, straight-line code).
+// 2, an output row's columns (every stride-th lane from the first) within
+// poolVecBytesMaxVecs vectors of 64 bytes, and at most
+// poolVecBytesMaxTaps tap columns (one masked load each per vector and
+// window row, straight-line code).
 func (r *maxPoolRows) bytesFits() bool {
-	if r.sw != 1 && r.sw != 2 || r.ow > 64 || r.kw > poolVecBytesMaxTaps {
+	if r.sw != 1 && r.sw != 2 || r.ow > 64*poolVecBytesMaxVecs || r.kw > poolVecBytesMaxTaps {
 		return false
 	}
-	return (r.ow-1)*r.sw+1 <= 64
+	return r.bytesVecs() <= poolVecBytesMaxVecs
 }
 
-// poolVecBytesMaxTaps bounds the bytes form's tap columns.
-const poolVecBytesMaxTaps = 64
+// bytesVecs is the bytes form's vectors per output row.
+func (r *maxPoolRows) bytesVecs() int64 { return ceilDiv((r.ow-1)*r.sw+1, 64) }
 
-// bytesMask is the lanes of the bytes form's load for tap column kx: lane
-// j holds output column j / SW (j a multiple of SW) and reads input
-// column j + kx*DW - PW, inside the row.
-func (r *maxPoolRows) bytesMask(kx int64) uint64 {
+// poolVecBytesMaxVecs and poolVecBytesMaxTaps bound the bytes form's
+// vectors per output row and tap columns.
+const (
+	poolVecBytesMaxVecs = 4
+	poolVecBytesMaxTaps = 64
+)
+
+// bytesMask is the lanes of the bytes form's load of vector v for tap
+// column kx: lane j holds output column (64v + j) / SW (64v + j a
+// multiple of SW) and reads input column 64v + j + kx*DW - PW, inside the
+// row.
+func (r *maxPoolRows) bytesMask(v, kx int64) uint64 {
 	var m uint64
-	for j := int64(0); j < 64; j += r.sw {
-		ix := j + kx*r.dw - r.pw
-		if j/r.sw < r.ow && ix >= 0 && ix < r.w {
+	for j := int64(0); j < 64; j++ {
+		q := 64*v + j
+		ix := q + kx*r.dw - r.pw
+		if q%r.sw == 0 && q/r.sw < r.ow && ix >= 0 && ix < r.w {
 			m |= 1 << j
 		}
 	}
@@ -158,20 +168,22 @@ func (r *maxPoolRows) bytesMask(kx int64) uint64 {
 }
 
 // bytesVecSource writes the bytes form (AVX-512BW, 8-bit planes): for
-// each output row, the max over the window's rows inside the plane (k0
-// <= k < k1, as the rows form finds them) of one masked load per tap
-// column, the lanes outside the row the lowest value; with stride 2 the
-// even lanes taken by narrowing the 16-bit lanes (vpmovwb); one masked
-// store. An output row whose window holds no row of the plane gets the
-// lowest value, as in the rows form. Integer max is exact: no check.
-// squeezenet1_1's 8-bit pools were the rows form's scalar column passes
-// (27 -> 13, 256 channels: 0.046 ms against ONNX Runtime's 0.014).
+// each output row and each vector of 64 lanes along it, the max over the
+// window's rows inside the plane (k0 <= k < k1, as the rows form finds
+// them) of one masked load per tap column, the lanes outside the row the
+// lowest value; with stride 2 the even lanes taken by narrowing the
+// 16-bit lanes (vpmovwb); a masked store per vector. An output row whose
+// window holds no row of the plane gets the lowest value, as in the rows
+// form. Integer max is exact: no check. squeezenet1_1's 8-bit pools were
+// the rows form's scalar column passes (27 -> 13, 256 channels: 0.044 ms,
+// 0.017 in vectors; ONNX Runtime 0.014).
 func (r *maxPoolRows) bytesVecSource(p func(string, ...any), sym, rows string) {
 	typ, low := r.cType()
 	mx := "_mm512_max_epu8"
 	if r.dt == ir.Int8 {
 		mx = "_mm512_max_epi8"
 	}
+	nv := r.bytesVecs()
 	p("static void %s(const %s* restrict x, %s* restrict y) {\n", sym, typ, typ)
 	p("#if defined(__AVX512BW__)\n")
 	p("  (void)%s; /* the rows form: where AVX-512BW is not compiled in */\n", rows)
@@ -181,24 +193,32 @@ func (r *maxPoolRows) bytesVecSource(p func(string, ...any), sym, rows string) {
 	p("    const int32_t k0 = r0 < 0 ? (-r0 + %d) / %d : 0;\n", r.dh-1, r.dh)
 	p("    const int32_t kn = r0 < %d ? (%d - r0 + %d) / %d : 0;\n", r.h, r.h, r.dh-1, r.dh)
 	p("    const int32_t k1 = kn < %d ? kn : %d;\n", r.kh, r.kh)
-	p("    __m512i a = lo;\n")
+	for v := int64(0); v < nv; v++ {
+		p("    __m512i a%d = lo;\n", v)
+	}
 	p("    for (int32_t k = k0; k < k1; ++k) {\n")
 	p("      const uintptr_t row = (uintptr_t)(const void*)(x + (ptrdiff_t)(r0 + k * %d) * %d);\n", r.dh, r.w)
-	for kx := int64(0); kx < r.kw; kx++ {
-		if m := r.bytesMask(kx); m != 0 {
-			p("      a = %s(a, _mm512_mask_loadu_epi8(lo, (__mmask64)0x%xULL, (const void*)(row + (intptr_t)(%d))));\n", mx, m, kx*r.dw-r.pw)
+	for v := int64(0); v < nv; v++ {
+		for kx := int64(0); kx < r.kw; kx++ {
+			if m := r.bytesMask(v, kx); m != 0 {
+				p("      a%d = %s(a%d, _mm512_mask_loadu_epi8(lo, (__mmask64)0x%xULL, (const void*)(row + (intptr_t)(%d))));\n", v, mx, v, m, 64*v+kx*r.dw-r.pw)
+			}
 		}
 	}
 	p("    }\n")
-	out := "a"
-	if r.sw == 2 {
-		out = "_mm512_castsi256_si512(_mm512_cvtepi16_epi8(a))"
+	per := 64 / r.sw // output columns per vector
+	for v := int64(0); v < nv; v++ {
+		out := fmt.Sprintf("a%d", v)
+		if r.sw == 2 {
+			out = fmt.Sprintf("_mm512_castsi256_si512(_mm512_cvtepi16_epi8(a%d))", v)
+		}
+		n := min(r.ow-v*per, per)
+		om := ^uint64(0)
+		if n < 64 {
+			om = uint64(1)<<n - 1
+		}
+		p("    _mm512_mask_storeu_epi8((void*)(y + (ptrdiff_t)oh * %d + %d), (__mmask64)0x%xULL, %s);\n", r.ow, v*per, om, out)
 	}
-	om := uint64(1)<<r.ow - 1
-	if r.ow == 64 {
-		om = ^uint64(0)
-	}
-	p("    _mm512_mask_storeu_epi8((void*)(y + (ptrdiff_t)oh * %d), (__mmask64)0x%xULL, %s);\n", r.ow, om, out)
 	p("  }\n")
 	p("#else\n  %s(x, y);\n#endif\n}\n", rows)
 }
