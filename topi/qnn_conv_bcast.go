@@ -11,7 +11,8 @@ import (
 )
 
 // The broadcast form of the qnn.conv2d_requantize CPU kernel (AVX-512
-// VNNI): output channels in the vector lanes, each pixel's four-channel
+// VNNI; on 256-bit vectors, AVX-VNNI and AVX2, see main256): output
+// channels in the vector lanes, each pixel's four-channel
 // word broadcast, the way a GEMM kernel takes the output channels as its
 // columns. The pixel forms (qconvKernel) put pixels in the lanes, so a
 // map whose rows do not fill their 32 lanes leaves lanes idle (7x7: 49
@@ -42,13 +43,15 @@ import (
 // 56x56 0.32 against 0.37 (0.31).
 
 // QConvBroadcastChoice is target t's choice of the broadcast form for
-// the pass alter_qconv_layout, or nil where t's processor has no
-// AVX-512 VNNI (with BW and VL), the form's instruction set. It takes
-// the form for at least 32 output channels (a block of one group of
-// sixteen reads a broadcast per multiplication) where the lanes the
-// pixel forms leave idle outweigh the broadcast form's transposing
-// epilogue: reduction K times idle lanes at least qconvBcastGain times
-// the pixels. On Zen 5 with mobilenet_v2's 1x1 convolutions the
+// the pass alter_qconv_layout, or nil where t's processor has none of
+// the form's instruction sets: AVX-512 VNNI (with BW and VL), AVX-VNNI,
+// AVX2 (the 256-bit form, qconvBcast256). It takes the form for at least
+// 32 output channels. With AVX-512 VNNI (where a block of one group of
+// sixteen reads a broadcast per multiplication) it takes it where the
+// lanes the pixel forms leave idle outweigh the transposing epilogue:
+// reduction K times idle lanes at least qconvBcastGain times the pixels;
+// on 256-bit vectors by qconvBcast256Gain (AVX2 only with bounded weight
+// pairs). On Zen 5 with mobilenet_v2's 1x1 convolutions the
 // broadcast form took 5 % longer with K = 64 on 14x14 (28 idle lanes of
 // 224), as long with K = 96, 6 % less with K = 576, and 2.5 % longer
 // with K = 144 on 28x28 (16 idle lanes of 800); 13-14 % less on every
