@@ -228,11 +228,7 @@ func (k *maxPoolRowsKernel) source(sym string) string {
 		p("  float sum[%d];\n  for (int32_t j = 0; j < %d; ++j) sum[j] = 0.0f;\nagain:\n", r.w, r.w)
 	}
 	p("  for (int32_t oh = 0; oh < %d; ++oh) {\n", r.oh)
-	p("    const int32_t r0 = oh * %d - %d;\n", r.sh, r.ph)
-	// Taps k0 <= k < k1 read rows r0 + k*DH inside [0, H).
-	p("    const int32_t k0 = r0 < 0 ? (-r0 + %d) / %d : 0;\n", r.dh-1, r.dh)
-	p("    const int32_t kn = r0 < %d ? (%d - r0 + %d) / %d : 0;\n", r.h, r.h, r.dh-1, r.dh)
-	p("    const int32_t k1 = kn < %d ? kn : %d;\n", r.kh, r.kh)
+	r.writeWindowRows(p)
 	p("    %s* restrict o = y + (ptrdiff_t)oh * %d;\n", typ, r.ow)
 	p("    if (k0 >= k1) {\n      for (int32_t j = 0; j < %d; ++j) o[j] = %s;\n      continue;\n    }\n", r.ow, low)
 	p("    const %s* restrict x0 = x + (ptrdiff_t)(r0 + k0 * %d) * %d;\n", typ, r.dh, r.w)
@@ -274,6 +270,17 @@ func (k *maxPoolRowsKernel) source(sym string) string {
 		r.vecSource(p, sym, rows)
 	}
 	return b.String()
+}
+
+// writeWindowRows writes, in the loop over output rows oh, the window's
+// first row r0 (padding counted) and the taps k0 <= k < k1 that read
+// rows r0 + k*DH inside [0, H): the bounds of the rows form and of the
+// vector forms (pool_vec.go) alike.
+func (r *maxPoolRows) writeWindowRows(p func(string, ...any)) {
+	p("    const int32_t r0 = oh * %d - %d;\n", r.sh, r.ph)
+	p("    const int32_t k0 = r0 < 0 ? (-r0 + %d) / %d : 0;\n", r.dh-1, r.dh)
+	p("    const int32_t kn = r0 < %d ? (%d - r0 + %d) / %d : 0;\n", r.h, r.h, r.dh-1, r.dh)
+	p("    const int32_t k1 = kn < %d ? kn : %d;\n", r.kh, r.kh)
 }
 
 // rowsPass writes one output row's two passes with the max max(a, m):

@@ -246,37 +246,14 @@ func TestMaxPoolRowsMatchesEval(t *testing.T) {
 					in[i] = []byte{0x00, 0x80, 0x7f, 0xff}[rng.Intn(4)]
 				}
 			}
-			var xm, want tir.KernelMemory
-			if dt == ir.Int8 {
-				x := make(int8Mem, len(in))
-				for i, b := range in {
-					x[i] = int8(b)
-				}
-				xm, want = x, make(int8Mem, g.oh*g.ow)
-			} else {
-				xm, want = uint8Mem(in), make(uint8Mem, g.oh*g.ow)
-			}
-			if err := k.Eval([]tir.KernelArg{{Mem: xm}, {Mem: want}}); err != nil {
-				t.Fatal(err)
-			}
+			want := evalBytesPlane(t, k, in)
 			for _, k := range ks {
 				for _, flags := range [][]string{nil, {"-march=native"}} {
 					t.Run(fmt.Sprintf("%d_%s_%s%v", gi, dt, k.r.vec, flags), func(t *testing.T) {
 						if k.r.vec == poolVecBytes && flags != nil && !hostHas(t, "avx512bw") {
 							t.Logf("this machine lacks avx512bw: the bytes form is compiled out")
 						}
-						raw := runRowsKernel(t, cc, k, in, 1, flags)
-						for j := range raw {
-							var w byte
-							if dt == ir.Int8 {
-								w = byte(want.(int8Mem)[j])
-							} else {
-								w = want.(uint8Mem)[j]
-							}
-							if raw[j] != w {
-								t.Fatalf("y[%d] = %d, Eval %d", j, raw[j], w)
-							}
-						}
+						sameBytes(t, runRowsKernel(t, cc, k, in, 1, flags), want)
 					})
 				}
 			}
@@ -374,38 +351,54 @@ func TestMaxPoolBytesWide(t *testing.T) {
 			for i := range in {
 				in[i] = []byte{0x00, 0x80, 0x7f, 0xff, byte(rng.Intn(256))}[rng.Intn(5)]
 			}
-			var xm, want tir.KernelMemory
-			if dt == ir.Int8 {
-				x := make(int8Mem, len(in))
-				for i, b := range in {
-					x[i] = int8(b)
-				}
-				xm, want = x, make(int8Mem, g.oh*g.ow)
-			} else {
-				xm, want = uint8Mem(in), make(uint8Mem, g.oh*g.ow)
-			}
-			if err := k.Eval([]tir.KernelArg{{Mem: xm}, {Mem: want}}); err != nil {
-				t.Fatal(err)
-			}
+			want := evalBytesPlane(t, k, in)
 			for _, flags := range [][]string{nil, {"-march=native"}} {
 				t.Run(fmt.Sprintf("%d_%s%v", gi, dt, flags), func(t *testing.T) {
 					if flags != nil && !hostHas(t, "avx512bw") {
 						t.Logf("this machine lacks avx512bw: the bytes form is compiled out")
 					}
-					raw := runRowsKernel(t, cc, k, in, 1, flags)
-					for j := range raw {
-						var w byte
-						if dt == ir.Int8 {
-							w = byte(want.(int8Mem)[j])
-						} else {
-							w = want.(uint8Mem)[j]
-						}
-						if raw[j] != w {
-							t.Fatalf("y[%d] = %d, Eval %d", j, raw[j], w)
-						}
-					}
+					sameBytes(t, runRowsKernel(t, cc, k, in, 1, flags), want)
 				})
 			}
+		}
+	}
+}
+
+// evalBytesPlane is Eval's output for the 8-bit plane in (int8 or uint8,
+// k's type), as bytes.
+func evalBytesPlane(t *testing.T, k *maxPoolRowsKernel, in []byte) []byte {
+	t.Helper()
+	n := k.r.oh * k.r.ow
+	if k.r.dt == ir.Uint8 {
+		want := make(uint8Mem, n)
+		if err := k.Eval([]tir.KernelArg{{Mem: uint8Mem(in)}, {Mem: want}}); err != nil {
+			t.Fatal(err)
+		}
+		return want
+	}
+	x, want := make(int8Mem, len(in)), make(int8Mem, n)
+	for i, b := range in {
+		x[i] = int8(b)
+	}
+	if err := k.Eval([]tir.KernelArg{{Mem: x}, {Mem: want}}); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, n)
+	for i, v := range want {
+		out[i] = byte(v)
+	}
+	return out
+}
+
+// sameBytes requires the kernel's output raw to be want, byte for byte.
+func sameBytes(t *testing.T, raw, want []byte) {
+	t.Helper()
+	if len(raw) != len(want) {
+		t.Fatalf("%d output bytes, want %d", len(raw), len(want))
+	}
+	for j := range raw {
+		if raw[j] != want[j] {
+			t.Fatalf("y[%d] = %d, Eval %d", j, raw[j], want[j])
 		}
 	}
 }

@@ -189,10 +189,7 @@ func (r *maxPoolRows) bytesVecSource(p func(string, ...any), sym, rows string) {
 	p("  (void)%s; /* the rows form: where AVX-512BW is not compiled in */\n", rows)
 	p("  const __m512i lo = _mm512_set1_epi8((char)%s);\n", low)
 	p("  for (int32_t oh = 0; oh < %d; ++oh) {\n", r.oh)
-	p("    const int32_t r0 = oh * %d - %d;\n", r.sh, r.ph)
-	p("    const int32_t k0 = r0 < 0 ? (-r0 + %d) / %d : 0;\n", r.dh-1, r.dh)
-	p("    const int32_t kn = r0 < %d ? (%d - r0 + %d) / %d : 0;\n", r.h, r.h, r.dh-1, r.dh)
-	p("    const int32_t k1 = kn < %d ? kn : %d;\n", r.kh, r.kh)
+	r.writeWindowRows(p)
 	for v := int64(0); v < nv; v++ {
 		p("    __m512i a%d = lo;\n", v)
 	}
@@ -432,10 +429,7 @@ func (r *maxPoolRows) directVecSource(v poolVec) {
 		p("  const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);\n")
 	}
 	p("  for (int32_t oh = 0; oh < %d; ++oh) {\n", r.oh)
-	p("    const int32_t r0 = oh * %d - %d;\n", r.sh, r.ph)
-	p("    const int32_t k0 = r0 < 0 ? (-r0 + %d) / %d : 0;\n", r.dh-1, r.dh)
-	p("    const int32_t kn = r0 < %d ? (%d - r0 + %d) / %d : 0;\n", r.h, r.h, r.dh-1, r.dh)
-	p("    const int32_t k1 = kn < %d ? kn : %d;\n", r.kh, r.kh)
+	r.writeWindowRows(p)
 	p("    float* restrict o = y + (ptrdiff_t)oh * %d;\n", r.ow)
 	for c0 := int64(0); c0 < r.ow; c0 += l {
 		p("    {\n")

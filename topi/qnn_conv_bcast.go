@@ -136,7 +136,6 @@ type qconvBcastKernel struct {
 	base        *qconvKernel // p, epi, c4, k4: the requantization's and the dot product's helpers
 	dir         *qconvDirect // the padded planes' geometry
 	mr          int64        // pixels per tile
-	vpg         int64        // vectors per group of sixteen channels: 1 (AVX-512), 2 (256-bit)
 	blocks      []qconvBlock
 	ptiles      int64 // pixel tiles per block
 	symbol, src string
@@ -222,15 +221,23 @@ func newQConvBcastKernel(p qconvParams, epi *qconvEpi) (*qconvBcastKernel, error
 		return nil, fmt.Errorf("qnn.conv2d broadcast form: no padded layout for input %dx%dx%d, output %dx%d", p.c, p.h, p.w, p.oh, p.ow)
 	}
 	pix := p.oh * p.ow
-	var k *qconvBcastKernel
+	mrs, blocks := qconvBcastMRs512, qconvBcastBlocks(p.oc/16)
 	if qconvBcast256(p) {
-		k = &qconvBcastKernel{base: base, dir: dir, mr: qconvBcastMR(pix, qconvBcastMRs256(p)), vpg: 2, blocks: qconvBcastBlocks256(p.oc / 16)}
-	} else {
-		k = &qconvBcastKernel{base: base, dir: dir, mr: qconvBcastMR(pix, qconvBcastMRs512), vpg: 1, blocks: qconvBcastBlocks(p.oc / 16)}
+		mrs, blocks = qconvBcastMRs256(p), qconvBcastBlocks256(p.oc/16)
 	}
+	k := &qconvBcastKernel{base: base, dir: dir, mr: qconvBcastMR(pix, mrs), blocks: blocks}
 	k.ptiles = (pix + k.mr - 1) / k.mr
 	k.symbol, k.src = kernelSymbol("kiln_qconv_bc_", k.source())
 	return k, nil
+}
+
+// vpg is the vectors per group of sixteen channels: 2 on 256-bit vectors
+// (qconvBcast256), else 1 (AVX-512, and the portable C).
+func (k *qconvBcastKernel) vpg() int64 {
+	if qconvBcast256(k.base.p) {
+		return 2
+	}
+	return 1
 }
 
 // tiles is the number of tile calls per image.
@@ -267,7 +274,7 @@ func (k *qconvBcastKernel) source() string {
 	// may saturate vpmaddubsw, Arm), only the portable C: the layout pass
 	// does not choose the form there (QConvBroadcastChoice).
 	guard := ""
-	if p.isa == qconvAVX512VNNI || k.vpg == 2 {
+	if p.isa == qconvAVX512VNNI || k.vpg() == 2 {
 		guard = p.isa.guard()
 	}
 	b.WriteString(k.base.epilogueHelpers())
@@ -314,7 +321,7 @@ func (k *qconvBcastKernel) source() string {
 	w("  }\n")
 	if guard != "" {
 		w("#if %s\n", guard)
-		if k.vpg == 2 {
+		if k.vpg() == 2 {
 			k.main256(w)
 		} else {
 			k.main512(w)
@@ -337,10 +344,10 @@ func (k *qconvBcastKernel) source() string {
 func (k *qconvBcastKernel) mac(w func(string, ...any), nz int64) {
 	p := k.base.p
 	vt, zero, load, set1 := "__m512i", "_mm512_setzero_si512()", "_mm512_loadu_si512((const void*)(wk + %d))", "_mm512_set1_epi32"
-	if k.vpg == 2 {
+	if k.vpg() == 2 {
 		vt, zero, load, set1 = "__m256i", "_mm256_setzero_si256()", "_mm256_loadu_si256((const __m256i*)(const void*)(wk + %d))", "_mm256_set1_epi32"
 	}
-	nv := nz * k.vpg
+	nv := nz * k.vpg()
 	w("static __attribute__((noinline)) void KILN_SYMBOL_mac%d(const uint8_t* restrict x4, const int8_t* restrict wb, const int32_t* restrict po, %s* restrict buf) {\n", nz, vt)
 	w("  enum { K4 = %d };\n", k.base.k4)
 	k.dir.taps(w, p)
@@ -361,8 +368,8 @@ func (k *qconvBcastKernel) mac(w func(string, ...any), nz int64) {
 	for v := int64(0); v < nv; v++ {
 		// Group z's sixteen channels are 64 bytes; a 256-bit vector
 		// holds eight of them.
-		z, h := v/k.vpg, v%k.vpg
-		w("    const %s w%d = "+load+";\n", vt, v, z*k.base.k4*64+h*64/k.vpg)
+		z, h := v/k.vpg(), v%k.vpg()
+		w("    const %s w%d = "+load+";\n", vt, v, z*k.base.k4*64+h*64/k.vpg())
 	}
 	for j := int64(0); j < k.mr; j++ {
 		w("    { int32_t v; memcpy(&v, xk + q%d, 4); const %s b = %s(v);", j, vt, set1)

@@ -67,8 +67,8 @@ func TestQConvBcastKernel(t *testing.T) {
 				if qconvBcast256(p) {
 					wantMR, wantVPG = qconvBcastMR(p.oh*p.ow, qconvBcastMRs256(p)), 2
 				}
-				if k.mr != wantMR || k.vpg != wantVPG {
-					t.Errorf("%d pixels per tile, %d vectors per group, want %d and %d", k.mr, k.vpg, wantMR, wantVPG)
+				if k.mr != wantMR || k.vpg() != wantVPG {
+					t.Errorf("%d pixels per tile, %d vectors per group, want %d and %d", k.mr, k.vpg(), wantMR, wantVPG)
 				}
 				if vec := strings.Contains(k.Source(), k.Symbol()+"_dp("); vec != (v.isa != qconvAVX2 || v.maddubs) {
 					t.Errorf("vector multiply-adds in the source: %v", vec)
