@@ -54,7 +54,20 @@ func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Targ
 				}
 			}
 			if limit > 0 {
-				opts := transform.ConvLayoutOptions{WinogradMaxBytes: limit}
+				// By row tiles only where every CPU target with a limit
+				// runs it so.
+				rowTiles := func(ic, oc, block int64) bool {
+					if topi.WinogradMaxBytes(host) > 0 && !topi.WinogradRowTiles(host, ic, oc, block) {
+						return false
+					}
+					for _, t := range tgts {
+						if t != nil && t.Kind.Host && topi.WinogradMaxBytes(t) > 0 && !topi.WinogradRowTiles(t, ic, oc, block) {
+							return false
+						}
+					}
+					return true
+				}
+				opts := transform.ConvLayoutOptions{WinogradMaxBytes: limit, WinogradRowTiles: rowTiles}
 				p.Run = func(m *graph.Module) (*graph.Module, error) { return transform.AlterConvLayoutWith(m, opts) }
 			}
 		case "alter_qconv_layout":

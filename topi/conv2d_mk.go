@@ -78,6 +78,10 @@ type convPlan struct {
 	// (packed convolutions whose input does not stay in L2; see
 	// chooseLoopOrder).
 	rowsOuter bool
+	// vGlobal: the V tile is a global-scope buffer (on the heap, or a
+	// workspace of an AOT build) instead of a stack array: the Winograd
+	// row-tile form's tiles of every output channel outgrow vTileBytes.
+	vGlobal bool
 }
 
 // direct reports whether the plan reads its input where it lies, into
@@ -706,7 +710,11 @@ func (p *convPlan) scheduleTiles(s *te.Schedule, outs []*te.Tensor, anchor, vT *
 	o.Parallel(par)
 	o.Vectorize(ax[3])
 	vs.ComputeAt(o, par)
-	vs.SetScope(tir.ScopeLocal)
+	if p.vGlobal {
+		vs.SetScope(tir.ScopeGlobal)
+	} else {
+		vs.SetScope(tir.ScopeLocal)
+	}
 	if ti := tileOf(tile, p.tileCols(p.rows)); ti != nil {
 		vs.Tensorize(vs.Axis()[0], ti)
 	} else {

@@ -2,6 +2,7 @@ package topi
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
@@ -44,6 +45,13 @@ type wgPlan struct {
 	owp       int64       // V's row length, 2*TW
 	r2        int64       // tile rows per V tile (R/2)
 	gemm      bcastChoice // the products' kernel (mv 0: the columns kernel)
+	// local selects the row-tile form (wgTileLocal): stage 1 runs in
+	// each tile of output rows, for every input channel, into a buffer
+	// of that tile's transformed input, and the tile has every output
+	// channel, sub of them per product call. The whole transformed
+	// input never exists.
+	local bool
+	sub   int64
 }
 
 // wgScratchBytes bounds stage 2's local buffer M (one row of the 4x4
@@ -83,6 +91,11 @@ func planWinograd(c *strategy.Call, xShape, wShape ir.Shape) (*wgPlan, error) {
 	// plan), its tile (R-1)*OWp + OW columns.
 	cp.wq = p.owp
 	cp.jtot = 2 * p.th * p.owp
+	if t, ok := cp.isa.rowTileGemm(ic, oc, block); ok && wgLocalWorth(proc.L2, ic, oc, p.th*p.tw) {
+		p.gemm = t
+		p.planLocal(oc)
+		return p, nil
+	}
 	// R: all output rows in one tile when its M and V tile fit their
 	// budgets (each product call then has every tile of the map as
 	// columns, for each weight it loads); else 2*R2 rows, R2 the most
@@ -116,6 +129,75 @@ func planWinograd(c *strategy.Call, xShape, wShape ir.Shape) (*wgPlan, error) {
 	// loop.
 	cp.rowsOuter = g.oh > cp.rows
 	return p, nil
+}
+
+// wgLocalCols bounds the tiles (columns of the products) of one row tile
+// in the row-tile form.
+const wgLocalCols = 32
+
+// wgLocalWorth reports whether a Winograd convolution of ic -> oc
+// channels on tiles 2x2 tiles takes the row-tile form: where its whole
+// transformed input would take over half of an L2 of l2 bytes (1 MiB
+// when unknown) and its transformed weight, which every row tile reads
+// again, fits in it. On an Emerald Rapids core (2 MiB L2), minima of
+// three in-model profiles, whole -> row tiles: resnet18's 128 -> 128 on
+// 28x28 (1.6 MB of transformed input, 1 MB of weight) 1.23-1.28 ->
+// 1.07-1.12 ms (AVX2 code 1.83 -> 1.73), its 64 -> 64 on 56x56 (3.2 MB;
+// direct on AVX-512 before, 1.60-1.72 ms) 1.19-1.30 (AVX2 2.2-2.5 ->
+// 1.70-1.83), googlenet's 64 -> 192 on 56x56 3.90 -> 3.33-3.39 (AVX2
+// 5.86 -> 4.90). But where the weight outgrows L2, every row tile reads
+// it from L3 (AVX2, resnet18's 256 -> 256 on 14x14, 4 MB: 2.0 -> 2.65),
+// and with the input in L2 the whole form is as fast (squeezenet1_1's
+// 16 -> 64 on 55x55, 0.8 MB: 0.49 -> 0.65, its 16 input channels too few
+// for a row tile's transforms).
+func wgLocalWorth(l2, ic, oc, tiles int64) bool {
+	if l2 <= 0 {
+		l2 = 1 << 20
+	}
+	const bytes = op.WinogradTile * 4
+	return 2*bytes*ic*tiles > l2 && bytes*ic*oc <= l2
+}
+
+// rowTileGemm is the row-tile form's products kernel for ic -> oc
+// channels in weight blocks of block, and whether there is one: the
+// broadcast kernel with whole tiles of channels, whatever the reduction
+// (its columns are a row tile's tiles; chooseBroadcast's bound on the
+// reduction is the direct convolutions').
+func (v vecISA) rowTileGemm(ic, oc, block int64) (bcastChoice, bool) {
+	t, ok := v.broadcastFor(oc, oc, math.MaxInt32, block, math.MaxInt32, ic)
+	return t, ok && t.tail == 0
+}
+
+// WinogradRowTiles reports whether target t runs the Winograd form of an
+// ic -> oc convolution with a weight in blocks of block channels by row
+// tiles where its transformed input would not stay in L2 (the pass
+// alter_conv_layout's transform.ConvLayoutOptions.WinogradRowTiles).
+func WinogradRowTiles(t *targets.Target, ic, oc, block int64) bool {
+	if t == nil {
+		return false
+	}
+	_, ok := isaFor(t.Processor()).rowTileGemm(ic, oc, block)
+	return ok
+}
+
+// planLocal sets the row-tile form's tiling: every output channel in one
+// tile, sub per product call; R2 the most tile rows that divide TH within
+// wgLocalCols tiles (at least one).
+func (p *wgPlan) planLocal(oc int64) {
+	cp, g := p.convPlan, p.g
+	p.local = true
+	p.sub = int64(p.gemm.mv * cp.isa.lanes)
+	cp.mr = int(ceilDiv(oc, p.sub) * p.sub)
+	p.r2 = 1
+	for r2 := p.th; r2 > 1; r2-- {
+		if p.th%r2 == 0 && (r2 == p.th || 2*r2 < g.oh) && r2*p.tw <= wgLocalCols {
+			p.r2 = r2
+			break
+		}
+	}
+	cp.rows = min(2*p.r2, g.oh)
+	cp.rowsOuter = g.oh > cp.rows
+	cp.vGlobal = true
 }
 
 // wgFits reports whether the CPU schedule takes a Winograd convolution
@@ -154,6 +236,32 @@ func winogradBt(dt ir.DType, i, r tir.PrimExpr) tir.PrimExpr {
 // TH*TW]) and the transformed weight: V as the sum the op defines, and
 // the output reading it.
 func (p *wgPlan) winogradStages(c *strategy.Call, d, w *te.Tensor) *te.Tensor {
+	return p.stagesOn(c, w, nil, func(n, xi, ic, tile tir.PrimExpr) tir.PrimExpr { return d.At(n, xi, ic, tile) })
+}
+
+// winogradStagesLocal builds stages 2 and 3 of the row-tile form on the
+// padded input xp itself (flat planes of Hp x Wp, or the input as it is):
+// V's definition sums B^T d B over the tile's 4x4 inputs in place of D.
+func (p *wgPlan) winogradStagesLocal(c *strategy.Call, xp, w *te.Tensor) *te.Tensor {
+	dt := xp.DType
+	ra, rb := te.ReduceAxis(4, "r"), te.ReduceAxis(4, "c")
+	return p.stagesOn(c, w, []*te.IterVar{ra, rb}, func(n, xi, ic, tile tir.PrimExpr) tir.PrimExpr {
+		row := tir.Add(tir.Mul(tir.FloorDiv(tile, tir.Idx(p.tw)), tir.Idx(2)), ra.Var)
+		col := tir.Add(tir.Mul(tir.FloorMod(tile, tir.Idx(p.tw)), tir.Idx(2)), rb.Var)
+		var xv tir.PrimExpr
+		if len(xp.Shape) == 3 {
+			xv = xp.At(n, ic, tir.Add(tir.Mul(row, tir.Idx(p.wp)), col))
+		} else {
+			xv = xp.At(n, ic, row, col)
+		}
+		coef := tir.Mul(winogradBt(dt, tir.FloorDiv(xi, tir.Idx(4)), ra.Var), winogradBt(dt, tir.FloorMod(xi, tir.Idx(4)), rb.Var))
+		return tir.Mul(coef, xv)
+	})
+}
+
+// stagesOn builds V and the output stage with D's element (n, xi, ic,
+// tile) as dAt, a sum over extra (with V's own reduce axes).
+func (p *wgPlan) stagesOn(c *strategy.Call, w *te.Tensor, extra []*te.IterVar, dAt func(n, xi, ic, tile tir.PrimExpr) tir.PrimExpr) *te.Tensor {
 	ot := c.OutTensor()
 	dt := ot.DType
 	b := tir.Idx(w.Shape[3])
@@ -163,7 +271,8 @@ func (p *wgPlan) winogradStages(c *strategy.Call, d, w *te.Tensor) *te.Tensor {
 	// V has whole channel tiles; rows past the output channels repeat
 	// the last channel (see computeConvPackedCPU).
 	oc := ot.Shape[1]
-	v := te.ComputeReduce(nnName(c)+"_wg", ir.Shape{ot.Shape[0], p.vChannels(oc), p.jtot}, convSum(targetHasFMA(c.Target)), []*te.IterVar{rc, rx}, func(i []tir.PrimExpr) tir.PrimExpr {
+	axes := append([]*te.IterVar{rc, rx}, extra...)
+	v := te.ComputeReduce(nnName(c)+"_wg", ir.Shape{ot.Shape[0], p.vChannels(oc), p.jtot}, convSum(targetHasFMA(c.Target)), axes, func(i []tir.PrimExpr) tir.PrimExpr {
 		row, col := tir.FloorDiv(i[2], owp), tir.FloorMod(i[2], owp)
 		tile := tir.Add(tir.Mul(tir.FloorDiv(row, tir.Idx(2)), tir.Idx(p.tw)), tir.FloorDiv(col, tir.Idx(2)))
 		coef := tir.Mul(winogradAt(dt, tir.FloorMod(row, tir.Idx(2)), tir.FloorDiv(rx.Var, tir.Idx(4))),
@@ -173,7 +282,7 @@ func (p *wgPlan) winogradStages(c *strategy.Call, d, w *te.Tensor) *te.Tensor {
 			ch = tir.Min(ch, tir.Idx(oc-1))
 		}
 		uv := w.At(rx.Var, tir.FloorDiv(ch, b), rc.Var, tir.FloorMod(ch, b))
-		return tir.Mul(coef, tir.Mul(uv, d.At(i[0], rx.Var, rc.Var, tile)))
+		return tir.Mul(coef, tir.Mul(uv, dAt(i[0], rx.Var, rc.Var, tile)))
 	}, te.WithTag(tagPackedBlock), te.WithAxisNames("n", "oc", "j"))
 	return te.Compute(nnName(c), ot.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
 		return v.At(i[0], i[1], tir.Add(tir.Mul(i[2], owp), i[3]))
@@ -220,6 +329,9 @@ func computeWinogradCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error)
 		return nil, err
 	}
 	xp := p.padded(x, nnZero(x.DType))
+	if p.local {
+		return []*te.Tensor{p.winogradStagesLocal(c, xp, w)}, nil
+	}
 	n, ic := x.Shape[0], x.Shape[1]
 	t := p.th * p.tw
 	k, err := newWgInputKernel(p.isa, p.th, p.tw, p.wp, ic*t)
@@ -302,11 +414,81 @@ func (p *wgPlan) wgTile(d, w *te.Tensor, cols int64) te.TensorIntrin {
 	}
 }
 
+// wgTileLocal is the TensorIntrin of the row-tile form: for a tile of
+// cols V columns (R rows from row r0) and every output channel, the
+// input transform of the tile rows' input, every input channel, into a
+// buffer D [16, IC, n] (n the tile's 2x2 tiles), then per xi the
+// products of each sub channels into M, and the output transform per
+// four of them, as wgTile. D and M are global-scope buffers: on the heap
+// in a library, workspaces in an AOT build.
+func (p *wgPlan) wgTileLocal(xp, w *te.Tensor, cols int64) te.TensorIntrin {
+	return func(ctx *te.TensorizeContext) (tir.Stmt, error) {
+		mr := int64(p.mr)
+		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != mr || ctx.Extent[2] != cols || (cols-p.g.ow)%p.owp != 0 {
+			return nil, fmt.Errorf("winograd row tile: extents %v, want [1 %d %d]", ctx.Extent, mr, cols)
+		}
+		rows := (cols-p.g.ow)/p.owp + 1
+		if rows%2 != 0 && rows != p.g.oh {
+			return nil, fmt.Errorf("winograd row tile: %d rows, want an even number or all %d", rows, p.g.oh)
+		}
+		r2 := ceilDiv(rows, 2)
+		n := r2 * p.tw
+		ic, b := w.Shape[2], w.Shape[3]
+		in, err := newWgInputKernelChannels(p.isa, r2, p.tw, p.wp, ic*n, ic, p.hp*p.wp, n)
+		if err != nil {
+			return nil, err
+		}
+		k, err := newBcastKernel(p.isa, bcastSpec{mv: p.gemm.mv, nc: p.gemm.nc, ic: ic, koff: []int64{0}, ics: n, b: b, bs: ic * b,
+			ldv: n, kc: p.gemm.kc, rows: 1, ow: n, wq: n})
+		if err != nil {
+			return nil, err
+		}
+		ldv := ctx.Out.Shape[len(ctx.Out.Shape)-1]
+		n0, oc0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
+		// The tile's first padded input row: its first tile row's.
+		row0 := tir.Mul(tir.FloorDiv(j0, tir.Idx(2*p.owp)), tir.Idx(2))
+		var xl *tir.BufferLoad
+		if len(xp.Shape) == 3 {
+			xl, err = ctx.Load(xp, n0, tir.Idx(0), tir.Mul(row0, tir.Idx(p.wp)))
+		} else {
+			xl, err = ctx.Load(xp, n0, tir.Idx(0), row0, tir.Idx(0))
+		}
+		if err != nil {
+			return nil, err
+		}
+		db := tir.NewBuffer(ctx.Out.Name+"_d", ir.Float32, ir.Shape{op.WinogradTile, ic, n}, tir.ScopeGlobal)
+		m := tir.NewBuffer(ctx.Out.Name+"_m", ir.Float32, ir.Shape{4, mr, n}, tir.ScopeGlobal)
+		vl := tir.NewLoad(ctx.Out, ctx.OutIndex...)
+		calls := []tir.Stmt{tir.Eval(tir.CallKernel(in, tir.AddressOf(tir.NewLoad(db, tir.Idx(0), tir.Idx(0), tir.Idx(0))), tir.AddressOf(xl)))}
+		for xi := int64(0); xi < op.WinogradTile; xi++ {
+			for s := int64(0); s < mr; s += p.sub {
+				ch := tir.Add(oc0, tir.Idx(s))
+				wl, err := ctx.Load(w, tir.Idx(xi), tir.FloorDiv(ch, tir.Idx(b)), tir.Idx(0), tir.FloorMod(ch, tir.Idx(b)))
+				if err != nil {
+					return nil, err
+				}
+				ml := tir.NewLoad(m, tir.Idx(xi%4), tir.Idx(s), tir.Idx(0))
+				dl := tir.NewLoad(db, tir.Idx(xi), tir.Idx(0), tir.Idx(0))
+				calls = append(calls, tir.Eval(tir.CallKernel(k, tir.AddressOf(ml), tir.AddressOf(dl), tir.AddressOf(wl))))
+			}
+			if xi%4 == 3 {
+				ok, err := newWgOutputKernel(p.isa, int(xi/4), mr, rows, p.tw, p.owp, p.g.ow, ldv)
+				if err != nil {
+					return nil, err
+				}
+				calls = append(calls, tir.Eval(tir.CallKernel(ok, tir.AddressOf(vl), tir.AddressOf(tir.NewLoad(m, tir.Idx(0), tir.Idx(0), tir.Idx(0))))))
+			}
+		}
+		return &tir.Allocate{Buffer: db, Body: &tir.Allocate{Buffer: m, Body: tir.Seq(calls...)}}, nil
+	}
+}
+
 func scheduleWinogradCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {
 	if len(anchor) != 1 {
 		return fmt.Errorf("%s: want one anchor output", c.Op.Name)
 	}
 	vT := anchor[0].Op.InputTensors()[0]
+	// d is D, or in the row-tile form the padded input.
 	var d, w *te.Tensor
 	for _, t := range vT.Op.InputTensors() {
 		if t.Shape.Equal(c.ArgTensor(1).Shape) && w == nil {
@@ -322,7 +504,12 @@ func scheduleWinogradCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Te
 	if err != nil {
 		return err
 	}
-	return p.scheduleTiles(s, outs, anchor[0], vT, int64(p.mr), func(cols int64) te.TensorIntrin { return p.wgTile(d, w, cols) })
+	return p.scheduleTiles(s, outs, anchor[0], vT, int64(p.mr), func(cols int64) te.TensorIntrin {
+		if p.local {
+			return p.wgTileLocal(d, w, cols)
+		}
+		return p.wgTile(d, w, cols)
+	})
 }
 
 // WinogradMaxBytes is target t's limit on the Winograd form's transformed

@@ -16,7 +16,7 @@ import (
 // headers and each kernel's includes.
 func cPrelude(ks ...tir.Kernel) string {
 	var b strings.Builder
-	b.WriteString("#include <stdint.h>\n#include <string.h>\n#include <stdio.h>\n#include <stdlib.h>\n")
+	b.WriteString("#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n#include <stdio.h>\n#include <stdlib.h>\n")
 	for _, k := range ks {
 		for _, inc := range k.Includes() {
 			if inc[0] == '#' {

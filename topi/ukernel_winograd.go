@@ -19,19 +19,33 @@ import (
 
 // wgInputKernel writes, for every 4x4 input tile (th, tw) of a padded
 // channel plane x (rows wp apart, tile (th, tw) at row 2*th, column
-// 2*tw), the 16 values of B^T d B to d[xi*xs + th*tw + tw].
+// 2*tw), the 16 values of B^T d B to d[xi*xs + th*tw + tw]; for ch
+// channels, channel c's plane at x + c*xcs and its values at d + c*dcs.
 type wgInputKernel struct {
 	kernelBase
 	th, tw, wp, xs int64
+	ch, xcs, dcs   int64
 }
 
+// newWgInputKernel is the input transform of one channel plane.
 func newWgInputKernel(isa vecISA, th, tw, wp, xs int64) (*wgInputKernel, error) {
-	if th <= 0 || tw <= 0 || wp < 2*tw+2 || xs < th*tw {
-		return nil, fmt.Errorf("winograd input transform: bad sizes th=%d tw=%d wp=%d xs=%d", th, tw, wp, xs)
+	return newWgInputKernelChannels(isa, th, tw, wp, xs, 1, 0, 0)
+}
+
+// newWgInputKernelChannels is the input transform of ch channel planes,
+// xcs elements apart in x, into d's planes at dcs apart (the 16 values of
+// each tile xs apart, as for one channel): the row-tile form's transform
+// of every input channel's rows for one tile of output rows.
+func newWgInputKernelChannels(isa vecISA, th, tw, wp, xs, ch, xcs, dcs int64) (*wgInputKernel, error) {
+	if th <= 0 || tw <= 0 || wp < 2*tw+2 || ch <= 0 || (ch > 1 && (dcs < th*tw || xcs < (2*th+1)*wp+2*tw+2)) || xs < (ch-1)*dcs+th*tw {
+		return nil, fmt.Errorf("winograd input transform: bad sizes th=%d tw=%d wp=%d xs=%d ch=%d xcs=%d dcs=%d", th, tw, wp, xs, ch, xcs, dcs)
 	}
-	k := &wgInputKernel{kernelBase: kernelBase{isa: isa}, th: th, tw: tw, wp: wp, xs: xs}
-	k.vSpan = 15*xs + th*tw
-	k.xSpan = (2*th+1)*wp + 2*tw + 2
+	k := &wgInputKernel{kernelBase: kernelBase{isa: isa}, th: th, tw: tw, wp: wp, xs: xs, ch: ch, xcs: xcs, dcs: dcs}
+	k.vSpan = 15*xs + (ch-1)*dcs + th*tw
+	k.xSpan = (ch-1)*xcs + (2*th+1)*wp + 2*tw + 2
+	if k.vSpan > math.MaxInt32 || k.xSpan > math.MaxInt32 {
+		return nil, fmt.Errorf("winograd input transform: operands exceed 2^31 elements")
+	}
 	if err := k.finish("winograd input transform", "kiln_wg_in_", k.source); err != nil {
 		return nil, err
 	}
@@ -44,11 +58,22 @@ var wgInputRows = [4][3]int{{0, '-', 2}, {1, '+', 2}, {2, '-', 1}, {1, '-', 3}}
 func (k *wgInputKernel) source(sym string) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p("/* winograd F(2x2,3x3) input transform: %d x %d tiles, rows of %d */\n", k.th, k.tw, k.wp)
+	p("/* winograd F(2x2,3x3) input transform: %d x %d tiles, rows of %d", k.th, k.tw, k.wp)
+	if k.ch > 1 {
+		p(", %d channels", k.ch)
+	}
+	p(" */\n")
 	p("%sstatic void %s(float* restrict d, const float* restrict x) {\n", noInline, sym)
+	if k.ch > 1 {
+		p("  for (int32_t c = 0; c < %d; ++c) {\n", k.ch)
+		p("  const float* xc = x + (ptrdiff_t)c * %d;\n", k.xcs)
+		p("  float* dc = d + (ptrdiff_t)c * %d;\n", k.dcs)
+	} else {
+		p("  {\n  const float* xc = x;\n  float* dc = d;\n")
+	}
 	p("  for (int32_t th = 0; th < %d; ++th) {\n", k.th)
-	p("    const float* x0 = x + (ptrdiff_t)th * %d;\n", 2*k.wp)
-	p("    float* dp = d + (ptrdiff_t)th * %d;\n", k.tw)
+	p("    const float* x0 = xc + (ptrdiff_t)th * %d;\n", 2*k.wp)
+	p("    float* dp = dc + (ptrdiff_t)th * %d;\n", k.tw)
 	p("    for (int32_t t = 0; t < %d; ++t) {\n", k.tw)
 	for r := 0; r < 4; r++ {
 		for c := 0; c < 4; c++ {
@@ -65,7 +90,7 @@ func (k *wgInputKernel) source(sym string) string {
 			p("      dp[%d + t] = t%d%d %c t%d%d;\n", int64(i*4+j)*k.xs, i, col[0], col[1], i, col[2])
 		}
 	}
-	p("    }\n  }\n}\n")
+	p("    }\n  }\n  }\n}\n")
 	return b.String()
 }
 
@@ -88,6 +113,14 @@ func (k *wgInputKernel) Eval(args []tir.KernelArg) error {
 		}
 		return tir.RoundFloat(a-b, ir.Float32)
 	}
+	for ch := int64(0); ch < k.ch; ch++ {
+		k.evalChannel(dm, xm, doff+ch*k.dcs, xoff+ch*k.xcs, apply)
+	}
+	return nil
+}
+
+// evalChannel is Eval's transform of one channel plane.
+func (k *wgInputKernel) evalChannel(dm, xm tir.KernelMemory, doff, xoff int64, apply func(a float64, op int, b float64) float64) {
 	for th := int64(0); th < k.th; th++ {
 		for t := int64(0); t < k.tw; t++ {
 			var d, tt [4][4]float64
@@ -108,7 +141,6 @@ func (k *wgInputKernel) Eval(args []tir.KernelArg) error {
 			}
 		}
 	}
-	return nil
 }
 
 // wgOutputKernel is one of the output transform's four passes: pass r

@@ -32,6 +32,13 @@ type ConvLayoutOptions struct {
 	// multiply-add rate and the Winograd form's planes would stream from
 	// L3 (topi.WinogradMaxBytes).
 	WinogradMaxBytes int64
+	// WinogradRowTiles, when set, reports whether the target runs the
+	// Winograd form of an ic -> oc convolution with its weight in blocks
+	// of block channels by tiles of output rows, transforming each
+	// tile's input as it goes (topi.WinogradRowTiles): its transformed
+	// input is then never whole, and WinogradMaxBytes bounds only its
+	// transformed weight.
+	WinogradRowTiles func(ic, oc, block int64) bool
 }
 
 // AlterConvLayoutWith is AlterConvLayout with the target's options.
@@ -125,7 +132,8 @@ func useWinograd(c *graph.Call, xShape, wShape ir.Shape) bool {
 // (16 x OC x IC floats) within limit bytes, and its transformed input
 // (16 x IC x tiles floats, tiles the 2x2 tiles of the output) too unless
 // at least winogradReuseChannels output channels reuse each of its
-// values; true when limit is not positive. On an Emerald Rapids core
+// values or it runs by row tiles (rowTiles: its transformed input is
+// never whole); true when limit is not positive. On an Emerald Rapids core
 // (2 MiB L2), minima of in-model medians, direct against Winograd:
 // resnet18's 64 -> 64 on 56x56 (3.2 MB of transformed input) 1.72-1.92
 // ms against 1.92-2.21; 256 -> 256 on 14x14 (4 MB of transformed
@@ -135,7 +143,7 @@ func useWinograd(c *graph.Call, xShape, wShape ir.Shape) bool {
 // but resnet18's 128 -> 128 on 28x28 (1.6 and 1 MB) 1.65-1.70 against
 // 1.30-1.33, and googlenet's 64 -> 192 on 56x56 (3.2 MB of input, read
 // by 192 channels) 4.81 against 4.25.
-func winogradFits(c *graph.Call, xShape, wShape ir.Shape, limit int64) bool {
+func winogradFits(c *graph.Call, xShape, wShape ir.Shape, limit int64, rowTiles bool) bool {
 	if limit <= 0 {
 		return true
 	}
@@ -151,7 +159,7 @@ func winogradFits(c *graph.Call, xShape, wShape ir.Shape, limit int64) bool {
 	// cannot overflow.
 	tiles := ((oh + 1) / 2) * ((ow + 1) / 2)
 	ic, oc := wShape[1], wShape[0]
-	return planes*f32*oc*ic <= limit && (planes*f32*ic*tiles <= limit || oc >= winogradReuseChannels)
+	return planes*f32*oc*ic <= limit && (planes*f32*ic*tiles <= limit || oc >= winogradReuseChannels || rowTiles)
 }
 
 // winogradReuseChannels is the fewest output channels for which a
@@ -214,7 +222,8 @@ func alterConv(e graph.Expr, packed map[packKey]*graph.Constant, opts ConvLayout
 			attrs[name] = v
 		}
 	}
-	winograd := !padded && useWinograd(c, xt.Shape, w.Value.Shape) && winogradFits(c, xt.Shape, w.Value.Shape, opts.WinogradMaxBytes)
+	winograd := !padded && useWinograd(c, xt.Shape, w.Value.Shape) && winogradFits(c, xt.Shape, w.Value.Shape, opts.WinogradMaxBytes,
+		opts.WinogradRowTiles != nil && opts.WinogradRowTiles(w.Value.Shape[1], oc, b))
 	pc := packedWeight(packed, packKey{w.Value, b, winograd})
 	if pc == nil && winograd {
 		// The transformed weight (16/9 of the weight) over the memory

@@ -225,8 +225,9 @@ func TestPackConv2DWeightRoundTrip(t *testing.T) {
 // a 3x3 stride-1 convolution stays Winograd only while its transformed
 // weight (16 x 4 x OC x IC bytes) fits the limit, and its transformed
 // input (16 x 4 x IC x 2x2 tiles) too unless it has at least
-// winogradReuseChannels output channels; without a limit every one is
-// Winograd.
+// winogradReuseChannels output channels or the target runs it by row
+// tiles (ConvLayoutOptions.WinogradRowTiles); without a limit every one
+// is Winograd.
 func TestAlterConvLayoutWinogradLimit(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	pad := ir.Attrs{"padding": []int64{1, 1, 1, 1}}
@@ -236,17 +237,22 @@ func TestAlterConvLayoutWinogradLimit(t *testing.T) {
 		oc    int64
 		limit int64
 		want  bool // Winograd with the limit
+		rows  bool // the target runs it by row tiles
 	}{
 		// U 32 KiB, D 64 x 16 x 64 tiles = 64 KiB: both fit.
-		{"both_fit", ir.Shape{1, 16, 16, 16}, 32, 64 << 10, true},
+		{"both_fit", ir.Shape{1, 16, 16, 16}, 32, 64 << 10, true, false},
 		// D 64 x 16 x 81 tiles = 81 KiB, 32 output channels: direct.
-		{"input_too_big", ir.Shape{1, 16, 18, 18}, 32, 64 << 10, false},
+		{"input_too_big", ir.Shape{1, 16, 18, 18}, 32, 64 << 10, false, false},
 		// U 64 x 128 x 16 = 128 KiB: direct.
-		{"weight_too_big", ir.Shape{1, 16, 8, 8}, 128, 64 << 10, false},
+		{"weight_too_big", ir.Shape{1, 16, 8, 8}, 128, 64 << 10, false, false},
 		// D 64 x 16 x 169 tiles = 169 KiB read by 128 output channels,
 		// U 128 KiB: Winograd; by 120 (U 120 KiB): direct.
-		{"input_reused", ir.Shape{1, 16, 26, 26}, 128, 128 << 10, true},
-		{"input_not_reused_enough", ir.Shape{1, 16, 26, 26}, 120, 128 << 10, false},
+		{"input_reused", ir.Shape{1, 16, 26, 26}, 128, 128 << 10, true, false},
+		{"input_not_reused_enough", ir.Shape{1, 16, 26, 26}, 120, 128 << 10, false, false},
+		// By row tiles the transformed input is never whole: only U
+		// counts (32 KiB), not D's 81 KiB.
+		{"input_by_row_tiles", ir.Shape{1, 16, 18, 18}, 32, 64 << 10, true, true},
+		{"weight_too_big_by_row_tiles", ir.Shape{1, 16, 8, 8}, 128, 64 << 10, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			x := graph.NewVar("x", ir.NewTensorType(ir.Float32, c.x))
@@ -256,7 +262,16 @@ func TestAlterConvLayoutWinogradLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, lim := range []int64{c.limit, 0} {
-				out, err := AlterConvLayoutWith(m, ConvLayoutOptions{WinogradMaxBytes: lim})
+				opts := ConvLayoutOptions{WinogradMaxBytes: lim}
+				if c.rows {
+					opts.WinogradRowTiles = func(ic, oc, block int64) bool {
+						if ic != c.x[1] || oc != c.oc || block != 16 {
+							t.Errorf("WinogradRowTiles(%d, %d, %d), want (%d, %d, 16)", ic, oc, block, c.x[1], c.oc)
+						}
+						return true
+					}
+				}
+				out, err := AlterConvLayoutWith(m, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
