@@ -74,6 +74,23 @@ func (k *wgInputKernel) source(sym string) string {
 	p("  for (int32_t th = 0; th < %d; ++th) {\n", k.th)
 	p("    const float* x0 = xc + (ptrdiff_t)th * %d;\n", 2*k.wp)
 	p("    float* dp = dc + (ptrdiff_t)th * %d;\n", k.tw)
+	vec := wgInputVecs[k.isa.name]
+	if vec != nil {
+		p("#if %s\n", vec.guard)
+		k.vectorTiles(p, vec)
+		p("#else\n")
+	}
+	k.scalarTiles(p)
+	if vec != nil {
+		p("#endif\n")
+	}
+	p("  }\n  }\n}\n")
+	return b.String()
+}
+
+// scalarTiles writes the loop over a tile row's tiles, one at a time
+// (compilers vectorise it with strided loads).
+func (k *wgInputKernel) scalarTiles(p func(string, ...any)) {
 	p("    for (int32_t t = 0; t < %d; ++t) {\n", k.tw)
 	for r := 0; r < 4; r++ {
 		for c := 0; c < 4; c++ {
@@ -90,8 +107,127 @@ func (k *wgInputKernel) source(sym string) string {
 			p("      dp[%d + t] = t%d%d %c t%d%d;\n", int64(i*4+j)*k.xs, i, col[0], col[1], i, col[2])
 		}
 	}
-	p("    }\n  }\n  }\n}\n")
-	return b.String()
+	p("    }\n")
+}
+
+// wgInputVec is the input transform's vector form for one instruction
+// set: a group of n tiles (n lanes) reads two vectors of each input row
+// at the group's first column (A) and two at the next tile's (B, two
+// columns on), forms B^T d's rows on them as they are, then takes the
+// even and odd lanes of A (the tiles' columns 0 and 1) and of B (2 and 3)
+// and forms the columns: the scalar form's operations in its order, on
+// n tiles at a time.
+type wgInputVec struct {
+	guard, typ string
+	lanes      int64
+	// load, mload (masked, format with the pointer and the first lanes
+	// it reads), add, sub, store, mstore (pointer, value, lanes).
+	load, mload, add, sub, store, mstore string
+	decl                                 string // constants the even and odd lanes take
+	even, odd                            string // format with the two vectors
+}
+
+// wgInputVecs are the vector forms by vecISA name: AVX-512 (vpermt2ps)
+// and AVX2 (shuffle and a 64-bit permute; AVX alone has none).
+var wgInputVecs = map[string]*wgInputVec{
+	"avx512": {guard: "defined(__AVX512F__)", typ: "__m512", lanes: 16,
+		load: "_mm512_loadu_ps(%s)", mload: "_mm512_maskz_loadu_ps((__mmask16)0x%[2]x, %[1]s)",
+		add: "_mm512_add_ps(%s, %s)", sub: "_mm512_sub_ps(%s, %s)",
+		store: "_mm512_storeu_ps(%s, %s)", mstore: "_mm512_mask_storeu_ps(%[1]s, (__mmask16)0x%[3]x, %[2]s)",
+		decl: "const __m512i kev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);\n" +
+			"    const __m512i kod = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);",
+		even: "_mm512_permutex2var_ps(%s, kev, %s)", odd: "_mm512_permutex2var_ps(%s, kod, %s)"},
+	"avx2fma": {guard: "defined(__AVX2__)", typ: "__m256", lanes: 8,
+		load: "_mm256_loadu_ps(%s)", mload: "_mm256_maskload_ps(%[1]s, kiln_wg_mask(%[2]d))",
+		add: "_mm256_add_ps(%s, %s)", sub: "_mm256_sub_ps(%s, %s)",
+		store: "_mm256_storeu_ps(%s, %s)", mstore: "_mm256_maskstore_ps(%[1]s, kiln_wg_mask(%[3]d), %[2]s)",
+		even: "_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(%s, %s, 0x88)), 0xD8))",
+		odd:  "_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(%s, %s, 0xDD)), 0xD8))"},
+}
+
+// vectorTiles writes the loop over a tile row's tiles in groups of the
+// vector's lanes, then the last, smaller group with masked loads and
+// stores (a row of wp >= 2*TW + 2 columns: every load stays in its row).
+func (k *wgInputKernel) vectorTiles(p func(string, ...any), v *wgInputVec) {
+	n := v.lanes
+	if v.decl != "" {
+		p("    %s\n", v.decl)
+	}
+	if v.lanes == 8 {
+		// kiln_wg_mask(n): the first n of 8 lanes (n in 0..8).
+		p("#define kiln_wg_mask(n) _mm256_setr_epi32((n) > 0 ? -1 : 0, (n) > 1 ? -1 : 0, (n) > 2 ? -1 : 0, (n) > 3 ? -1 : 0, (n) > 4 ? -1 : 0, (n) > 5 ? -1 : 0, (n) > 6 ? -1 : 0, (n) > 7 ? -1 : 0)\n")
+	}
+	group := func(t0 string, tiles int64) {
+		// The group reads 2*tiles columns from A's start and from B's
+		// (its tiles' columns 0..3), as two vectors each.
+		ld := func(ptr string, first int64) string {
+			cols := 2*tiles - first // columns of this vector the group needs
+			switch {
+			case cols >= n:
+				return fmt.Sprintf(v.load, ptr)
+			case cols <= 0:
+				return "" // unused
+			}
+			if n == 16 {
+				return fmt.Sprintf(v.mload, ptr, uint32(1)<<cols-1)
+			}
+			return fmt.Sprintf(v.mload, ptr, cols)
+		}
+		for r := int64(0); r < 4; r++ {
+			for h := int64(0); h < 2; h++ {
+				for ab, off := range [2]int64{0, 2} {
+					name := fmt.Sprintf("%c%d%d", "ab"[ab], r, h)
+					e := ld(fmt.Sprintf("x0 + %d + 2 * %s", r*k.wp+off+h*n, t0), h*n)
+					if e == "" {
+						e = "_mm" + map[int64]string{16: "512", 8: "256"}[n] + "_setzero_ps()"
+					}
+					p("      const %s %s = %s;\n", v.typ, name, e)
+				}
+			}
+		}
+		op := func(c byte) string {
+			if c == '+' {
+				return v.add
+			}
+			return v.sub
+		}
+		for i, row := range wgInputRows {
+			for _, ab := range []byte{'a', 'b'} {
+				for h := 0; h < 2; h++ {
+					p("      const %s t%c%d%d = %s;\n", v.typ, ab, i, h, fmt.Sprintf(op(byte(row[1])), fmt.Sprintf("%c%d%d", ab, row[0], h), fmt.Sprintf("%c%d%d", ab, row[2], h)))
+				}
+			}
+			// Columns 0..3 of row i of every tile in the group.
+			p("      const %s c%d0 = %s;\n", v.typ, i, fmt.Sprintf(v.even, fmt.Sprintf("ta%d0", i), fmt.Sprintf("ta%d1", i)))
+			p("      const %s c%d1 = %s;\n", v.typ, i, fmt.Sprintf(v.odd, fmt.Sprintf("ta%d0", i), fmt.Sprintf("ta%d1", i)))
+			p("      const %s c%d2 = %s;\n", v.typ, i, fmt.Sprintf(v.even, fmt.Sprintf("tb%d0", i), fmt.Sprintf("tb%d1", i)))
+			p("      const %s c%d3 = %s;\n", v.typ, i, fmt.Sprintf(v.odd, fmt.Sprintf("tb%d0", i), fmt.Sprintf("tb%d1", i)))
+			for j, col := range wgInputRows {
+				val := fmt.Sprintf(op(byte(col[1])), fmt.Sprintf("c%d%d", i, col[0]), fmt.Sprintf("c%d%d", i, col[2]))
+				ptr := fmt.Sprintf("dp + %d + %s", int64(i*4+j)*k.xs, t0)
+				if tiles >= n {
+					p("      %s;\n", fmt.Sprintf(v.store, ptr, val))
+				} else if n == 16 {
+					p("      %s;\n", fmt.Sprintf(v.mstore, ptr, val, uint32(1)<<tiles-1))
+				} else {
+					p("      %s;\n", fmt.Sprintf(v.mstore, ptr, val, tiles))
+				}
+			}
+		}
+	}
+	if full := k.tw / n; full > 0 {
+		p("    for (int32_t t = 0; t < %d; t += %d) {\n", full*n, n)
+		group("t", n)
+		p("    }\n")
+	}
+	if rest := k.tw % n; rest > 0 {
+		p("    {\n")
+		group(fmt.Sprint(k.tw-rest), rest)
+		p("    }\n")
+	}
+	if v.lanes == 8 {
+		p("#undef kiln_wg_mask\n")
+	}
 }
 
 // Eval implements tir.Kernel.
