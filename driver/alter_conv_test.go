@@ -32,27 +32,19 @@ func TestAlterConvLayoutTargets(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewSource(4))
-	w := tensor.New(ir.Float32, ir.Shape{64, 64, 3, 3})
-	for i := range w.Float32s() {
-		w.Float32s()[i] = rng.Float32() - 0.5
-	}
-	w40 := tensor.New(ir.Float32, ir.Shape{40, 64, 3, 3})
-	for i := range w40.Float32s() {
-		w40.Float32s()[i] = rng.Float32() - 0.5
-	}
-	module := func(w *tensor.Tensor) *graph.Module {
+	module := func(oc int64) *graph.Module {
+		w := tensor.New(ir.Float32, ir.Shape{oc, 64, 3, 3})
+		for i := range w.Float32s() {
+			w.Float32s()[i] = rng.Float32() - 0.5
+		}
 		x := graph.NewVar("x", ir.NewTensorType(ir.Float32, ir.Shape{1, 64, 56, 56}))
 		call, err := graph.NewCall(op.Conv2D, []graph.Expr{x, graph.NewConstant(w)}, ir.Attrs{"padding": []int64{1, 1, 1, 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		mod := graph.NewModule(graph.NewFunction([]*graph.Var{x}, call, nil))
-		if err := graph.InferTypes(mod); err != nil {
-			t.Fatal(err)
-		}
-		return mod
+		return oneCallModule(t, x, call)
 	}
-	mod, mod40 := module(w), module(w40)
+	mod, mod40 := module(64), module(40)
 	for _, tc := range []struct {
 		name string
 		host *targets.Target
@@ -74,6 +66,17 @@ func TestAlterConvLayoutTargets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneCallModule is the typed module of one function of x whose body is
+// call.
+func oneCallModule(t *testing.T, x *graph.Var, call *graph.Call) *graph.Module {
+	t.Helper()
+	mod := graph.NewModule(graph.NewFunction([]*graph.Var{x}, call, nil))
+	if err := graph.InferTypes(mod); err != nil {
+		t.Fatal(err)
+	}
+	return mod
 }
 
 // hostTargetOf is the host target of the target list s.

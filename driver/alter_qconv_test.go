@@ -45,11 +45,7 @@ func TestAlterQConvLayoutTargets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mod := graph.NewModule(graph.NewFunction([]*graph.Var{x}, call, nil))
-		if err := graph.InferTypes(mod); err != nil {
-			t.Fatal(err)
-		}
-		return mod
+		return oneCallModule(t, x, call)
 	}
 	q8, q7, q7x1 := conv(3, 128, false), conv(3, 64, true), conv(1, 64, true)
 	for _, tc := range []struct {

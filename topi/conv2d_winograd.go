@@ -351,18 +351,30 @@ func computeWinogradCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error)
 	return []*te.Tensor{p.winogradStages(c, d, w)}, nil
 }
 
+// tileRows checks a V tile's extents (one batch, MR channels, cols
+// columns) and returns its output rows R = (cols - OW)/OWp + 1: an even
+// number, or all the output's; what names the tile in errors.
+func (p *wgPlan) tileRows(ctx *te.TensorizeContext, cols int64, what string) (int64, error) {
+	mr := int64(p.mr)
+	if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != mr || ctx.Extent[2] != cols || (cols-p.g.ow)%p.owp != 0 {
+		return 0, fmt.Errorf("%s: extents %v, want [1 %d %d]", what, ctx.Extent, mr, cols)
+	}
+	rows := (cols-p.g.ow)/p.owp + 1
+	if rows%2 != 0 && rows != p.g.oh {
+		return 0, fmt.Errorf("%s: %d rows, want an even number or all %d", what, rows, p.g.oh)
+	}
+	return rows, nil
+}
+
 // wgTile is the TensorIntrin of stage 2: for a tile of MR channels and
 // cols V columns (R = (cols - OW)/OWp + 1 rows from row r0), sixteen
 // product-kernel calls into M, then the output transform into V.
 func (p *wgPlan) wgTile(d, w *te.Tensor, cols int64) te.TensorIntrin {
 	return func(ctx *te.TensorizeContext) (tir.Stmt, error) {
 		mr := int64(p.mr)
-		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != mr || ctx.Extent[2] != cols || (cols-p.g.ow)%p.owp != 0 {
-			return nil, fmt.Errorf("winograd tile: extents %v, want [1 %d %d]", ctx.Extent, mr, cols)
-		}
-		rows := (cols-p.g.ow)/p.owp + 1
-		if rows%2 != 0 && rows != p.g.oh {
-			return nil, fmt.Errorf("winograd tile: %d rows, want an even number or all %d", rows, p.g.oh)
+		rows, err := p.tileRows(ctx, cols, "winograd tile")
+		if err != nil {
+			return nil, err
 		}
 		n := ceilDiv(rows, 2) * p.tw // tiles (M's columns)
 		ic, t, b := w.Shape[2], p.th*p.tw, w.Shape[3]
@@ -424,12 +436,9 @@ func (p *wgPlan) wgTile(d, w *te.Tensor, cols int64) te.TensorIntrin {
 func (p *wgPlan) wgTileLocal(xp, w *te.Tensor, cols int64) te.TensorIntrin {
 	return func(ctx *te.TensorizeContext) (tir.Stmt, error) {
 		mr := int64(p.mr)
-		if len(ctx.Extent) != 3 || ctx.Extent[0] != 1 || ctx.Extent[1] != mr || ctx.Extent[2] != cols || (cols-p.g.ow)%p.owp != 0 {
-			return nil, fmt.Errorf("winograd row tile: extents %v, want [1 %d %d]", ctx.Extent, mr, cols)
-		}
-		rows := (cols-p.g.ow)/p.owp + 1
-		if rows%2 != 0 && rows != p.g.oh {
-			return nil, fmt.Errorf("winograd row tile: %d rows, want an even number or all %d", rows, p.g.oh)
+		rows, err := p.tileRows(ctx, cols, "winograd row tile")
+		if err != nil {
+			return nil, err
 		}
 		r2 := ceilDiv(rows, 2)
 		n := r2 * p.tw
