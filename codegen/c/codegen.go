@@ -872,6 +872,11 @@ func (fg *funcGen) forStmt(x *tir.For) {
 }
 
 func (fg *funcGen) allocate(a *tir.Allocate) {
+	fg.allocateWith(a, func() { fg.stmt(a.Body) })
+}
+
+// allocateWith is allocate with body's statements in place of a.Body's.
+func (fg *funcGen) allocateWith(a *tir.Allocate, body func()) {
 	b := a.Buffer
 	st := storageType(b.DType)
 	n := b.Span()
@@ -887,14 +892,14 @@ func (fg *funcGen) allocate(a *tir.Allocate) {
 		}
 		name, restore := fg.bind(b.Data, varDecl{ctype: st + "*", restrict: true})
 		fg.line("%s* restrict %s = (%s*)(%s);", st, name, st, code)
-		fg.allocBody(a, name)
+		fg.allocBody(a, name, body)
 		restore()
 		return
 	}
 	if bytes <= fg.g.opts.StackLimit {
 		name, restore := fg.bind(b.Data, varDecl{ctype: st + "*", restrict: true})
 		fg.line("%s %s[%d] KILN_ALIGN64;", st, name, n)
-		fg.allocBody(a, name)
+		fg.allocBody(a, name, body)
 		restore()
 		return
 	}
@@ -915,18 +920,18 @@ func (fg *funcGen) allocate(a *tir.Allocate) {
 	}
 	fg.line("} else {")
 	fg.indent++
-	fg.allocBody(a, name)
+	fg.allocBody(a, name, body)
 	fg.line("free(%s);", name)
 	fg.indent--
 	fg.line("}")
 	restore()
 }
 
-func (fg *funcGen) allocBody(a *tir.Allocate, name string) {
+func (fg *funcGen) allocBody(a *tir.Allocate, name string, body func()) {
 	if !uses(a.Body, a.Buffer.Data) {
 		fg.line("(void)%s;", name)
 	}
-	fg.stmt(a.Body)
+	body()
 }
 
 // strip removes one pair of parentheses enclosing all of s.

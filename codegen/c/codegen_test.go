@@ -172,6 +172,16 @@ func TestAllocPlacement(t *testing.T) {
 			t.Errorf("large allocation: missing %q", want)
 		}
 	}
+	// In a parallel loop, the heap buffers heading its body are allocated
+	// once per range, before the loop over it.
+	par := generate(t, HostOptions(), allocFunc()).Code
+	body := par[strings.Index(par, "_body("):]
+	loop := strings.Index(body, "for (int32_t i = (int32_t)kiln_lo;")
+	for _, want := range []string{"float* restrict big = (float*)malloc((size_t)24000);", "float* restrict big2 = (float*)malloc((size_t)24000);"} {
+		if at := strings.Index(body, want); at < 0 || loop < 0 || at > loop {
+			t.Errorf("parallel loop: %q not before the loop over the range:\n%s", want, body)
+		}
+	}
 	hook := Options{AllocHook: func(a *tir.Allocate) (string, bool) {
 		return "vendor_sram_base + 16", a.Buffer.Scope == "vendor.sram"
 	}}

@@ -186,23 +186,32 @@ func loopsFunc() *tir.PrimFunc {
 	return f
 }
 
-// allocFunc allocates a scratch buffer too large for the stack (malloc
-// path) inside a parallel loop, and a small one on the stack, and takes a
-// float scalar parameter.
+// allocFunc allocates scratch buffers too large for the stack (malloc
+// path) inside a parallel loop of 3 iterations, one heading the loop's
+// body and one heading the first statement of a sequence (both allocated
+// once per range of iterations: codegen's headAllocs), and a small one
+// on the stack, and takes a float scalar parameter.
 func allocFunc() *tir.PrimFunc {
 	const n = 6000 // 24000 bytes > DefaultStackLimit
 	f := tir.NewPrimFunc("alloc")
-	a := f.AddBuffer(tir.NewBuffer("A", ir.Float32, ir.Shape{2, n}, ""))
-	out := f.AddBuffer(tir.NewBuffer("Out", ir.Float32, ir.Shape{2, n}, ""))
+	a := f.AddBuffer(tir.NewBuffer("A", ir.Float32, ir.Shape{3, n}, ""))
+	out := f.AddBuffer(tir.NewBuffer("Out", ir.Float32, ir.Shape{3, n}, ""))
 	alpha := f.AddScalar("alpha", tir.Float32T)
 	big := tir.NewBuffer("big", ir.Float32, ir.Shape{n}, tir.ScopeGlobal)
+	big2 := tir.NewBuffer("big2", ir.Float32, ir.Shape{n}, tir.ScopeGlobal)
 	small := tir.NewBuffer("small", ir.Float32, ir.Shape{4}, tir.ScopeLocal)
-	i, j, j2, q := v32("i"), v32("j"), v32("j"), v32("q")
-	f.Body = tir.Loop(i, 2, tir.Parallel, &tir.Allocate{Buffer: big, Body: &tir.Allocate{Buffer: small, Body: tir.Seq(
-		tir.Loop(q, 4, tir.Serial, tir.NewStore(small, tir.Mul(alpha, tir.NewCast(tir.Float32T, q)), q)),
-		tir.Loop(j, n, tir.Serial, tir.NewStore(big, tir.Add(tir.NewLoad(a, i, j), tir.NewLoad(small, tir.FloorMod(j, tir.Idx(4)))), j)),
-		tir.Loop(j2, n, tir.Serial, tir.NewStore(out, tir.Mul(tir.NewLoad(big, tir.Sub(tir.Idx(n-1), j2)), alpha), i, j2)),
-	)}})
+	i, j, j2, j3, j4, q := v32("i"), v32("j"), v32("j"), v32("j"), v32("j"), v32("q")
+	f.Body = tir.Loop(i, 3, tir.Parallel, &tir.Allocate{Buffer: big, Body: tir.Seq(
+		&tir.Allocate{Buffer: big2, Body: tir.Seq(
+			tir.Loop(j3, n, tir.Serial, tir.NewStore(big2, tir.Mul(tir.NewLoad(a, i, j3), tir.NewLoad(a, i, j3)), j3)),
+			tir.Loop(j4, n, tir.Serial, tir.NewStore(out, tir.NewLoad(big2, tir.Sub(tir.Idx(n-1), j4)), i, j4)),
+		)},
+		&tir.Allocate{Buffer: small, Body: tir.Seq(
+			tir.Loop(q, 4, tir.Serial, tir.NewStore(small, tir.Mul(alpha, tir.NewCast(tir.Float32T, q)), q)),
+			tir.Loop(j, n, tir.Serial, tir.NewStore(big, tir.Add(tir.NewLoad(a, i, j), tir.NewLoad(small, tir.FloorMod(j, tir.Idx(4)))), j)),
+			tir.Loop(j2, n, tir.Serial, tir.NewStore(out, tir.Add(tir.NewLoad(out, i, j2), tir.Mul(tir.NewLoad(big, tir.Sub(tir.Idx(n-1), j2)), alpha)), i, j2)),
+		)},
+	)})
 	return f
 }
 
