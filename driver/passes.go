@@ -47,9 +47,18 @@ func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Targ
 		case "alter_conv_layout":
 			// The smallest positive limit of the CPU targets, any of
 			// whose devices may get the convolution.
-			limit := topi.WinogradMaxBytes(host)
+			var limited []*targets.Target
+			if topi.WinogradMaxBytes(host) > 0 {
+				limited = append(limited, host)
+			}
 			for _, t := range tgts {
-				if l := topi.WinogradMaxBytes(t); t != nil && t.Kind.Host && l > 0 && (limit == 0 || l < limit) {
+				if t != nil && t.Kind.Host && topi.WinogradMaxBytes(t) > 0 {
+					limited = append(limited, t)
+				}
+			}
+			limit := int64(0)
+			for _, t := range limited {
+				if l := topi.WinogradMaxBytes(t); limit == 0 || l < limit {
 					limit = l
 				}
 			}
@@ -57,11 +66,8 @@ func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Targ
 				// By row tiles only where every CPU target with a limit
 				// runs it so.
 				rowTiles := func(ic, oc, block int64) bool {
-					if topi.WinogradMaxBytes(host) > 0 && !topi.WinogradRowTiles(host, ic, oc, block) {
-						return false
-					}
-					for _, t := range tgts {
-						if t != nil && t.Kind.Host && topi.WinogradMaxBytes(t) > 0 && !topi.WinogradRowTiles(t, ic, oc, block) {
+					for _, t := range limited {
+						if !topi.WinogradRowTiles(t, ic, oc, block) {
 							return false
 						}
 					}

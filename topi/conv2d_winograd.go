@@ -248,15 +248,18 @@ func (p *wgPlan) winogradStagesLocal(c *strategy.Call, xp, w *te.Tensor) *te.Ten
 	return p.stagesOn(c, w, []*te.IterVar{ra, rb}, func(n, xi, ic, tile tir.PrimExpr) tir.PrimExpr {
 		row := tir.Add(tir.Mul(tir.FloorDiv(tile, tir.Idx(p.tw)), tir.Idx(2)), ra.Var)
 		col := tir.Add(tir.Mul(tir.FloorMod(tile, tir.Idx(p.tw)), tir.Idx(2)), rb.Var)
-		var xv tir.PrimExpr
-		if len(xp.Shape) == 3 {
-			xv = xp.At(n, ic, tir.Add(tir.Mul(row, tir.Idx(p.wp)), col))
-		} else {
-			xv = xp.At(n, ic, row, col)
-		}
 		coef := tir.Mul(winogradBt(dt, tir.FloorDiv(xi, tir.Idx(4)), ra.Var), winogradBt(dt, tir.FloorMod(xi, tir.Idx(4)), rb.Var))
-		return tir.Mul(coef, xv)
+		return tir.Mul(coef, xp.At(p.xpIndex(xp, n, ic, row, col)...))
 	})
+}
+
+// xpIndex indexes the padded input xp (flat planes of Hp x Wp, or the
+// input itself, 4-D) at row and col of plane (n, c).
+func (p *wgPlan) xpIndex(xp *te.Tensor, n, c, row, col tir.PrimExpr) []tir.PrimExpr {
+	if len(xp.Shape) == 3 {
+		return []tir.PrimExpr{n, c, tir.Add(tir.Mul(row, tir.Idx(p.wp)), col)}
+	}
+	return []tir.PrimExpr{n, c, row, col}
 }
 
 // stagesOn builds V and the output stage with D's element (n, xi, ic,
@@ -341,10 +344,7 @@ func computeWinogradCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error)
 	d := te.Extern(nnName(c)+"_wg_in", []ir.Shape{{n, op.WinogradTile, ic, t}}, []ir.DType{x.DType}, []*te.Tensor{xp}, func(ins, outs []*tir.Buffer) tir.Stmt {
 		xb, db := ins[0], outs[0]
 		nv, cv := tir.NewVar("n", tir.Int32T), tir.NewVar("c", tir.Int32T)
-		xi := []tir.PrimExpr{nv, cv, tir.Idx(0)}
-		if len(xp.Shape) == 4 {
-			xi = append(xi, tir.Idx(0))
-		}
+		xi := p.xpIndex(xp, nv, cv, tir.Idx(0), tir.Idx(0))
 		call := tir.Eval(tir.CallKernel(k, tir.AddressOf(tir.NewLoad(db, nv, tir.Idx(0), cv, tir.Idx(0))), tir.AddressOf(tir.NewLoad(xb, xi...))))
 		return tir.Loop(nv, n, tir.Serial, tir.Loop(cv, ic, tir.Parallel, call))
 	})[0]
@@ -364,6 +364,16 @@ func (p *wgPlan) tileRows(ctx *te.TensorizeContext, cols int64, what string) (in
 		return 0, fmt.Errorf("%s: %d rows, want an even number or all %d", what, rows, p.g.oh)
 	}
 	return rows, nil
+}
+
+// outputPass is the call of output pass r (wgOutputKernel) from M's
+// products of mr channels into the V tile at vl.
+func (p *wgPlan) outputPass(r int, mr, rows, ldv int64, vl *tir.BufferLoad, m *tir.Buffer) (tir.Stmt, error) {
+	k, err := newWgOutputKernel(p.isa, r, mr, rows, p.tw, p.owp, p.g.ow, ldv)
+	if err != nil {
+		return nil, err
+	}
+	return tir.Eval(tir.CallKernel(k, tir.AddressOf(vl), tir.AddressOf(tir.NewLoad(m, tir.Idx(0), tir.Idx(0), tir.Idx(0))))), nil
 }
 
 // wgTile is the TensorIntrin of stage 2: for a tile of MR channels and
@@ -415,11 +425,11 @@ func (p *wgPlan) wgTile(d, w *te.Tensor, cols int64) te.TensorIntrin {
 			calls = append(calls, tileCall(k, tk, oc0, mr, ocb*b, ml, dl, wl))
 			if xi%4 == 3 {
 				// Row xi/4 of every tile's products: its output pass.
-				ok, err := newWgOutputKernel(p.isa, int(xi/4), mr, rows, p.tw, p.owp, p.g.ow, ldv)
+				pass, err := p.outputPass(int(xi/4), mr, rows, ldv, vl, m)
 				if err != nil {
 					return nil, err
 				}
-				calls = append(calls, tir.Eval(tir.CallKernel(ok, tir.AddressOf(vl), tir.AddressOf(tir.NewLoad(m, tir.Idx(0), tir.Idx(0), tir.Idx(0))))))
+				calls = append(calls, pass)
 			}
 		}
 		return &tir.Allocate{Buffer: m, Body: tir.Seq(calls...)}, nil
@@ -456,12 +466,7 @@ func (p *wgPlan) wgTileLocal(xp, w *te.Tensor, cols int64) te.TensorIntrin {
 		n0, oc0, j0 := ctx.Axis[0], ctx.Axis[1], ctx.Axis[2]
 		// The tile's first padded input row: its first tile row's.
 		row0 := tir.Mul(tir.FloorDiv(j0, tir.Idx(2*p.owp)), tir.Idx(2))
-		var xl *tir.BufferLoad
-		if len(xp.Shape) == 3 {
-			xl, err = ctx.Load(xp, n0, tir.Idx(0), tir.Mul(row0, tir.Idx(p.wp)))
-		} else {
-			xl, err = ctx.Load(xp, n0, tir.Idx(0), row0, tir.Idx(0))
-		}
+		xl, err := ctx.Load(xp, p.xpIndex(xp, n0, tir.Idx(0), row0, tir.Idx(0))...)
 		if err != nil {
 			return nil, err
 		}
@@ -481,11 +486,12 @@ func (p *wgPlan) wgTileLocal(xp, w *te.Tensor, cols int64) te.TensorIntrin {
 				calls = append(calls, tir.Eval(tir.CallKernel(k, tir.AddressOf(ml), tir.AddressOf(dl), tir.AddressOf(wl))))
 			}
 			if xi%4 == 3 {
-				ok, err := newWgOutputKernel(p.isa, int(xi/4), mr, rows, p.tw, p.owp, p.g.ow, ldv)
+				// Row xi/4 of every tile's products: its output pass.
+				pass, err := p.outputPass(int(xi/4), mr, rows, ldv, vl, m)
 				if err != nil {
 					return nil, err
 				}
-				calls = append(calls, tir.Eval(tir.CallKernel(ok, tir.AddressOf(vl), tir.AddressOf(tir.NewLoad(m, tir.Idx(0), tir.Idx(0), tir.Idx(0))))))
+				calls = append(calls, pass)
 			}
 		}
 		return &tir.Allocate{Buffer: db, Body: &tir.Allocate{Buffer: m, Body: tir.Seq(calls...)}}, nil

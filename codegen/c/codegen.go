@@ -657,11 +657,17 @@ func checksIndices(s tir.Node) bool {
 	return found
 }
 
+// onHeap reports whether allocation a is a host buffer over the stack
+// limit: malloc'd (or refused without Options.AllowMalloc).
+func (fg *funcGen) onHeap(a *tir.Allocate) bool {
+	return isHostScope(a.Buffer.Scope) && a.Buffer.NumBytes() > fg.g.opts.StackLimit
+}
+
 // needsHeap reports whether some allocation of s goes to the heap.
 func (fg *funcGen) needsHeap(s tir.Stmt) bool {
 	heap := false
 	tir.Visit(s, func(n tir.Node) bool {
-		if a, ok := n.(*tir.Allocate); ok && isHostScope(a.Buffer.Scope) && a.Buffer.NumBytes() > fg.g.opts.StackLimit {
+		if a, ok := n.(*tir.Allocate); ok && fg.onHeap(a) {
 			heap = true
 		}
 		return !heap

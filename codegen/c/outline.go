@@ -239,9 +239,9 @@ func (fg *funcGen) headAllocs(s tir.Stmt) ([]*tir.Allocate, tir.Stmt) {
 	}
 }
 
-// hoistable reports whether allocation a goes to the heap (headAllocs).
+// hoistable reports whether allocation a is malloc'd (headAllocs).
 func (fg *funcGen) hoistable(a *tir.Allocate) bool {
-	return isHostScope(a.Buffer.Scope) && a.Buffer.NumBytes() > fg.g.opts.StackLimit && fg.g.opts.AllowMalloc
+	return fg.onHeap(a) && fg.g.opts.AllowMalloc
 }
 
 // around emits the allocations as allocate does, nested in order, with
