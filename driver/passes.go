@@ -45,37 +45,8 @@ func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Targ
 		case "fuse_ops":
 			out = append(out, transform.Pass{Name: "plan_devices", Run: device.PlanDevices, Required: true})
 		case "alter_conv_layout":
-			// The smallest positive limit of the CPU targets, any of
-			// whose devices may get the convolution.
-			var limited []*targets.Target
-			if topi.WinogradMaxBytes(host) > 0 {
-				limited = append(limited, host)
-			}
-			for _, t := range tgts {
-				if t != nil && t.Kind.Host && topi.WinogradMaxBytes(t) > 0 {
-					limited = append(limited, t)
-				}
-			}
-			limit := int64(0)
-			for _, t := range limited {
-				if l := topi.WinogradMaxBytes(t); limit == 0 || l < limit {
-					limit = l
-				}
-			}
-			if limit > 0 {
-				// By row tiles only where every CPU target with a limit
-				// runs it so.
-				rowTiles := func(ic, oc, block int64) bool {
-					for _, t := range limited {
-						if !topi.WinogradRowTiles(t, ic, oc, block) {
-							return false
-						}
-					}
-					return true
-				}
-				opts := transform.ConvLayoutOptions{WinogradMaxBytes: limit, WinogradRowTiles: rowTiles}
-				p.Run = func(m *graph.Module) (*graph.Module, error) { return transform.AlterConvLayoutWith(m, opts) }
-			}
+			opts := convLayoutOptions(host, tgts)
+			p.Run = func(m *graph.Module) (*graph.Module, error) { return transform.AlterConvLayoutWith(m, opts) }
 		case "alter_qconv_layout":
 			if want := qconvBroadcastChoice(host, tgts); want != nil {
 				p.Run = func(m *graph.Module) (*graph.Module, error) { return transform.AlterQConvLayout(m, want) }
@@ -84,6 +55,56 @@ func graphPasses(pc *passconfig.Config, part *transform.Pass, host *targets.Targ
 		out = append(out, p)
 	}
 	return out
+}
+
+// convLayoutOptions is alter_conv_layout's options for a compilation
+// whose host is host and whose other targets are tgts: from the CPU
+// targets among them, any of whose devices may get a convolution.
+func convLayoutOptions(host *targets.Target, tgts []*targets.Target) transform.ConvLayoutOptions {
+	var cpus []*targets.Target
+	for _, t := range append([]*targets.Target{host}, tgts...) {
+		if t != nil && (t == host || t.Kind.Host) {
+			cpus = append(cpus, t)
+		}
+	}
+	var opts transform.ConvLayoutOptions
+	if len(cpus) == 0 {
+		return opts
+	}
+	// The smallest positive Winograd limit of the CPU targets.
+	var limited []*targets.Target
+	for _, t := range cpus {
+		if l := topi.WinogradMaxBytes(t); l > 0 {
+			limited = append(limited, t)
+			if opts.WinogradMaxBytes == 0 || l < opts.WinogradMaxBytes {
+				opts.WinogradMaxBytes = l
+			}
+		}
+	}
+	if len(limited) > 0 {
+		// By row tiles only where every CPU target with a limit runs it
+		// so.
+		opts.WinogradRowTiles = func(ic, oc, block int64) bool {
+			for _, t := range limited {
+				if !topi.WinogradRowTiles(t, ic, oc, block) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	// Padded output channels only where every CPU target pads them to
+	// the same block.
+	opts.PadBlock = func(steps, oc, outputs int64) int64 {
+		b := topi.ConvPadBlock(cpus[0], steps, oc, outputs)
+		for _, t := range cpus[1:] {
+			if topi.ConvPadBlock(t, steps, oc, outputs) != b {
+				return 0
+			}
+		}
+		return b
+	}
+	return opts
 }
 
 // qconvBroadcastChoice is the broadcast form's choice for a compilation

@@ -449,3 +449,36 @@ func TestWinogradCPU(t *testing.T) {
 		})
 	}
 }
+
+// TestConvPadBlock: ConvPadBlock pads an odd multiple of 8 output
+// channels to 16 where the target's 16-lane broadcast kernel takes the
+// convolution (squeezenet1_1's 512 -> 1000 classifier on 13x13 on
+// Sapphire Rapids), not with 8 lanes (Haswell), not where the columns
+// kernel keeps it (a fast L2, a short reduction), not where 16 divides the
+// channels or the padding would add more than 1/32 of them.
+func TestConvPadBlock(t *testing.T) {
+	for _, c := range []struct {
+		mcpu               string
+		steps, oc, outputs int64
+		want               int64
+	}{
+		{"sapphirerapids", 512, 1000, 169, 16},
+		{"haswell", 512, 1000, 169, 0},
+		{"znver5", 512, 1000, 169, 0},
+		{"sapphirerapids", 256, 1000, 169, 0},
+		{"sapphirerapids", 512, 1008, 169, 0},
+		{"sapphirerapids", 512, 200, 169, 0},
+		{"sapphirerapids", 128, 520, 49, 16},
+	} {
+		tg, err := targets.New(targets.C, ir.Attrs{"mcpu": c.mcpu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ConvPadBlock(tg, c.steps, c.oc, c.outputs); got != c.want {
+			t.Errorf("%s: %d steps, %d channels, %d outputs: block %d, want %d", c.mcpu, c.steps, c.oc, c.outputs, got, c.want)
+		}
+	}
+	if got := ConvPadBlock(nil, 512, 1000, 169); got != 0 {
+		t.Errorf("no target: block %d, want 0", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tir"
 )
@@ -342,6 +343,39 @@ func (v vecISA) broadcastFor(oc, outC, steps, block, outputs, ic int64) (bcastCh
 		t.kc = ic
 	}
 	return t, true
+}
+
+// ConvPadBlock is the block to which target t would have a packed
+// convolution's oc output channels padded with zero channels (0: none):
+// where its vectors are wider than the blocks of 8 that oc allows
+// (AVX-512: 16 lanes, oc an odd multiple of 8), the padding adds at most
+// 1/maxTailShare of the channels, and its broadcast kernel, which holds
+// output channels in the lanes, takes the convolution in blocks of its
+// vector width (steps multiply-adds per output, outputs outputs per
+// channel; broadcastFor). Otherwise the columns kernel runs it in blocks
+// of 8, with up to 4 % of its lanes idle on a 13x13 map: on an Emerald
+// Rapids core squeezenet1_1's 512 -> 1000 classifier took 1.31 ms so
+// (in-model, minima of three profiles) and 1.20 as 1008 channels with
+// the broadcast kernel. With AVX2 it was as fast either way (2.18 and
+// 2.23 ms: 8 lanes divide 1000 and the kernel's last tile takes the odd
+// vector).
+func ConvPadBlock(t *targets.Target, steps, oc, outputs int64) int64 {
+	if t == nil {
+		return 0
+	}
+	v := isaFor(t.Processor())
+	lanes := int64(v.lanes)
+	if lanes <= 8 || oc%lanes == 0 {
+		return 0
+	}
+	padded := ceilDiv(oc, lanes) * lanes
+	if (padded-oc)*maxTailShare > oc {
+		return 0
+	}
+	if _, ok := v.broadcastFor(padded, oc, steps, lanes, outputs, 0); !ok {
+		return 0
+	}
+	return lanes
 }
 
 // bcastTile is the broadcast kernel's register tile (channel vectors x

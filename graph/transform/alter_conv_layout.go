@@ -39,6 +39,14 @@ type ConvLayoutOptions struct {
 	// input is then never whole, and WinogradMaxBytes bounds only its
 	// transformed weight.
 	WinogradRowTiles func(ic, oc, block int64) bool
+	// PadBlock, when set, is the block to which a convolution's oc
+	// output channels, which a block of 16 does not divide, are padded
+	// with zero channels (0: none, the usual blocks of 8): steps
+	// multiply-adds per output, outputs outputs per channel. The target
+	// answers where a wider block lets its vector kernels put output
+	// channels in the lanes (topi.ConvPadBlock; squeezenet1_1's 512 ->
+	// 1000 classifier as 1008 channels in blocks of 16 on AVX-512).
+	PadBlock func(steps, oc, outputs int64) int64
 }
 
 // AlterConvLayoutWith is AlterConvLayout with the target's options.
@@ -96,6 +104,20 @@ func convPadBlock(oc int64) int64 {
 		return 0
 	}
 	return convPackBlock((oc + 7) / 8 * 8)
+}
+
+// wideBlock is opts.PadBlock's block for convolution c with an OIHW
+// weight of shape w, when its output's type is known and the block is a
+// multiple of 8 (0 otherwise).
+func wideBlock(c *graph.Call, w ir.Shape, padBlock func(steps, oc, outputs int64) int64) int64 {
+	out, ok := c.Type().(*ir.TensorType)
+	if padBlock == nil || !ok || len(out.Shape) != 4 {
+		return 0
+	}
+	if b := padBlock(w[1]*w[2]*w[3], w[0], out.Shape[2]*out.Shape[3]); b > 0 && b%8 == 0 {
+		return b
+	}
+	return 0
 }
 
 // useWinograd reports whether a convolution (groups 1, float32, a
@@ -224,6 +246,11 @@ func alterConv(e graph.Expr, packed map[packKey]*graph.Constant, opts ConvLayout
 	}
 	winograd := !padded && useWinograd(c, xt.Shape, w.Value.Shape) && winogradFits(c, xt.Shape, w.Value.Shape, opts.WinogradMaxBytes,
 		opts.WinogradRowTiles != nil && opts.WinogradRowTiles(w.Value.Shape[1], oc, b))
+	if !winograd && oc%16 != 0 {
+		if pb := wideBlock(c, w.Value.Shape, opts.PadBlock); pb > b {
+			b, padded = pb, true
+		}
+	}
 	pc := packedWeight(packed, packKey{w.Value, b, winograd})
 	if pc == nil && winograd {
 		// The transformed weight (16/9 of the weight) over the memory

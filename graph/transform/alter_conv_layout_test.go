@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -152,6 +153,51 @@ func TestAlterConvLayout(t *testing.T) {
 			}
 			sameBits(t, c.name, run(t, out, args), run(t, m, args))
 		})
+	}
+}
+
+// TestAlterConvLayoutPadBlock: ConvLayoutOptions.PadBlock, asked with
+// the convolution's multiply-adds per output, output channels and
+// outputs per channel, pads output channels that 16 does not divide to
+// its block (the output keeping its channels, bit for bit the same
+// values); a convolution that is Winograd's keeps its blocks of 8.
+func TestAlterConvLayoutPadBlock(t *testing.T) {
+	rng := rand.New(rand.NewSource(6))
+	var asked [][3]int64
+	opts := ConvLayoutOptions{PadBlock: func(steps, oc, outputs int64) int64 {
+		asked = append(asked, [3]int64{steps, oc, outputs})
+		return 16
+	}}
+	x := graph.NewVar("x", ir.NewTensorType(ir.Float32, ir.Shape{1, 16, 5, 6}))
+	c := graph.MustCall(op.Conv2D, []graph.Expr{x, convWeight(rng, ir.Float32, 24, 16, 1, 1)}, nil)
+	wg := graph.MustCall(op.Conv2D, []graph.Expr{c, convWeight(rng, ir.Float32, 24, 24, 3, 3)}, ir.Attrs{"padding": []int64{1, 1, 1, 1}})
+	m := graph.NewModule(graph.NewFunction([]*graph.Var{x}, wg, nil))
+	if err := graph.InferTypes(m); err != nil {
+		t.Fatal(err)
+	}
+	out, err := AlterConvLayoutWith(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][3]int64{{16, 24, 30}}; fmt.Sprint(asked) != fmt.Sprint(want) {
+		t.Errorf("PadBlock asked %v, want %v", asked, want)
+	}
+	n := countOps(out)
+	if n[op.Conv2DPacked] != 1 || n[op.Conv2DWinograd] != 1 {
+		t.Fatalf("%d packed and %d Winograd calls, want 1 and 1:\n%s", n[op.Conv2DPacked], n[op.Conv2DWinograd], text(t, out))
+	}
+	graph.PostOrder(out.Main().Body, func(e graph.Expr) {
+		if cl, ok := e.(*graph.Call); ok && cl.Op == op.Conv2DPacked {
+			if w := cl.Args[1].(*graph.Constant).Value.Shape; !w.Equal(ir.Shape{2, 16, 1, 1, 16}) || cl.Attrs["channels"] != int64(24) {
+				t.Errorf("packed weight %v, channels %v; want [2 16 1 1 16], 24", w, cl.Attrs["channels"])
+			}
+		}
+	})
+	args := randomArgs(t, m, 7)
+	// The Winograd convolution rounds its transformed weight: close, not
+	// bit for bit.
+	if err := tensor.AllClose(run(t, out, args)[0], run(t, m, args)[0], 1e-5, 1e-5); err != nil {
+		t.Fatal(err)
 	}
 }
 
