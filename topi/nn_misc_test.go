@@ -223,6 +223,11 @@ func TestNNRecurrent(t *testing.T) {
 		nnRecurrentCase("lstm", op.LSTM, nnTF32, 3, 2, 3, 3, 1, 0, []int64{3, 2}, nil),
 		nnRecurrentCase("lstm_bidi_layout1", op.LSTM, nnTF32, 3, 2, 2, 2, 2, 1, []int64{3, 1}, bidi),
 		nnRecurrentCase("lstm_input_forget_rev", op.LSTM, nnTF64, 2, 1, 2, 3, 1, 0, []int64{2}, ir.Attrs{"direction": "reverse", "input_forget": true}),
+		// Blocks of 16 rows in groups of 4, the input's products of 4 and
+		// of 2 steps at a time, and a shorter sequence in the batch.
+		nnRecurrentCase("lstm_blocks_bidi", op.LSTM, nnTF32, 8, 2, 5, 16, 2, 0, []int64{8, 5}, bidi),
+		nnRecurrentCase("gru_blocks_steps2", op.GRU, nnTF32, 6, 1, 3, 8, 1, 0, []int64{6}, nil),
+		nnRecurrentCase("lstm_blocks_f64", op.LSTM, nnTF64, 4, 1, 3, 8, 1, 0, []int64{4}, nil),
 		nnRecurrentCase("lstm_acts_clip", op.LSTM, nnTF32, 2, 2, 2, 2, 1, 0, []int64{2, 2}, ir.Attrs{"clip": 1.0,
 			"activations": []string{"HardSigmoid", "Relu", "Softsign"}}),
 	})
