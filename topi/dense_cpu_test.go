@@ -93,6 +93,34 @@ func TestMatMulPanels(t *testing.T) {
 	}
 }
 
+// TestMatMulRowPanels: a register tile of several rows spans the most
+// panels, up to 64 columns, that divide the panel count and keep its
+// accumulator vectors within three quarters of the registers.
+func TestMatMulRowPanels(t *testing.T) {
+	for _, c := range []struct {
+		mcpu               string
+		mr, npanels, panel int64
+		want               int64
+	}{
+		{"sapphirerapids", 4, 12, 16, 4}, // 16 of 24 accumulators
+		{"sapphirerapids", 8, 12, 16, 3}, // 24
+		{"sapphirerapids", 8, 8, 16, 2},  // 3 does not divide 8
+		{"sapphirerapids", 6, 5, 16, 1},  // 5 panels: 5 x 6 > 24
+		{"sapphirerapids", 3, 6, 8, 6},   // panels of 8 are half a vector
+		{"haswell", 4, 12, 16, 1},        // 8 of 12 (two vectors per panel)
+		{"haswell", 2, 12, 16, 3},
+		{"haswell", 3, 12, 8, 4},
+	} {
+		tg, err := targets.New(targets.C, ir.Attrs{"mcpu": c.mcpu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := matmulRowPanels(tg, c.mr, c.npanels, c.panel); got != c.want {
+			t.Errorf("%s: %d rows, %d panels of %d: %d per tile, want %d", c.mcpu, c.mr, c.npanels, c.panel, got, c.want)
+		}
+	}
+}
+
 func TestMatMulWideVectors(t *testing.T) {
 	for _, c := range []struct {
 		mcpu string

@@ -67,6 +67,13 @@ func TestNNDenseMatMul(t *testing.T) {
 		// 8 columns, 4 of 16, 7 of 8 (a prime count), a batch of one row.
 		{"matmul_packed_row_5x8", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 1, 40), nnA(nnTF32, 5, 40, 8)}},
 		{"matmul_packed_row_4x16", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 1, 33), nnA(nnTF32, 8, 33, 16)}},
+		// Several rows and several panels per register tile
+		// (matmulRowPanels): 4 rows x 4 panels of 16 (ConvNeXt's
+		// [28, 28, K] x [K, 192] shape, scaled down), 6 rows x 3 panels of
+		// 8, 2 batch rows x 2 panels.
+		{"matmul_packed_rows_panels", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 1, 4, 4, 19), nnA(nnTF32, 12, 19, 16)}},
+		{"matmul_packed_rows_3x8", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 6, 11), nnA(nnTF32, 3, 11, 8)}},
+		{"matmul_packed_batch_panels", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 2, 2, 5), nnA(nnTF32, 2, 5, 16)}},
 		{"matmul_packed_row_7x8", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 1, 9), nnA(nnTF32, 7, 9, 8)}},
 		{"matmul_packed_row_batch1", op.MatMulPacked, nil, []nnArg{nnA(nnTF32, 1, 1, 20), nnA(nnTF32, 6, 20, 8)}},
 	})
