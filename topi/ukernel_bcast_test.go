@@ -208,7 +208,8 @@ func TestBcastKernelRefusesBadSizes(t *testing.T) {
 // TestBcastTile: the instruction set's tile when its channels tile the
 // output channels, one more channel vector with fewer columns (within
 // the registers) when only that tiles them, then the instruction set's
-// tile with a smaller last tile of few channels, one channel vector last.
+// tile with a smaller last tile of few channels, then fewer channel
+// vectors (two with more columns), one channel vector last.
 func TestBcastTile(t *testing.T) {
 	for _, c := range []struct {
 		mcpu                    string
@@ -221,11 +222,13 @@ func TestBcastTile(t *testing.T) {
 		{"haswell", 200, 8, 1, 6, 0},
 		{"haswell", 1000, 8, 2, 6, 1},
 		{"haswell", 8, 8, 1, 6, 0},
-		// AVX-512's tile is 3 x 9 (27 of 32 registers), then 4 x 6.
+		// AVX-512's tile is 3 x 9 (27 of 32 registers), then 4 x 6, then
+		// 2 x 13 (fewerColumns), then one channel vector of 9.
 		{"skylake-avx512", 64, 16, 4, 6, 0},
 		{"skylake-avx512", 48, 16, 3, 9, 0},
 		{"skylake-avx512", 96, 16, 3, 9, 0},
-		{"skylake-avx512", 160, 16, 2, 9, 0},
+		{"skylake-avx512", 160, 16, 2, 13, 0},
+		{"skylake-avx512", 32, 16, 2, 13, 0},
 		{"skylake-avx512", 80, 16, 1, 9, 0},
 		{"skylake-avx512", 1040, 16, 3, 9, 2},
 		{"skylake-avx512", 16, 16, 1, 9, 0},
