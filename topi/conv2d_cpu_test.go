@@ -361,10 +361,7 @@ func TestUsedPhases(t *testing.T) {
 // kernel) takes it and computes what the reference does; a long reduction
 // (the broadcast kernel) and a small input do not take it.
 func TestConvRowsOuter(t *testing.T) {
-	tg, err := targets.New(targets.C, ir.Attrs{"mcpu": "znver3"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tg := mcpuTarget(t, "znver3")
 	plan := func(x, w ir.Shape) *convPlan {
 		t.Helper()
 		attrs, err := op.Conv2DPacked.MakeAttrs(nil)
@@ -470,10 +467,7 @@ func TestConvPadBlock(t *testing.T) {
 		{"sapphirerapids", 512, 200, 169, 0},
 		{"sapphirerapids", 128, 520, 49, 16},
 	} {
-		tg, err := targets.New(targets.C, ir.Attrs{"mcpu": c.mcpu})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tg := mcpuTarget(t, c.mcpu)
 		if got := ConvPadBlock(tg, c.steps, c.oc, c.outputs); got != c.want {
 			t.Errorf("%s: %d steps, %d channels, %d outputs: block %d, want %d", c.mcpu, c.steps, c.oc, c.outputs, got, c.want)
 		}

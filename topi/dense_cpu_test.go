@@ -111,10 +111,7 @@ func TestMatMulRowPanels(t *testing.T) {
 		{"haswell", 2, 12, 16, 3},
 		{"haswell", 3, 12, 8, 4},
 	} {
-		tg, err := targets.New(targets.C, ir.Attrs{"mcpu": c.mcpu})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tg := mcpuTarget(t, c.mcpu)
 		if got := matmulRowPanels(tg, c.mr, c.npanels, c.panel); got != c.want {
 			t.Errorf("%s: %d rows, %d panels of %d: %d per tile, want %d", c.mcpu, c.mr, c.npanels, c.panel, got, c.want)
 		}
@@ -126,10 +123,7 @@ func TestMatMulWideVectors(t *testing.T) {
 		mcpu string
 		want bool
 	}{{"x86-64", false}, {"x86-64-v3", false}, {"x86-64-v4", true}, {"skylake-avx512", true}, {"icelake-server", true}, {"haswell", false}} {
-		tg, err := targets.New(targets.C, ir.Attrs{"mcpu": c.mcpu})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tg := mcpuTarget(t, c.mcpu)
 		if got := matmulWideVectors(tg); got != c.want {
 			t.Errorf("mcpu=%s: wide %v, want %v", c.mcpu, got, c.want)
 		}
@@ -138,10 +132,7 @@ func TestMatMulWideVectors(t *testing.T) {
 
 // TestMatMulCPUNarrow checks the 4 x 16 tiles used without AVX-512.
 func TestMatMulCPUNarrow(t *testing.T) {
-	tg, err := targets.New(targets.C, ir.Attrs{"mcpu": "x86-64"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tg := mcpuTarget(t, "x86-64")
 	rng := rand.New(rand.NewSource(7))
 	for _, c := range []struct{ a, b ir.Shape }{
 		{ir.Shape{1, 16, 32}, ir.Shape{32, 96}},
@@ -153,4 +144,14 @@ func TestMatMulCPUNarrow(t *testing.T) {
 			t.Errorf("%v x %v: %v", c.a, c.b, err)
 		}
 	}
+}
+
+// mcpuTarget is the C target for the processor mcpu names.
+func mcpuTarget(t testing.TB, mcpu string) *targets.Target {
+	t.Helper()
+	tg, err := targets.New(targets.C, ir.Attrs{"mcpu": mcpu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
 }

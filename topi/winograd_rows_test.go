@@ -12,7 +12,6 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/strategy"
-	"github.com/kiln-dev/kiln/targets"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/topi/topitest"
@@ -40,10 +39,7 @@ func TestWgInputKernelChannels(t *testing.T) {
 		{"icelake-server", 16, 0, []string{avx512VNNIMarch}},
 	} {
 		t.Run(fmt.Sprintf("%s_%d", c.mcpu, c.tw), func(t *testing.T) {
-			tg, err := targets.New(targets.C, ir.Attrs{"mcpu": c.mcpu})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tg := mcpuTarget(t, c.mcpu)
 			isa := isaFor(tg.Processor())
 			if wgInputVecs[isa.name] == nil {
 				t.Fatalf("%s (%s): no vector form", c.mcpu, isa.name)
@@ -197,10 +193,7 @@ func TestWinogradRowTiles(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			tg, err := targets.New(targets.C, ir.Attrs{"mcpu": c.mcpu})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tg := mcpuTarget(t, c.mcpu)
 			rng := rand.New(rand.NewSource(int64(9200 + k)))
 			w := topitest.Rand(rng, nnTF32, nnInts(c.oc, c.x[1], 3, 3))
 			u, err := ref.TransformWinogradWeight(w, 16)
