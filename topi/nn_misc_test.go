@@ -2,10 +2,12 @@ package topi
 
 import (
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/topi/topitest"
@@ -256,5 +258,50 @@ func TestNNErrors(t *testing.T) {
 		OutType: ir.NewTensorType(nnTF32, ir.Shape{0, 1, 3, 3}), Target: topitest.HostTarget()}
 	if _, err := topitest.Lower(call, strategy.Default.Candidates(call)[0]); err == nil {
 		t.Error("empty tensor accepted")
+	}
+}
+
+// TestNNRecurrentFMA: a float32 layer's products are fused multiply-adds
+// where the target's processor has them, a multiply and an add where it
+// has not (x86-64 without FMA, where fmaf would be a libm call per
+// product), and float64 layers never fuse them (the reference's order
+// and rounding).
+func TestNNRecurrentFMA(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for _, c := range []struct {
+		mcpu string
+		dt   ir.DType
+		fma  bool
+	}{
+		{"haswell", nnTF32, true},
+		{"x86-64", nnTF32, false},
+		{"haswell", nnTF64, false},
+	} {
+		nc := nnRecurrentCase("lstm", op.LSTM, c.dt, 4, 1, 3, 8, 1, 0, []int64{4}, nil)
+		args := nc.tensors(rng)
+		attrs, err := nc.op.MakeAttrs(nc.attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, outType, err := ref.EvalOp(nc.op, attrs, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		argTypes := make([]ir.Type, len(args))
+		for i, a := range args {
+			argTypes[i] = a.Type()
+		}
+		call := &strategy.Call{Op: nc.op, Attrs: attrs, ArgTypes: argTypes, OutType: outType, Target: mcpuTarget(t, c.mcpu)}
+		impl, err := strategy.Default.Select(call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := topitest.Lower(call, impl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(f.String(), "fma("); got != c.fma {
+			t.Errorf("%s, %s: fused multiply-adds %v, want %v", c.mcpu, c.dt, got, c.fma)
+		}
 	}
 }

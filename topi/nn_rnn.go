@@ -120,6 +120,10 @@ type nnRecurrent struct {
 	// adt is the type the layer computes in (accType): float32 for
 	// float32 layers, float64 otherwise, as the reference.
 	adt ir.DType
+	// fma: the target's processor fuses multiply-add in hardware; without
+	// it the float32 products multiply and add (a libm fmaf per product
+	// would be slow).
+	fma bool
 }
 
 func computeRecurrent(kind string) strategy.ComputeFunc {
@@ -133,7 +137,8 @@ func computeRecurrent(kind string) strategy.ComputeFunc {
 			return nil, fmt.Errorf("%s: %v", c.Op.Name, err)
 		}
 		g := &nnRecurrent{kind: kind, dirs: nd, hs: c.Attrs.Int("hidden_size"), layout: c.Attrs.Int("layout"),
-			direction: c.Attrs.Str("direction"), clip: c.Attrs.Float("clip"), dt: x.DType, adt: accType(x.DType)}
+			direction: c.Attrs.Str("direction"), clip: c.Attrs.Float("clip"), dt: x.DType, adt: accType(x.DType),
+			fma: c.Target != nil && c.Target.Processor().FMA()}
 		g.seq, g.batch, g.in = x.Shape[0], x.Shape[1], x.Shape[2]
 		if g.layout == 1 {
 			g.seq, g.batch = g.batch, g.seq
@@ -371,9 +376,12 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 							for q, vi := range vis {
 								bi := tir.Add(tir.Add(tir.Idx(int64(q)*tile), tir.Mul(gv, tir.Idx(rj))), k2)
 								var sum tir.PrimExpr
-								if adt == ir.Float32 {
+								switch {
+								case adt == ir.Float32 && g.fma:
 									sum = tir.NewCall(tir.IntrinFma, vi, t, at(bi))
-								} else {
+								case adt == ir.Float32:
+									sum = tir.Add(at(bi), tir.Mul(vi, t))
+								default:
 									sum = tir.Add(at(bi), tir.Mul(vi, nnToF64(t)))
 								}
 								stores = append(stores, tir.NewStore(blk, sum, bi))
