@@ -191,7 +191,7 @@ func accType(dt ir.DType) ir.DType {
 // step's matrix-vector product runs its row blocks on the threads.
 const rnnParallelMACs = 1 << 15
 
-// nnScratch is a float64 scratch vector allocated around the layer's loops.
+// nnScratch is a scratch vector allocated around the layer's loops.
 type nnScratch struct{ buf *tir.Buffer }
 
 func newScratch(name string, dt ir.DType, n int64) nnScratch {
@@ -236,7 +236,7 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 	toA := func(e tir.PrimExpr) tir.PrimExpr { return nnCast(adt, e) }
 	H, Cs := newScratch("rnn_h", adt, hs), newScratch("rnn_c", adt, hs)
 	NH, NC := newScratch("rnn_nh", adt, hs), newScratch("rnn_nc", adt, hs)
-	XW, HR := newScratch("rnn_xw", adt, gh), newScratch("rnn_hr", adt, gh)
+	HR := newScratch("rnn_hr", adt, gh)
 	// The weights of one direction in blocks of rj rows, each block
 	// transposed, in their own type (half the bytes of float64 for float32,
 	// which the steps stream from cache): WT[((j/rj)*in + i)*rj + j%rj] =
@@ -256,7 +256,7 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 	WT := nnScratch{tir.NewBuffer("rnn_wt", W.DType, ir.Shape{g.in * gh}, "global")}
 	// XA holds the input's products of every step (project below), in
 	// the products' type.
-	XA := tir.NewBuffer("rnn_xa", accType(W.DType), ir.Shape{g.seq * gh}, "global")
+	XA := newScratch("rnn_xa", adt, g.seq*gh)
 	RT := nnScratch{tir.NewBuffer("rnn_rt", R.DType, ir.Shape{hs * gh}, "global")}
 	Z, RG := newScratch("rnn_z", adt, hs), newScratch("rnn_r", adt, hs)
 	state := func(d int64, b, j tir.PrimExpr) []tir.PrimExpr { // index into [d, b, h] / [b, d, h]
@@ -336,7 +336,6 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 					break
 				}
 			}
-			adt := accType(T.buf.DType)
 			tile := grp * rj
 			blk := tir.NewBuffer("rnn_acc", adt, ir.Shape{rt * tile}, "global")
 			at := func(k tir.PrimExpr) tir.PrimExpr { return tir.NewLoad(blk, k) }
@@ -409,7 +408,7 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 			return products(g.seq, g.in, gh, 0, func(_, j tir.PrimExpr) tir.PrimExpr { return wb(j) },
 				func(t, i tir.PrimExpr) tir.PrimExpr { return xAt(t, b, i) }, WT,
 				func(t, j, val tir.PrimExpr) tir.Stmt {
-					return tir.NewStore(XA, val, tir.Add(tir.Mul(t, tir.Idx(gh)), j))
+					return XA.set(tir.Add(tir.Mul(t, tir.Idx(gh)), j), val)
 				})
 		}
 		// acc[j] = init(j) + sum over i of v(i) * T(off + j, i), j in [0, m).
@@ -434,22 +433,20 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 				if reverse {
 					tv = tir.Sub(tir.Sub(L, tir.Idx(1)), step)
 				}
-				jv := tir.NewVar("j", tir.Int32T)
-				proj := tir.Seq(
-					tir.Loop(jv, gh, tir.Vectorized, XW.set(jv, toA(tir.NewLoad(XA, tir.Add(tir.Mul(t, tir.Idx(gh)), jv))))),
-					accumulate(HR, hs, gh, 0, rb, H.at, RT),
-				)
+				// The step's input products, read where project wrote them.
+				xw := func(j tir.PrimExpr) tir.PrimExpr { return XA.at(tir.Add(tir.Mul(t, tir.Idx(gh)), j)) }
+				proj := accumulate(HR, hs, gh, 0, rb, H.at, RT)
 				var gates tir.Stmt
 				switch g.kind {
 				case "rnn":
 					gates = g.vloop("j", hs, func(j tir.PrimExpr) tir.Stmt {
-						return NH.set(j, f(g.clipped(tir.Add(XW.at(j), HR.at(j)))))
+						return NH.set(j, f(g.clipped(tir.Add(xw(j), HR.at(j)))))
 					})
 				case "gru":
 					zr := g.vloop("j", hs, func(j tir.PrimExpr) tir.Stmt {
 						return tir.Seq(
-							Z.set(j, f(g.clipped(tir.Add(XW.at(j), HR.at(j))))),
-							RG.set(j, f(g.clipped(tir.Add(XW.at(off(j, 1)), HR.at(off(j, 1)))))),
+							Z.set(j, f(g.clipped(tir.Add(xw(j), HR.at(j))))),
+							RG.set(j, f(g.clipped(tir.Add(xw(off(j, 1)), HR.at(off(j, 1)))))),
 						)
 					})
 					var reset tir.Stmt = tir.NoOp()
@@ -461,9 +458,9 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 					hh := g.vloop("j", hs, func(j tir.PrimExpr) tir.Stmt {
 						var cand tir.Stmt
 						if g.linearBeforeReset {
-							cand = NH.set(j, gAct(g.clipped(tir.Add(XW.at(off(j, 2)), tir.Mul(RG.at(j), HR.at(off(j, 2)))))))
+							cand = NH.set(j, gAct(g.clipped(tir.Add(xw(off(j, 2)), tir.Mul(RG.at(j), HR.at(off(j, 2)))))))
 						} else {
-							cand = NH.set(j, gAct(g.clipped(tir.Add(XW.at(off(j, 2)), NH.at(j)))))
+							cand = NH.set(j, gAct(g.clipped(tir.Add(xw(off(j, 2)), NH.at(j)))))
 						}
 						z := Z.at(j)
 						return tir.Seq(cand, NH.set(j, tir.Add(tir.Mul(tir.Sub(tir.FloatConst(adt, 1), z), NH.at(j)), tir.Mul(z, H.at(j)))))
@@ -473,16 +470,16 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 					pAt := func(j tir.PrimExpr, k int64) tir.PrimExpr { return toA(tir.NewLoad(P, tir.Idx(d), off(j, k))) }
 					gates = g.vloop("j", hs, func(j tir.PrimExpr) tir.Stmt {
 						cj := Cs.at(j)
-						ig := f(g.clipped(tir.Add(tir.Add(XW.at(j), HR.at(j)), tir.Mul(pAt(j, 0), cj))))
+						ig := f(g.clipped(tir.Add(tir.Add(xw(j), HR.at(j)), tir.Mul(pAt(j, 0), cj))))
 						return nnLet("ig", ig, func(ig tir.PrimExpr) tir.Stmt {
-							fg := f(g.clipped(tir.Add(tir.Add(XW.at(off(j, 2)), HR.at(off(j, 2))), tir.Mul(pAt(j, 2), cj))))
+							fg := f(g.clipped(tir.Add(tir.Add(xw(off(j, 2)), HR.at(off(j, 2))), tir.Mul(pAt(j, 2), cj))))
 							if g.inputForget {
 								fg = tir.Sub(tir.FloatConst(adt, 1), ig)
 							}
-							cg := gAct(g.clipped(tir.Add(XW.at(off(j, 3)), HR.at(off(j, 3)))))
+							cg := gAct(g.clipped(tir.Add(xw(off(j, 3)), HR.at(off(j, 3)))))
 							return tir.Seq(
 								NC.set(j, tir.Add(tir.Mul(fg, cj), tir.Mul(ig, cg))),
-								nnLet("og", f(g.clipped(tir.Add(tir.Add(XW.at(off(j, 1)), HR.at(off(j, 1))), tir.Mul(pAt(j, 1), NC.at(j))))), func(og tir.PrimExpr) tir.Stmt {
+								nnLet("og", f(g.clipped(tir.Add(tir.Add(xw(off(j, 1)), HR.at(off(j, 1))), tir.Mul(pAt(j, 1), NC.at(j))))), func(og tir.PrimExpr) tir.Stmt {
 									return NH.set(j, tir.Mul(og, hAct(NC.at(j))))
 								}),
 							)
@@ -510,7 +507,7 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 		dirStmts = append(dirStmts, transpose, perBatch)
 	}
 	body := tir.Seq(append([]tir.Stmt{zeroY}, dirStmts...)...)
-	for _, s := range []nnScratch{H, Cs, NH, NC, XW, HR, Z, RG, WT, RT, {XA}} {
+	for _, s := range []nnScratch{H, Cs, NH, NC, HR, Z, RG, WT, RT, XA} {
 		body = &tir.Allocate{Buffer: s.buf, Body: body}
 	}
 	return body
