@@ -260,9 +260,14 @@ func scheduleMatMulCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tens
 // 1280 dependent multiply-adds per panel); with several, one chain per
 // panel overlaps them. Each column's sum keeps its order along k.
 func matmulPanels(npanels, panel int64) int64 {
-	for p := max(64/panel, 1); p > 1; p-- {
-		if npanels%p == 0 {
-			return p
+	return panelsUpTo(npanels, max(64/panel, 1))
+}
+
+// panelsUpTo is the most panels, at most k, that divide npanels.
+func panelsUpTo(npanels, k int64) int64 {
+	for ; k > 1; k-- {
+		if npanels%k == 0 {
+			return k
 		}
 	}
 	return 1
@@ -283,13 +288,7 @@ func matmulRowPanels(t *targets.Target, mr, npanels, panel int64) int64 {
 		return 1
 	}
 	vecs := max(panel/lanes, 1)
-	most := matmulMaxAccumulators(p.VectorRegs)
-	for k := max(64/panel, 1); k > 1; k-- {
-		if npanels%k == 0 && mr*k*vecs <= most {
-			return k
-		}
-	}
-	return 1
+	return panelsUpTo(npanels, min(max(64/panel, 1), matmulMaxAccumulators(p.VectorRegs)/(mr*vecs)))
 }
 
 // matmulMaxAccumulators is the most accumulator vectors of a register
