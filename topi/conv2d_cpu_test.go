@@ -168,6 +168,17 @@ func TestDepthwiseCPU(t *testing.T) {
 
 func selectImpl(t *testing.T, o *op.Op, attrs ir.Attrs, args []*tensor.Tensor) strategy.Implementation {
 	t.Helper()
+	impl, err := strategy.Default.Select(refCall(t, o, attrs, args, topitest.HostTarget()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return impl
+}
+
+// refCall is the call of o with attrs on args for target tg, its output
+// type the reference executor's.
+func refCall(t *testing.T, o *op.Op, attrs ir.Attrs, args []*tensor.Tensor, tg *targets.Target) *strategy.Call {
+	t.Helper()
 	full, err := o.MakeAttrs(attrs)
 	if err != nil {
 		t.Fatal(err)
@@ -176,15 +187,11 @@ func selectImpl(t *testing.T, o *op.Op, attrs ir.Attrs, args []*tensor.Tensor) s
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ats []ir.Type
-	for _, a := range args {
-		ats = append(ats, a.Type())
+	ats := make([]ir.Type, len(args))
+	for i, a := range args {
+		ats[i] = a.Type()
 	}
-	impl, err := strategy.Default.Select(&strategy.Call{Op: o, Attrs: full, ArgTypes: ats, OutType: outType, Target: topitest.HostTarget()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return impl
+	return &strategy.Call{Op: o, Attrs: full, ArgTypes: ats, OutType: outType, Target: tg}
 }
 
 // TestConvCPUFusedEpilogue lowers the tuned convolutions as the anchor of

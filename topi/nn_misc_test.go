@@ -7,7 +7,6 @@ import (
 
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
-	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/topi/topitest"
@@ -278,20 +277,7 @@ func TestNNRecurrentFMA(t *testing.T) {
 		{"haswell", nnTF64, false},
 	} {
 		nc := nnRecurrentCase("lstm", op.LSTM, c.dt, 4, 1, 3, 8, 1, 0, []int64{4}, nil)
-		args := nc.tensors(rng)
-		attrs, err := nc.op.MakeAttrs(nc.attrs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, outType, err := ref.EvalOp(nc.op, attrs, args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		argTypes := make([]ir.Type, len(args))
-		for i, a := range args {
-			argTypes[i] = a.Type()
-		}
-		call := &strategy.Call{Op: nc.op, Attrs: attrs, ArgTypes: argTypes, OutType: outType, Target: mcpuTarget(t, c.mcpu)}
+		call := refCall(t, nc.op, nc.attrs, nc.tensors(rng), mcpuTarget(t, c.mcpu))
 		impl, err := strategy.Default.Select(call)
 		if err != nil {
 			t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/ref"
-	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/topi/topitest"
@@ -201,15 +200,7 @@ func TestWinogradRowTiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			args := []*tensor.Tensor{topitest.Rand(rng, nnTF32, c.x), u}
-			full, err := op.Conv2DWinograd.MakeAttrs(c.attrs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, outType, err := ref.EvalOp(op.Conv2DWinograd, full, args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			call := &strategy.Call{Op: op.Conv2DWinograd, Attrs: full, ArgTypes: []ir.Type{args[0].Type(), args[1].Type()}, OutType: outType, Target: tg}
+			call := refCall(t, op.Conv2DWinograd, c.attrs, args, tg)
 			p, err := planWinograd(call, args[0].Shape, args[1].Shape)
 			if err != nil {
 				t.Fatal(err)
