@@ -133,7 +133,7 @@ func recurrentKernel(kind string) Kernel {
 			}
 			return v
 		}
-		xs, ws, rs, bs := floats(x), floats(args[1]), floats(args[2]), floats(args[3])
+		xs, ws, rs, bs := floats(x), unpackRecurrent(args[1]), unpackRecurrent(args[2]), floats(args[3])
 		seqLens := args[4].AsInt64s()
 		h0 := floats(args[5])
 		var c0, ps []float64
@@ -270,4 +270,48 @@ func recurrentKernel(kind string) Kernel {
 		}
 		return res, nil
 	}
+}
+
+// unpackRecurrent returns a recurrent layer's weight W or R as float64
+// values in the ONNX order [D, G*H, C]: as they are for a 3-D weight, and
+// for one packed in blocks of rows, [D, G*H/rb, C, rb]
+// (op.RecurrentPackedShape), element [d, jb, c, jv] at [d, jb*rb + jv, c].
+func unpackRecurrent(w *tensor.Tensor) []float64 {
+	v := floats(w)
+	if len(w.Shape) != 4 {
+		return v
+	}
+	nb, c, rb := int(w.Shape[1]), int(w.Shape[2]), int(w.Shape[3])
+	out := make([]float64, len(v))
+	for d := 0; d < int(w.Shape[0]); d++ {
+		base := d * nb * c * rb
+		for jb := 0; jb < nb; jb++ {
+			for i := 0; i < c; i++ {
+				for jv := 0; jv < rb; jv++ {
+					out[base+(jb*rb+jv)*c+i] = v[base+(jb*c+i)*rb+jv]
+				}
+			}
+		}
+	}
+	return out
+}
+
+// PackRecurrentWeight packs a recurrent layer's W [D, G*H, I] or R
+// [D, G*H, H] in blocks of rb rows (op.RecurrentPackedShape): element
+// [d, jb, c, jv] of the result is w's [d, jb*rb + jv, c].
+func PackRecurrentWeight(w *tensor.Tensor, rb int64) (*tensor.Tensor, error) {
+	if len(w.Shape) != 3 || rb < 2 || w.Shape[1]%rb != 0 {
+		return nil, fmt.Errorf("cannot pack recurrent weight %s in blocks of %d rows", w.Shape, rb)
+	}
+	out := tensor.New(w.DType, op.RecurrentPackedShape(w.Shape, rb))
+	rows, c, b := int(w.Shape[1]), int(w.Shape[2]), int(rb)
+	for d := 0; d < int(w.Shape[0]); d++ {
+		base := d * rows * c
+		for j := 0; j < rows; j++ {
+			for i := 0; i < c; i++ {
+				out.CopyElem(base+((j/b)*c+i)*b+j%b, w, base+j*c+i)
+			}
+		}
+	}
+	return out, nil
 }

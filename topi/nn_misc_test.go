@@ -7,6 +7,7 @@ import (
 
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/topi/topitest"
@@ -289,5 +290,79 @@ func TestNNRecurrentFMA(t *testing.T) {
 		if got := strings.Contains(f.String(), "fma("); got != c.fma {
 			t.Errorf("%s, %s: fused multiply-adds %v, want %v", c.mcpu, c.dt, got, c.fma)
 		}
+	}
+}
+
+// TestNNRecurrentPacked: a layer whose W and R come packed in blocks of
+// rows (op.RecurrentPackedShape, as alter_recurrent_layout packs constant
+// weights) reads them where they lie, without the per-call transposes
+// into scratch buffers, and computes bit for bit what it computes from
+// the ONNX layout; the reference evaluates both forms alike.
+func TestNNRecurrentPacked(t *testing.T) {
+	bidi := ir.Attrs{"direction": "bidirectional"}
+	cases := []nnCase{
+		nnRecurrentCase("lstm_blocks_bidi", op.LSTM, nnTF32, 8, 2, 5, 16, 2, 0, []int64{8, 5}, bidi),
+		nnRecurrentCase("gru_reset_steps2", op.GRU, nnTF32, 6, 1, 3, 8, 1, 0, []int64{6}, nil),
+		nnRecurrentCase("gru_lbr_layout1", op.GRU, nnTF32, 3, 2, 2, 6, 1, 1, []int64{3, 2}, ir.Attrs{"linear_before_reset": true}),
+		nnRecurrentCase("rnn_rev", op.RNN, nnTF32, 4, 3, 2, 4, 1, 0, []int64{4, 2, 0}, ir.Attrs{"direction": "reverse"}),
+		nnRecurrentCase("lstm_f64", op.LSTM, nnTF64, 4, 1, 3, 8, 1, 0, []int64{4}, nil),
+	}
+	for k, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rng := rand.New(rand.NewSource(int64(2000 + k)))
+			args := c.tensors(rng)
+			rb := op.RecurrentRowBlock(c.attrs.Int("hidden_size"))
+			packed := append([]*tensor.Tensor(nil), args...)
+			for _, i := range []int{1, 2} {
+				p, err := ref.PackRecurrentWeight(args[i], rb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				packed[i] = p
+			}
+			if err := topitest.Check(topitest.Case{Op: c.op, Attrs: c.attrs, Args: packed}); err != nil {
+				t.Fatalf("packed: %v", err)
+			}
+			var outs [2][]*tensor.Tensor
+			for i, a := range [][]*tensor.Tensor{args, packed} {
+				call := refCall(t, c.op, c.attrs, a, topitest.HostTarget())
+				impl, err := strategy.Default.Select(call)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := topitest.Lower(call, impl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := strings.Contains(f.String(), "rnn_wt"), i == 0; got != want {
+					t.Errorf("form %d: transposed weights in scratch %v, want %v", i, got, want)
+				}
+				if outs[i], err = topitest.Run(call, impl, a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range outs[0] {
+				if !outs[0][i].Equal(outs[1][i]) {
+					t.Errorf("output %d: packed weights give %v, want %v", i, outs[1][i], outs[0][i])
+				}
+			}
+			full, err := c.op.MakeAttrs(c.attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _, err := ref.EvalOp(c.op, full, args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := ref.EvalOp(c.op, full, packed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if !got[i].Equal(want[i]) {
+					t.Errorf("reference output %d differs with packed weights", i)
+				}
+			}
+		})
 	}
 }

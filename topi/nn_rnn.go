@@ -23,8 +23,10 @@ import (
 // reference (an LSTM of 2 layers of 256 units over 128 steps: 4e-7 of the
 // output's scale). The input's products of all steps are one product
 // before the time loop; each step's recurrent product then streams only
-// R. The weights are transposed once per call into blocks of rows, whose
-// products run in vectors over the rows.
+// R. The weights are read in blocks of rows (op.RecurrentPackedShape),
+// whose products run in vectors over the rows: as alter_recurrent_layout
+// packed constant weights at compile time, or transposed so at every
+// call.
 
 func init() {
 	for _, k := range []struct {
@@ -242,13 +244,14 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 	// which the steps stream from cache): WT[((j/rj)*in + i)*rj + j%rj] =
 	// W[d, j, i], RT likewise from R with hs columns, so that the products
 	// below read each block's rows for one i as one contiguous vector and
-	// the block's columns one after the other.
-	rj := int64(1)
-	for _, c := range []int64{16, 8, 4, 2} {
-		if hs%c == 0 {
-			rj = c
-			break
-		}
+	// the block's columns one after the other. Weights that
+	// alter_recurrent_layout packed at compile time are in that layout
+	// already (op.RecurrentPackedShape) and are read where they lie; others
+	// are transposed into WT and RT at every call.
+	packed := len(W.Shape) == 4
+	rj := op.RecurrentRowBlock(hs)
+	if packed {
+		rj = W.Shape[3]
 	}
 	blocked := func(j, i tir.PrimExpr, cols int64) tir.PrimExpr {
 		return tir.Add(tir.Mul(tir.Add(tir.Mul(tir.Div(j, tir.Idx(rj)), tir.Idx(cols)), i), tir.Idx(rj)), tir.Mod(j, tir.Idx(rj)))
@@ -294,19 +297,34 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 		wb := func(j tir.PrimExpr) tir.PrimExpr { return toA(tir.NewLoad(B, tir.Idx(d), j)) }
 		rb := func(j tir.PrimExpr) tir.PrimExpr { return toA(tir.NewLoad(B, tir.Idx(d), tir.Add(j, tir.Idx(gh)))) }
 		off := func(j tir.PrimExpr, k int64) tir.PrimExpr { return tir.Add(j, tir.Idx(k*hs)) }
-		transpose := tir.Seq(
-			g.loop("j", gh, func(j tir.PrimExpr) tir.Stmt {
-				return g.loop("i", g.in, func(i tir.PrimExpr) tir.Stmt {
-					return WT.set(blocked(j, i, g.in), tir.NewLoad(W, tir.Idx(d), j, i))
-				})
-			}),
-			g.loop("j", gh, func(j tir.PrimExpr) tir.Stmt {
-				return g.loop("i", hs, func(i tir.PrimExpr) tir.Stmt {
-					return RT.set(blocked(j, i, hs), tir.NewLoad(R, tir.Idx(d), j, i))
-				})
-			}))
+		// wAt and rAt read the weight element of block jb, column i and
+		// row k of the block, from WT and RT or from the packed weights.
+		wAt := func(jb, i, k tir.PrimExpr) tir.PrimExpr {
+			return WT.at(tir.Add(tir.Mul(tir.Add(tir.Mul(jb, tir.Idx(g.in)), i), tir.Idx(rj)), k))
+		}
+		rAt := func(jb, i, k tir.PrimExpr) tir.PrimExpr {
+			return RT.at(tir.Add(tir.Mul(tir.Add(tir.Mul(jb, tir.Idx(hs)), i), tir.Idx(rj)), k))
+		}
+		if packed {
+			wAt = func(jb, i, k tir.PrimExpr) tir.PrimExpr { return tir.NewLoad(W, tir.Idx(d), jb, i, k) }
+			rAt = func(jb, i, k tir.PrimExpr) tir.PrimExpr { return tir.NewLoad(R, tir.Idx(d), jb, i, k) }
+		}
+		var transpose tir.Stmt = tir.NoOp()
+		if !packed {
+			transpose = tir.Seq(
+				g.loop("j", gh, func(j tir.PrimExpr) tir.Stmt {
+					return g.loop("i", g.in, func(i tir.PrimExpr) tir.Stmt {
+						return WT.set(blocked(j, i, g.in), tir.NewLoad(W, tir.Idx(d), j, i))
+					})
+				}),
+				g.loop("j", gh, func(j tir.PrimExpr) tir.Stmt {
+					return g.loop("i", hs, func(i tir.PrimExpr) tir.Stmt {
+						return RT.set(blocked(j, i, hs), tir.NewLoad(R, tir.Idx(d), j, i))
+					})
+				}))
+		}
 		// products computes, for each r in [0, reps) and j in [0, m),
-		// init(r, j) + sum over i in [0, n) of v(r, i) * T(off + j, i) and
+		// init(r, j) + sum over i in [0, n) of v(r, i) * W'(off + j, i) and
 		// hands it to done(r, j, value): blocks of rj rows of j held in a
 		// local array (registers) while i runs over [0, n) inside, in
 		// order, so that every row sums its products in the order of i as
@@ -315,8 +333,9 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 		// independent chains of additions hide the addition's latency,
 		// which one block's single chain waited on. Float32 weights
 		// multiply-add in float32 (fused, as the dense kernels do), other
-		// types in float64 as the reference does.
-		products := func(reps, n, m, off int64, init func(r, j tir.PrimExpr) tir.PrimExpr, v func(r, i tir.PrimExpr) tir.PrimExpr, T nnScratch,
+		// types in float64 as the reference does. T(jb, i, k) reads
+		// W'(jb*rj + k, i) (wAt, rAt).
+		products := func(reps, n, m, off int64, init func(r, j tir.PrimExpr) tir.PrimExpr, v func(r, i tir.PrimExpr) tir.PrimExpr, T func(jb, i, k tir.PrimExpr) tir.PrimExpr,
 			done func(r, j, val tir.PrimExpr) tir.Stmt) tir.Stmt {
 			nb := m / rj
 			// rt repetitions (time steps) at a time share each load of
@@ -361,7 +380,7 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 					k2, gv := tir.NewVar("k", tir.Int32T), tir.NewVar("g", tir.Int32T)
 					sums := g.loop("i", n, func(i tir.PrimExpr) tir.Stmt {
 						jb := tir.Add(tir.Mul(jg, tir.Idx(grp)), gv)
-						t := T.at(tir.Add(tir.Mul(tir.Add(tir.Mul(tir.Add(jb, tir.Idx(off/rj)), tir.Idx(n)), i), tir.Idx(rj)), k2))
+						t := T(tir.Add(jb, tir.Idx(off/rj)), i, k2)
 						var vis []tir.PrimExpr
 						var inner func(q int64) tir.Stmt
 						inner = func(q int64) tir.Stmt {
@@ -406,13 +425,13 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 		// R, 2 MB per step for 1024 x 256 each, which L2 did not hold).
 		project := func(b tir.PrimExpr) tir.Stmt {
 			return products(g.seq, g.in, gh, 0, func(_, j tir.PrimExpr) tir.PrimExpr { return wb(j) },
-				func(t, i tir.PrimExpr) tir.PrimExpr { return xAt(t, b, i) }, WT,
+				func(t, i tir.PrimExpr) tir.PrimExpr { return xAt(t, b, i) }, wAt,
 				func(t, j, val tir.PrimExpr) tir.Stmt {
 					return XA.set(tir.Add(tir.Mul(t, tir.Idx(gh)), j), val)
 				})
 		}
 		// acc[j] = init(j) + sum over i of v(i) * T(off + j, i), j in [0, m).
-		accumulate := func(acc nnScratch, n, m, off int64, init func(j tir.PrimExpr) tir.PrimExpr, v func(i tir.PrimExpr) tir.PrimExpr, T nnScratch) tir.Stmt {
+		accumulate := func(acc nnScratch, n, m, off int64, init func(j tir.PrimExpr) tir.PrimExpr, v func(i tir.PrimExpr) tir.PrimExpr, T func(jb, i, k tir.PrimExpr) tir.PrimExpr) tir.Stmt {
 			return products(1, n, m, off, func(_, j tir.PrimExpr) tir.PrimExpr { return init(j) },
 				func(_, i tir.PrimExpr) tir.PrimExpr { return v(i) }, T,
 				func(_, j, val tir.PrimExpr) tir.Stmt { return acc.set(j, nnCast(acc.buf.DType, val)) })
@@ -435,7 +454,7 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 				}
 				// The step's input products, read where project wrote them.
 				xw := func(j tir.PrimExpr) tir.PrimExpr { return XA.at(tir.Add(tir.Mul(t, tir.Idx(gh)), j)) }
-				proj := accumulate(HR, hs, gh, 0, rb, H.at, RT)
+				proj := accumulate(HR, hs, gh, 0, rb, H.at, rAt)
 				var gates tir.Stmt
 				switch g.kind {
 				case "rnn":
@@ -453,7 +472,7 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 					if !g.linearBeforeReset {
 						// NH[j] first accumulates the reset-gated recurrence.
 						reset = accumulate(NH, hs, hs, 2*hs, func(j tir.PrimExpr) tir.PrimExpr { return rb(off(j, 2)) },
-							func(i tir.PrimExpr) tir.PrimExpr { return tir.Mul(RG.at(i), H.at(i)) }, RT)
+							func(i tir.PrimExpr) tir.PrimExpr { return tir.Mul(RG.at(i), H.at(i)) }, rAt)
 					}
 					hh := g.vloop("j", hs, func(j tir.PrimExpr) tir.Stmt {
 						var cand tir.Stmt
@@ -507,7 +526,12 @@ func (g *nnRecurrent) build(ins, outs []*tir.Buffer) tir.Stmt {
 		dirStmts = append(dirStmts, transpose, perBatch)
 	}
 	body := tir.Seq(append([]tir.Stmt{zeroY}, dirStmts...)...)
-	for _, s := range []nnScratch{H, Cs, NH, NC, HR, Z, RG, WT, RT, XA} {
+	scratch := []nnScratch{H, Cs, NH, NC, HR, Z, RG}
+	if !packed {
+		scratch = append(scratch, WT, RT)
+	}
+	scratch = append(scratch, XA)
+	for _, s := range scratch {
 		body = &tir.Allocate{Buffer: s.buf, Body: body}
 	}
 	return body

@@ -79,7 +79,9 @@ func rnnAttrs(extra ...AttrSpec) []AttrSpec {
 // lengths): (X, W, R, B, sequence_lens, initial_h[, initial_c, P]). X is
 // [seq, batch, input] (layout 0) or [batch, seq, input] (layout 1). The
 // result is the tuple (Y, Y_h[, Y_c]). An empty activations list means the
-// ONNX defaults; clip 0 means no clipping.
+// ONNX defaults; clip 0 means no clipping. W and R may instead be packed
+// in blocks of rows (RecurrentPackedShape; 4-D), as
+// alter_recurrent_layout packs constant weights.
 var (
 	// RNN is the simple recurrent layer (one gate, default activation Tanh).
 	RNN = declare(&Op{Name: "nn.rnn", NumArgs: 6, Attrs: rnnAttrs(), Pattern: Opaque, Rel: recurrentRel(1, false), Doc: "ONNX RNN layer"})
@@ -454,6 +456,19 @@ func recurrentRel(gates int64, lstm bool) TypeRel {
 				dt    ir.DType
 			}{"P", ir.Shape{d, 3 * h}, x.DType})
 		}
+		// W and R may come packed in blocks of rows
+		// (RecurrentPackedShape), both in the same blocks.
+		if wp, rp := ts[1].Shape, ts[2].Shape; len(wp) == 4 || len(rp) == 4 {
+			rb := int64(0)
+			if len(wp) == 4 && len(rp) == 4 && wp[3] == rp[3] {
+				rb = wp[3]
+			}
+			if rb < 2 || h%rb != 0 {
+				return nil, fmt.Errorf("packed W %s and R %s must have the same row block, at least 2 and dividing hidden_size %d", ts[1], ts[2], h)
+			}
+			want[0].shape = RecurrentPackedShape(want[0].shape, rb)
+			want[1].shape = RecurrentPackedShape(want[1].shape, rb)
+		}
 		for i, w := range want {
 			t := ts[i+1]
 			if t.DType != w.dt || !t.Shape.Equal(w.shape) {
@@ -472,6 +487,31 @@ func recurrentRel(gates int64, lstm bool) TypeRel {
 		}
 		return &ir.TupleType{Fields: fields}, nil
 	}
+}
+
+// RecurrentRowBlock is the block of rows in which the recurrent layers'
+// weights of hidden size hs are packed (RecurrentPackedShape) and in
+// which the CPU schedule computes their products (topi/nn_rnn.go): the
+// largest of 16, 8, 4 and 2 that divides hs, or 1 when none does (the
+// weights are then not packed).
+func RecurrentRowBlock(hs int64) int64 {
+	for _, b := range []int64{16, 8, 4, 2} {
+		if hs%b == 0 {
+			return b
+		}
+	}
+	return 1
+}
+
+// RecurrentPackedShape is the shape of a recurrent layer's W [D, G*H, I]
+// or R [D, G*H, H] packed in blocks of rb rows: [D, G*H/rb, I, rb], where
+// element [d, jb, i, jv] is the unpacked [d, jb*rb + jv, i]. A block's rb
+// rows for one column i are then one contiguous vector, which the CPU
+// schedule reads as it streams the block's columns. alter_recurrent_layout
+// packs constant weights so at compile time; nn.rnn, nn.gru and nn.lstm
+// accept either form (the same rb for W and R, dividing hidden_size).
+func RecurrentPackedShape(w ir.Shape, rb int64) ir.Shape {
+	return ir.Shape{w[0], w[1] / rb, w[2], rb}
 }
 
 func roiAlignRel(args []ir.Type, attrs ir.Attrs) (ir.Type, error) {

@@ -41,6 +41,7 @@ func Passes(fuse FuseOptions) []Pass {
 		{Name: "conv_transpose_as_conv", Run: ConvTransposeAsConv, OptLevel: 2},
 		{Name: "alter_conv_layout", Run: AlterConvLayout, OptLevel: 3},
 		{Name: "alter_dense_layout", Run: AlterDenseLayout, OptLevel: 3},
+		{Name: "alter_recurrent_layout", Run: AlterRecurrentLayout, OptLevel: 3},
 		{Name: "qnn_kernel_sums", Run: QNNKernelSums, OptLevel: 1},
 		// A no-op here: the driver runs AlterQConvLayout with the host
 		// target's choice.
@@ -73,6 +74,8 @@ var passOrder = []constraint{
 	{"fold_constant", "alter_dense_layout", "only dense calls with constant weights are transposed"},
 	{"simplify_expr", "alter_dense_layout", "simplification matches nn.dense, not the rewritten matmul"},
 	{"alter_dense_layout", "fuse_ops", "fused primitive functions are opaque to the layout rewrite"},
+	{"fold_constant", "alter_recurrent_layout", "only recurrent layers with constant weights are packed"},
+	{"alter_recurrent_layout", "fuse_ops", "fused primitive functions are opaque to the layout rewrite"},
 	{"fold_constant", "qnn_kernel_sums", "only integer products with constant weights get their sums"},
 	{"qnn_kernel_sums", "fuse_ops", "fused primitive functions are opaque to the rewrite"},
 	{"qnn_kernel_sums", "alter_qconv_layout", "the broadcast form reads the sums the pass computes from a constant weight"},

@@ -81,7 +81,7 @@ func TestPipeline(t *testing.T) {
 	for _, s := range p.Stats {
 		stats = append(stats, s.Name)
 	}
-	if want := []string{"fold_constant", "simplify_expr", "dead_code_elimination", "conv1d_as_conv2d", "conv_transpose_as_conv", "alter_conv_layout", "alter_dense_layout", "qnn_kernel_sums", "alter_qconv_layout", "fuse_ops"}; !reflect.DeepEqual(stats, want) {
+	if want := []string{"fold_constant", "simplify_expr", "dead_code_elimination", "conv1d_as_conv2d", "conv_transpose_as_conv", "alter_conv_layout", "alter_dense_layout", "alter_recurrent_layout", "qnn_kernel_sums", "alter_qconv_layout", "fuse_ops"}; !reflect.DeepEqual(stats, want) {
 		t.Errorf("stats for %v, want %v", stats, want)
 	}
 	d := dump.String()
@@ -98,21 +98,21 @@ func TestPipeline(t *testing.T) {
 	for _, f := range files {
 		base = append(base, filepath.Base(f))
 	}
-	want := []string{"00_input.txt", "01_fold_constant.txt", "02_simplify_expr.txt", "03_dead_code_elimination.txt", "04_conv1d_as_conv2d.txt", "05_conv_transpose_as_conv.txt", "06_alter_conv_layout.txt", "07_alter_dense_layout.txt", "08_qnn_kernel_sums.txt", "09_alter_qconv_layout.txt", "10_fuse_ops.txt"}
+	want := []string{"00_input.txt", "01_fold_constant.txt", "02_simplify_expr.txt", "03_dead_code_elimination.txt", "04_conv1d_as_conv2d.txt", "05_conv_transpose_as_conv.txt", "06_alter_conv_layout.txt", "07_alter_dense_layout.txt", "08_alter_recurrent_layout.txt", "09_qnn_kernel_sums.txt", "10_alter_qconv_layout.txt", "11_fuse_ops.txt"}
 	if !reflect.DeepEqual(base, want) {
 		t.Errorf("dump files %v, want %v", base, want)
 	}
-	final, err := os.ReadFile(filepath.Join(dir, "10_fuse_ops.txt"))
+	final, err := os.ReadFile(filepath.Join(dir, "11_fuse_ops.txt"))
 	if err != nil || string(final) != text(t, out) {
-		t.Errorf("10_fuse_ops.txt does not hold the result (%v)", err)
+		t.Errorf("11_fuse_ops.txt does not hold the result (%v)", err)
 	}
 	var v strings.Builder
 	if err := p.WriteStats(&v); err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Split(strings.TrimSpace(v.String()), "\n"); len(lines) != 11 ||
+	if lines := strings.Split(strings.TrimSpace(v.String()), "\n"); len(lines) != 12 ||
 		!strings.HasPrefix(lines[0], "pass fold_constant") || !strings.HasSuffix(lines[3], "ms") ||
-		!strings.HasPrefix(lines[10], "graph passes total") {
+		!strings.HasPrefix(lines[11], "graph passes total") {
 		t.Errorf("WriteStats:\n%s", v.String())
 	}
 }
