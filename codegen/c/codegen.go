@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-dev/kiln/internal/budget"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/runtime/include"
 	"github.com/kiln-dev/kiln/tir"
@@ -911,6 +912,11 @@ func (fg *funcGen) allocateWith(a *tir.Allocate, body func()) {
 	}
 	if !fg.g.opts.AllowMalloc {
 		failf("function %s: buffer %s: allocation of %d bytes exceeds the stack limit (%d bytes) and heap allocation is disabled", fg.f.Name, b.Name, bytes, fg.g.opts.StackLimit)
+	}
+	// Its size comes from the model's shapes: within the memory budget
+	// (--max-memory) as every tensor is, or no artifact.
+	if err := budget.Check(fmt.Sprintf("function %s: scratch buffer %s", fg.f.Name, b.Name), bytes); err != nil {
+		failf("%v", err)
 	}
 	name, restore := fg.bind(b.Data, varDecl{ctype: st + "*", restrict: true})
 	fg.line("%s* restrict %s = (%s*)malloc((size_t)%d);", st, name, st, bytes)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-dev/kiln/internal/budget"
 	"github.com/kiln-dev/kiln/internal/testenv"
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/targets"
@@ -495,5 +496,25 @@ func TestProcessorFlagsCompile(t *testing.T) {
 				t.Errorf("%s %v: %s %v: %v\n%s", k[0], mattr, compiler, args, err, out)
 			}
 		}
+	}
+}
+
+// TestScratchWithinBudget: a kernel's heap scratch buffer is sized from
+// the model's shapes, so a buffer over the memory budget (--max-memory)
+// is a compile error naming the function and the buffer, not a malloc of
+// any size at run time.
+func TestScratchWithinBudget(t *testing.T) {
+	defer budget.SetLimit(budget.SetLimit(16384))
+	m, err := tir.NewModule(scoped("global", 5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Generate(m, HostOptions())
+	if err == nil || !strings.Contains(err.Error(), "scratch buffer tmp needs") || !strings.Contains(err.Error(), "--max-memory") {
+		t.Fatalf("error %v, want one saying that scratch buffer tmp is over the memory budget", err)
+	}
+	budget.SetLimit(20000)
+	if _, err := Generate(m, HostOptions()); err != nil {
+		t.Errorf("20000 bytes within a budget of 20000: %v", err)
 	}
 }
