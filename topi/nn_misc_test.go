@@ -10,6 +10,7 @@ import (
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/tensor"
+	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/topi/topitest"
 )
 
@@ -278,15 +279,7 @@ func TestNNRecurrentFMA(t *testing.T) {
 		{"haswell", nnTF64, false},
 	} {
 		nc := nnRecurrentCase("lstm", op.LSTM, c.dt, 4, 1, 3, 8, 1, 0, []int64{4}, nil)
-		call := refCall(t, nc.op, nc.attrs, nc.tensors(rng), mcpuTarget(t, c.mcpu))
-		impl, err := strategy.Default.Select(call)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := topitest.Lower(call, impl)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, f := lowerSelected(t, refCall(t, nc.op, nc.attrs, nc.tensors(rng), mcpuTarget(t, c.mcpu)))
 		if got := strings.Contains(f.String(), "fma("); got != c.fma {
 			t.Errorf("%s, %s: fused multiply-adds %v, want %v", c.mcpu, c.dt, got, c.fma)
 		}
@@ -326,17 +319,11 @@ func TestNNRecurrentPacked(t *testing.T) {
 			var outs [2][]*tensor.Tensor
 			for i, a := range [][]*tensor.Tensor{args, packed} {
 				call := refCall(t, c.op, c.attrs, a, topitest.HostTarget())
-				impl, err := strategy.Default.Select(call)
-				if err != nil {
-					t.Fatal(err)
-				}
-				f, err := topitest.Lower(call, impl)
-				if err != nil {
-					t.Fatal(err)
-				}
+				impl, f := lowerSelected(t, call)
 				if got, want := strings.Contains(f.String(), "rnn_wt"), i == 0; got != want {
 					t.Errorf("form %d: transposed weights in scratch %v, want %v", i, got, want)
 				}
+				var err error
 				if outs[i], err = topitest.Run(call, impl, a); err != nil {
 					t.Fatal(err)
 				}
@@ -365,4 +352,19 @@ func TestNNRecurrentPacked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lowerSelected returns the implementation the default strategy selects
+// for call and its lowered PrimFunc.
+func lowerSelected(t *testing.T, call *strategy.Call) (strategy.Implementation, *tir.PrimFunc) {
+	t.Helper()
+	impl, err := strategy.Default.Select(call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := topitest.Lower(call, impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return impl, f
 }
