@@ -31,20 +31,11 @@ func init() {
 
 // layerNormCPUValid accepts float32 layer normalisation over the last
 // axis only of a tensor of rank >= 2.
-func layerNormCPUValid(c *strategy.Call) bool {
-	ot, ok := c.OutType.(*ir.TensorType)
-	if !ok || ot.DType != ir.Float32 || len(ot.Shape) < 2 || ot.Shape.NumElements() == 0 {
-		return false
-	}
-	ax, err := op.NormAxis(c.Attrs.Int("axis"), len(ot.Shape))
-	return err == nil && ax == len(ot.Shape)-1
-}
+func layerNormCPUValid(c *strategy.Call) bool { return lastAxisFloat32(c) }
 
-// Tags of the per-row statistics of computeLayerNormCPU, which stay at
-// the root of the schedule.
-const (
-	layerNormStatTag = "layer_norm_stat"
-)
+// layerNormStatTag marks the per-row statistics of computeLayerNormCPU,
+// which stay at the root of the schedule.
+const layerNormStatTag = "layer_norm_stat"
 
 func computeLayerNormCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) {
 	if err := nnCheckNonEmpty(c); err != nil {
@@ -87,46 +78,11 @@ func computeLayerNormCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error
 }
 
 // scheduleLayerNormCPU runs the two row sums and the per-row mean and
-// inverse deviation as loop nests over rows at the root, their first loop
-// of two or more iterations parallel, and the output (or the fused
-// elementwise consumer that is the group's output) as a loop nest over
-// rows, parallel likewise, with the row vectorised. Groups of another
-// structure get the generic schedule.
+// inverse deviation as loop nests over rows at the root and the output
+// (or the fused elementwise consumer that is the group's output) as a loop
+// nest over rows, the row vectorised (scheduleRowsCPU).
 func scheduleLayerNormCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {
-	if len(outs) != 1 || len(anchor) != 1 || !sameShape(outs[0].Shape, anchor[0].Shape) {
-		return scheduleNN(c, s, outs, anchor)
-	}
-	out := outs[0]
-	var rows []*te.Stage
-	for _, st := range s.Stages() {
-		cop, ok := st.Op().(*te.ComputeOp)
-		if !ok || cop.Output == out || cop.Tag == laneTag {
-			continue
-		}
-		if cop.IsReduce() || cop.Tag == layerNormStatTag {
-			rows = append(rows, st)
-			continue
-		}
-		st.ComputeInline()
-	}
-	parallelFirst := func(st *te.Stage, axes []*te.IterVar) {
-		for _, a := range axes {
-			if a.Extent >= 2 {
-				st.Parallel(a)
-				return
-			}
-		}
-	}
-	st := s.Stage(out)
-	axes := st.Axis()
-	r := len(axes)
-	parallelFirst(st, axes[:r-1])
-	if axes[r-1].Extent >= 2 {
-		st.Vectorize(axes[r-1])
-	}
-	for _, rs := range rows {
-		parallelFirst(rs, rs.Axis()[:r-1])
-	}
-	scheduleLaneParts(s)
-	return s.Err()
+	return scheduleRowsCPU(c, s, outs, anchor, func(cop *te.ComputeOp) (bool, bool) {
+		return cop.IsReduce() || cop.Tag == layerNormStatTag, false
+	})
 }

@@ -26,7 +26,12 @@ func init() {
 
 // softmaxCPUValid accepts float32 softmax over the last axis of a tensor
 // of rank >= 2.
-func softmaxCPUValid(c *strategy.Call) bool {
+func softmaxCPUValid(c *strategy.Call) bool { return lastAxisFloat32(c) }
+
+// lastAxisFloat32 reports whether call c has a non-empty float32 output of
+// rank >= 2 and an "axis" attribute naming its last axis: the row
+// operators (softmax, layer normalisation) the CPU row schedules take.
+func lastAxisFloat32(c *strategy.Call) bool {
 	ot, ok := c.OutType.(*ir.TensorType)
 	if !ok || ot.DType != ir.Float32 || len(ot.Shape) < 2 || ot.Shape.NumElements() == 0 {
 		return false
@@ -74,47 +79,66 @@ func computeSoftmaxCPU(c *strategy.Call, in []*te.Tensor) ([]*te.Tensor, error) 
 // the first loop of two or more iterations parallel and the row loop
 // vectorised.
 func scheduleSoftmaxCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor) error {
+	// The row statistics and the exponentials stay at the root (the
+	// exponentials have two consumers, which rules out compute_at), each
+	// as an unfused loop nest over rows; the exponentials' rows vectorised.
+	return scheduleRowsCPU(c, s, outs, anchor, func(cop *te.ComputeOp) (bool, bool) {
+		exp := cop.Tag == softmaxExpTag
+		return cop.IsReduce() || exp, exp
+	})
+}
+
+// scheduleRowsCPU schedules a group whose anchor reduces rows (softmax,
+// layer normalisation) and whose output has the anchor's shape: the
+// stages rowStage keeps (first result) stay at the root as loop nests
+// over rows, their first loop of two or more iterations parallel and,
+// where rowStage says so (second result), their row vectorised; the
+// lane-split partial sums go inside their consumers (scheduleLaneParts);
+// the other stages are inlined; the output keeps its loop nest unfused
+// (fused loops bring floordiv/floormod index arithmetic that keeps
+// compilers from vectorising), its first loop of two or more iterations
+// parallel and its row vectorised. Other groups get scheduleNN.
+func scheduleRowsCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor, rowStage func(*te.ComputeOp) (keep, vectorize bool)) error {
 	if len(outs) != 1 || len(anchor) != 1 || !sameShape(outs[0].Shape, anchor[0].Shape) {
 		return scheduleNN(c, s, outs, anchor)
 	}
 	out := outs[0]
-	var rows []*te.Stage
+	type row struct {
+		st  *te.Stage
+		vec bool
+	}
+	var rows []row
 	for _, st := range s.Stages() {
 		cop, ok := st.Op().(*te.ComputeOp)
 		if !ok || cop.Output == out || cop.Tag == laneTag {
 			continue
 		}
-		if cop.IsReduce() || cop.Tag == softmaxExpTag {
-			rows = append(rows, st)
+		if keep, vec := rowStage(cop); keep {
+			rows = append(rows, row{st, vec})
 			continue
 		}
 		st.ComputeInline()
 	}
+	parallelFirst := func(st *te.Stage, axes []*te.IterVar) {
+		for _, a := range axes {
+			if a.Extent >= 2 {
+				st.Parallel(a)
+				return
+			}
+		}
+	}
 	st := s.Stage(out)
 	axes := st.Axis()
 	r := len(axes)
-	for _, a := range axes[:r-1] {
-		if a.Extent >= 2 {
-			st.Parallel(a)
-			break
-		}
-	}
+	parallelFirst(st, axes[:r-1])
 	if axes[r-1].Extent >= 2 {
 		st.Vectorize(axes[r-1])
 	}
-	// The row statistics and the exponentials stay at the root (the
-	// exponentials have two consumers, which rules out compute_at), each
-	// as an unfused loop nest over rows.
-	for _, rs := range rows {
-		ra := rs.Axis()
-		for _, a := range ra[:r-1] {
-			if a.Extent >= 2 {
-				rs.Parallel(a)
-				break
-			}
-		}
-		if rs.Op().(*te.ComputeOp).Tag == softmaxExpTag && ra[r-1].Extent >= 2 {
-			rs.Vectorize(ra[r-1])
+	for _, rw := range rows {
+		ra := rw.st.Axis()
+		parallelFirst(rw.st, ra[:r-1])
+		if rw.vec && ra[r-1].Extent >= 2 {
+			rw.st.Vectorize(ra[r-1])
 		}
 	}
 	scheduleLaneParts(s)
