@@ -2,10 +2,11 @@ package ir
 
 import (
 	"fmt"
-
-	"github.com/kiln-dev/kiln/internal/budget"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kiln-dev/kiln/internal/budget"
 )
 
 // Shape is a static tensor shape. Every dimension is known and non-negative;
@@ -23,8 +24,18 @@ func (s Shape) NumElements() int64 {
 
 // CheckedNumElements returns the product of the dimensions, or an error
 // when a dimension is negative or the product overflows int64 (where
-// NumElements would silently wrap).
+// NumElements would silently wrap). A shape with a zero dimension has no
+// elements however large the others are (a fuzzed .pb of 61 dimensions
+// of 48 and one of 0 had overflowed before reaching the 0).
 func (s Shape) CheckedNumElements() (int64, error) {
+	for _, d := range s {
+		if d < 0 {
+			return 0, fmt.Errorf("shape %v has a negative dimension", s)
+		}
+	}
+	if slices.Contains(s, 0) {
+		return 0, nil
+	}
 	n := int64(1)
 	for _, d := range s {
 		var ok bool
