@@ -281,20 +281,23 @@ func unpackRecurrent(w *tensor.Tensor) []float64 {
 	if len(w.Shape) != 4 {
 		return v
 	}
-	nb, c, rb := int(w.Shape[1]), int(w.Shape[2]), int(w.Shape[3])
+	rows, c, rb := int(w.Shape[1]*w.Shape[3]), int(w.Shape[2]), int(w.Shape[3])
 	out := make([]float64, len(v))
 	for d := 0; d < int(w.Shape[0]); d++ {
-		base := d * nb * c * rb
-		for jb := 0; jb < nb; jb++ {
+		base := d * rows * c
+		for j := 0; j < rows; j++ {
 			for i := 0; i < c; i++ {
-				for jv := 0; jv < rb; jv++ {
-					out[base+(jb*rb+jv)*c+i] = v[base+(jb*c+i)*rb+jv]
-				}
+				out[base+j*c+i] = v[base+packedRecurrentIndex(j, i, c, rb)]
 			}
 		}
 	}
 	return out
 }
+
+// packedRecurrentIndex is where row j, column i of one direction of a
+// recurrent weight with c columns lies in its packed form in blocks of rb
+// rows (op.RecurrentPackedShape), from the direction's start.
+func packedRecurrentIndex(j, i, c, rb int) int { return ((j/rb)*c+i)*rb + j%rb }
 
 // PackRecurrentWeight packs a recurrent layer's W [D, G*H, I] or R
 // [D, G*H, H] in blocks of rb rows (op.RecurrentPackedShape): element
@@ -309,7 +312,7 @@ func PackRecurrentWeight(w *tensor.Tensor, rb int64) (*tensor.Tensor, error) {
 		base := d * rows * c
 		for j := 0; j < rows; j++ {
 			for i := 0; i < c; i++ {
-				out.CopyElem(base+((j/b)*c+i)*b+j%b, w, base+j*c+i)
+				out.CopyElem(base+packedRecurrentIndex(j, i, c, b), w, base+j*c+i)
 			}
 		}
 	}

@@ -214,12 +214,7 @@ func scheduleMatMulCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tens
 	// The first loop with two or more iterations runs in parallel. Loops
 	// are not fused: the floordiv/floormod index arithmetic fusion brings
 	// keeps compilers from vectorising the tile loops.
-	for _, a := range order[:len(order)-2] {
-		if a.Extent >= 2 {
-			st.Parallel(a)
-			break
-		}
-	}
+	parallelFirst(st, order[:len(order)-2])
 	if nr > 1 {
 		st.Vectorize(ni)
 	}

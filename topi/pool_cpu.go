@@ -159,12 +159,7 @@ func schedulePoolCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor
 	}
 	st := s.Stage(out)
 	axes := st.Axis()
-	for _, a := range axes[:3] {
-		if a.Extent >= 2 {
-			st.Parallel(a)
-			break
-		}
-	}
+	parallelFirst(st, axes[:3])
 	if axes[3].Extent >= 2 {
 		st.Vectorize(axes[3])
 	}

@@ -40,6 +40,17 @@ func ScheduleInjective(_ *strategy.Call, s *te.Schedule, outs, _ []*te.Tensor) e
 	return s.Err()
 }
 
+// parallelFirst makes the first of axes with two or more iterations the
+// stage's parallel loop (none when all have one).
+func parallelFirst(st *te.Stage, axes []*te.IterVar) {
+	for _, a := range axes {
+		if a.Extent >= 2 {
+			st.Parallel(a)
+			return
+		}
+	}
+}
+
 // flattenParallel schedules an injective output stage. When the last axis
 // has at least vectorWidth/2 iterations the loop nest stays unfused: the
 // last axis is vectorised (split into an inner loop of vectorWidth first

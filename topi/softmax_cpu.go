@@ -119,14 +119,6 @@ func scheduleRowsCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.Tensor
 		}
 		st.ComputeInline()
 	}
-	parallelFirst := func(st *te.Stage, axes []*te.IterVar) {
-		for _, a := range axes {
-			if a.Extent >= 2 {
-				st.Parallel(a)
-				return
-			}
-		}
-	}
 	st := s.Stage(out)
 	axes := st.Axis()
 	r := len(axes)

@@ -28,10 +28,11 @@ func init() {
 	}
 }
 
-// transposeTile is the tile edge of transposeAxes for an output of shape
-// out and the permutation perm: 16 or 8 elements, whichever divides both
-// tiled axes (16 first), 0 when the transpose keeps the last axis in place
-// or neither divides them.
+// transposeTile returns, for an output of shape out and the permutation
+// perm, the tiled axes — a, the output's last, and b, the output axis that
+// walks the input's last — and the tile edge: 16 or 8 elements, whichever
+// divides both (16 first); tile 0 when the transpose keeps the last axis
+// in place or neither divides them.
 func transposeTile(out ir.Shape, perm []int) (a, b int, tile int64) {
 	r := len(out)
 	if r < 2 || len(perm) != r || perm[r-1] == r-1 {
@@ -96,11 +97,6 @@ func scheduleTransposeCPU(c *strategy.Call, s *te.Schedule, outs, anchor []*te.T
 	order = append(order, bo, ao, bIn, aIn)
 	st.Reorder(order...)
 	st.Vectorize(aIn)
-	for _, a := range order[:len(order)-2] {
-		if a.Extent >= 2 {
-			st.Parallel(a)
-			break
-		}
-	}
+	parallelFirst(st, order[:len(order)-2])
 	return s.Err()
 }
