@@ -3,6 +3,8 @@ package driver
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kiln-dev/kiln/frontend/onnx"
@@ -151,5 +153,30 @@ func TestLinkedParams(t *testing.T) {
 	}
 	if err := tensor.AllClose(got[0], want, 1e-3, 1e-4); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestCompileOutlinedReductions compiles tiny_bert for a Haswell (AVX2,
+// 16 vector registers), where the matrix products whose epilogue computes
+// erf (GELU) keep their reductions in functions of their own
+// (topi.transcendentalEpilogue, te.Stage.Outline), and checks the
+// outputs against the reference executor and PyTorch's.
+func TestCompileOutlinedReductions(t *testing.T) {
+	testenv.Cgo(t)
+	feats := hostTarget(t).Processor().Features
+	if !slices.Contains(feats, "avx2") || !slices.Contains(feats, "fma") {
+		t.Skip("this machine cannot run code for a Haswell (no AVX2 and FMA)")
+	}
+	host, err := targets.Default.Parse("c -mcpu=haswell")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := compileAndCompareWith(t, filepath.Join(sharedDir(t), "models", "tiny_bert"), 1e-3, 1e-4, Config{Host: host})
+	src, err := os.ReadFile(filepath.Join(res.Dir, "kiln_lib.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), "static KILN_NOINLINE void kiln_loop_fused_nn_contrib_matmul_packed_add_divide_erf") {
+		t.Error("no outlined reduction in the GELU product")
 	}
 }

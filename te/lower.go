@@ -591,7 +591,11 @@ func (l *lowerer) emitCompute(st *Stage, op *ComputeOp, region []regionDim) (tir
 			stmt = &tir.Allocate{Buffer: as[k].buf, Body: tir.Seq(as[k].stmt, stmt)}
 		}
 		if v, ok := vars[lf]; ok {
-			stmt = tir.Loop(v, ext[lf], st.kinds[lf], stmt)
+			loop := tir.Loop(v, ext[lf], st.kinds[lf], stmt)
+			if st.outlined[lf] {
+				loop.Annotations = ir.Attrs{tir.AnnOutline: true}
+			}
+			stmt = loop
 		}
 		if init != nil && p == firstRed {
 			stmt = tir.Seq(init, stmt)

@@ -40,6 +40,8 @@ type Stage struct {
 	leaves []*IterVar
 	rels   []relation
 	kinds  map[*IterVar]tir.ForKind
+	// outlined marks the leaves whose loops Outline asked for.
+	outlined map[*IterVar]bool
 
 	attach   attachKind
 	parent   *Stage
@@ -110,6 +112,7 @@ func (st *Stage) reset() {
 	st.leaves = nil
 	st.rels = nil
 	st.kinds = map[*IterVar]tir.ForKind{}
+	st.outlined = nil
 	st.tensorizeIV, st.tensorize = nil, nil
 	if c, ok := st.op.(*ComputeOp); ok {
 		st.leaves = append(append(st.leaves, c.Axis...), c.ReduceAxis...)
@@ -325,6 +328,27 @@ func (st *Stage) Vectorize(iv *IterVar) { st.setKind("vectorize", iv, tir.Vector
 
 // Unroll marks leaf iv as an unrolled loop.
 func (st *Stage) Unroll(iv *IterVar) { st.setKind("unroll", iv, tir.Unrolled) }
+
+// Outline asks for leaf iv's loop, with everything nested in it, to be
+// emitted as a function of its own that the C compiler does not inline
+// (tir.AnnOutline on the loop): its registers are then allocated apart
+// from the code around it. A matrix product's reduction loop fused with
+// a long epilogue (GELU's tanh) had its weight pointer spilled to the
+// stack in every step when both shared one function. The loop must be
+// serial or unrolled; its semantics are unchanged.
+func (st *Stage) Outline(iv *IterVar) {
+	if !st.checkLeaf("outline", iv) {
+		return
+	}
+	if k := st.kinds[iv]; k == tir.Parallel || k == tir.Vectorized {
+		st.errorf("outline: %s is a %s loop", iv.Name, k)
+		return
+	}
+	if st.outlined == nil {
+		st.outlined = map[*IterVar]bool{}
+	}
+	st.outlined[iv] = true
+}
 
 // ComputeInline substitutes the stage's body into every read of its
 // tensor. Only non-reduce compute stages that are not outputs can be

@@ -2,6 +2,7 @@ package te_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/kiln-dev/kiln/ir"
@@ -207,6 +208,10 @@ func TestMatmul(t *testing.T) {
 		}, []string{"T.unroll(4)", "T.vectorized(3)", "i_inner_init"}},
 		{"register_tile", 12, 16, 8, registerTile, []string{`T.allocate((4, 4), "float32", "local")`, "T.unroll(4)", "T.vectorized(4)"}},
 		{"register_tile_ragged", 10, 9, 7, registerTile, []string{`T.allocate((4, 4), "float32", "local")`, "< 10", "< 7", "k_outer * 4 + k_inner < 9"}},
+		{"register_tile_outlined", 12, 16, 8, func(s *te.Schedule, c *te.Tensor) {
+			sl, ko := registerTileK(s, c)
+			sl.Outline(ko)
+		}, []string{`for k_outer in T.serial(4, annotations={"kiln.outline": true})`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,10 +234,37 @@ func TestMatmul(t *testing.T) {
 	}
 }
 
+// TestOutlineMisuse: only serial or unrolled leaves can be outlined.
+func TestOutlineMisuse(t *testing.T) {
+	a := te.Placeholder("A", f32, ir.Shape{8, 8})
+	b := te.Placeholder("B", f32, ir.Shape{8, 8})
+	c := matmul("C", a, b)
+	s := te.CreateSchedule(c)
+	st := s.Stage(c)
+	ax := st.Axis()
+	st.Parallel(ax[0])
+	st.Outline(ax[0])
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "outline: i is a parallel loop") {
+		t.Errorf("outlining a parallel loop: %v", err)
+	}
+	s = te.CreateSchedule(c)
+	st = s.Stage(c)
+	ax = st.Axis()
+	st.Split(ax[1], 4)
+	st.Outline(ax[1])
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "outline") {
+		t.Errorf("outlining a split axis: %v", err)
+	}
+}
+
 // registerTile is the classic CPU matmul schedule: 4x4 output tiles
 // accumulated in a local cache computed at the tile loop, reduction split
 // and unrolled, the tile's column loop vectorized.
-func registerTile(s *te.Schedule, c *te.Tensor) {
+func registerTile(s *te.Schedule, c *te.Tensor) { registerTileK(s, c) }
+
+// registerTileK is registerTile returning the local stage and its outer
+// reduction loop.
+func registerTileK(s *te.Schedule, c *te.Tensor) (*te.Stage, *te.IterVar) {
 	cl := s.CacheWrite(c, "local")
 	st := s.Stage(c)
 	ax := st.Axis()
@@ -247,6 +279,7 @@ func registerTile(s *te.Schedule, c *te.Tensor) {
 	sl.Unroll(ki)
 	sl.Vectorize(lax[1])
 	st.Parallel(io)
+	return sl, ko
 }
 
 // TestFusedEpilogue is relu(add(matmul, bias)) with the add inlined and

@@ -37,6 +37,11 @@ func (k ForKind) String() string {
 	return fmt.Sprintf("forkind(%d)", uint8(k))
 }
 
+// AnnOutline is the For annotation (bool true) asking code generation to
+// emit the loop as a function of its own that is not inlined, called where
+// the loop stood (te.Stage.Outline). Interpreters ignore it.
+const AnnOutline = "kiln.outline"
+
 // For runs Body for Var = Min, Min+1, ..., Min+Extent-1. Min and Extent
 // have the type of Var, an integer. Annotations carry hints for later
 // passes and code generation (e.g. "pragma_unroll_explicit"); nil means

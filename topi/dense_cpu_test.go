@@ -1,14 +1,21 @@
 package topi
 
 import (
+	"fmt"
+	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/kiln-dev/kiln/graph/op"
 	"github.com/kiln-dev/kiln/ir"
+	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/strategy"
 	"github.com/kiln-dev/kiln/targets"
+	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tensor"
+	"github.com/kiln-dev/kiln/tir"
+	"github.com/kiln-dev/kiln/tir/interp"
 	"github.com/kiln-dev/kiln/topi/topitest"
 )
 
@@ -154,4 +161,84 @@ func mcpuTarget(t testing.TB, mcpu string) *targets.Target {
 		t.Fatal(err)
 	}
 	return tg
+}
+
+// TestMatMulOutlinedReduction checks where the packed product's reduction
+// is outlined (te.Stage.Outline): with an epilogue computing tanh on a
+// processor of 16 vector registers, not with a bias-only epilogue nor on
+// AVX-512; and that the fused result matches the reference either way.
+func TestMatMulOutlinedReduction(t *testing.T) {
+	rng := rand.New(rand.NewSource(77))
+	a := topitest.Rand(rng, nnTF32, ir.Shape{8, 32})
+	w := topitest.Rand(rng, nnTF32, ir.Shape{32, 48})
+	bias := topitest.Rand(rng, nnTF32, ir.Shape{48})
+	pw, err := ref.PackMatMulWeight(w, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mmAttrs, err := op.MatMul.MakeAttrs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mm, _, err := ref.EvalOp(op.MatMul, mmAttrs, []*tensor.Tensor{a, w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mcpu    string
+		tanh    bool
+		outline bool
+	}{
+		{"haswell", true, true}, {"haswell", false, false}, {"sapphirerapids", true, false}, {"x86-64", true, true},
+	} {
+		t.Run(fmt.Sprintf("%s_tanh=%v", c.mcpu, c.tanh), func(t *testing.T) {
+			call := refCall(t, op.MatMulPacked, nil, []*tensor.Tensor{a, pw}, mcpuTarget(t, c.mcpu))
+			impl, err := strategy.Default.Select(call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			phs := []*te.Tensor{te.Placeholder("a", nnTF32, a.Shape), te.Placeholder("w", nnTF32, pw.Shape), te.Placeholder("bias", nnTF32, bias.Shape)}
+			anchor, err := impl.Compute(call, phs[:2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := te.Compute("epilogue", anchor[0].Shape, func(i []tir.PrimExpr) tir.PrimExpr {
+				v := tir.Add(anchor[0].At(i...), phs[2].At(i[1]))
+				if c.tanh {
+					v = tir.Mul(v, tir.NewCall(tir.IntrinTanh, v))
+				}
+				return v
+			})
+			s := te.CreateSchedule(out)
+			if err := impl.Schedule(call, s, []*te.Tensor{out}, anchor); err != nil {
+				t.Fatal(err)
+			}
+			f, err := te.Lower("fused", append(phs, out), s, te.LowerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(f.String(), tir.AnnOutline); got != c.outline {
+				t.Errorf("outlined %v, want %v:\n%s", got, c.outline, f)
+			}
+			got := tensor.New(nnTF32, mm[0].Shape)
+			var iargs []any
+			for _, v := range []*tensor.Tensor{a, pw, bias, got} {
+				iargs = append(iargs, &interp.Array{DType: v.DType, Data: v.Data})
+			}
+			if err := interp.Run(f, iargs, nil); err != nil {
+				t.Fatal(err)
+			}
+			want := tensor.New(nnTF32, mm[0].Shape)
+			for i := 0; i < want.Len(); i++ {
+				v := float32(mm[0].Float(i)) + float32(bias.Float(i%48))
+				if c.tanh {
+					v *= float32(math.Tanh(float64(v)))
+				}
+				want.SetFloat(i, float64(v))
+			}
+			if err := tensor.AllClose(got, want, 1e-5, 1e-5); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

@@ -814,6 +814,10 @@ func (fg *funcGen) forStmt(x *tir.For) {
 	if n, ok := tir.ConstInt(x.Extent); ok && n <= 0 {
 		return
 	}
+	if on, _ := x.Annotations[tir.AnnOutline].(bool); on && (x.Kind == tir.Serial || x.Kind == tir.Unrolled) {
+		fg.outlineLoop(x)
+		return
+	}
 	// Bounds are evaluated once, before the loop (as in the interpreter);
 	// non-trivial ones are hoisted into constants.
 	trivial := func(e tir.PrimExpr) bool {

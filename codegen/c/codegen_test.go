@@ -192,6 +192,43 @@ func TestAllocPlacement(t *testing.T) {
 	}
 }
 
+// TestOutlineLoop checks that loops annotated tir.AnnOutline become
+// functions of their own, called where the loops stood: inside a parallel
+// loop's body with its variable (known non-negative) and the local buffer
+// as parameters, and at the top with the out-of-memory flag for the heap
+// buffer inside. TestDifferential runs the function (outlineFunc).
+func TestOutlineLoop(t *testing.T) {
+	code := generate(t, HostOptions(), outlineFunc()).Code
+	for _, want := range []string{
+		"static KILN_NOINLINE void kiln_loop_outline_1(float* restrict acc, float alpha, float* restrict A, int32_t i) {",
+		"  KILN_ASSUME(i >= 0);\n  for (int32_t q = 0; q < 8; ++q) {",
+		"kiln_loop_outline_1(acc, alpha, A, i);",
+		"static KILN_NOINLINE void kiln_loop_outline_2(float* restrict Out, float alpha, float* restrict Sum, int32_t* kiln_oom) {",
+		"kiln_loop_outline_2(Out, alpha, Sum, &kiln_oom);",
+	} {
+		if !strings.Contains(code, want) {
+			t.Errorf("generated code lacks %q:\n%s", want, code)
+		}
+	}
+	// The function comes before the parallel body that calls it.
+	if d, c := strings.Index(code, "void kiln_loop_outline_1("), strings.Index(code, "void kiln_par_outline_0_body("); d < 0 || c < 0 || d > c {
+		t.Errorf("outlined loop not defined before its caller:\n%s", code)
+	}
+	// Without the annotation the loops stay inline.
+	plain := outlineFunc()
+	plain.Body = tir.MutateStmt(plain.Body, func(s tir.Stmt) tir.Stmt {
+		if f, ok := s.(*tir.For); ok && f.Annotations != nil {
+			g := *f
+			g.Annotations = nil
+			return &g
+		}
+		return s
+	}, nil)
+	if code := generate(t, HostOptions(), plain).Code; strings.Contains(code, "kiln_loop_") {
+		t.Errorf("loops without the annotation outlined:\n%s", code)
+	}
+}
+
 func TestHooksText(t *testing.T) {
 	var seen []string
 	opts := HostOptions()

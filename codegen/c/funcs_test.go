@@ -215,6 +215,38 @@ func allocFunc() *tir.PrimFunc {
 	return f
 }
 
+// outlineFunc has loops annotated tir.AnnOutline: one in a parallel
+// loop's body that fills a local buffer from the outer loop's variable
+// and a scalar, and one at the top holding a heap buffer (so the
+// out-of-memory flag is passed in).
+func outlineFunc() *tir.PrimFunc {
+	const n = 6000 // 24000 bytes > DefaultStackLimit
+	f := tir.NewPrimFunc("outline")
+	a := f.AddBuffer(tir.NewBuffer("A", ir.Float32, ir.Shape{4, 64}, ""))
+	out := f.AddBuffer(tir.NewBuffer("Out", ir.Float32, ir.Shape{4, 64}, ""))
+	sum := f.AddBuffer(tir.NewBuffer("Sum", ir.Float32, ir.Shape{4}, ""))
+	alpha := f.AddScalar("alpha", tir.Float32T)
+	acc := tir.NewBuffer("acc", ir.Float32, ir.Shape{8}, tir.ScopeLocal)
+	big := tir.NewBuffer("big", ir.Float32, ir.Shape{n}, tir.ScopeGlobal)
+	i, q, j, r, k, k2 := v32("i"), v32("q"), v32("j"), v32("r"), v32("k"), v32("k")
+	outlined := func(l *tir.For) *tir.For {
+		l.Annotations = ir.Attrs{tir.AnnOutline: true}
+		return l
+	}
+	f.Body = tir.Seq(
+		tir.Loop(i, 4, tir.Parallel, &tir.Allocate{Buffer: acc, Body: tir.Seq(
+			outlined(tir.Loop(q, 8, tir.Serial, tir.NewStore(acc, tir.Add(tir.Mul(alpha, tir.NewCast(tir.Float32T, q)), tir.NewLoad(a, i, q)), q))),
+			tir.Loop(j, 64, tir.Serial, tir.NewStore(out, tir.Add(tir.NewLoad(a, i, j), tir.NewLoad(acc, tir.FloorMod(j, tir.Idx(8)))), i, j)),
+		)}),
+		outlined(tir.Loop(r, 4, tir.Serial, &tir.Allocate{Buffer: big, Body: tir.Seq(
+			tir.Loop(k, n, tir.Serial, tir.NewStore(big, tir.Mul(tir.NewLoad(out, r, tir.FloorMod(k, tir.Idx(64))), alpha), k)),
+			tir.NewStore(sum, tir.Float32(0), r),
+			tir.Loop(k2, n, tir.Serial, tir.NewStore(sum, tir.Add(tir.NewLoad(sum, r), tir.NewLoad(big, k2)), r)),
+		)})),
+	)
+	return f
+}
+
 // testFuncs are the functions the differential tests compile: the tirtest
 // examples and the extra ones above.
 func testFuncs() []*tir.PrimFunc {
@@ -223,7 +255,7 @@ func testFuncs() []*tir.PrimFunc {
 		fs = append(fs, ex.Build())
 	}
 	return append(fs, intrinsicsFunc("intrin_f32", ir.Float32), intrinsicsFunc("intrin_f64", ir.Float64),
-		castsFunc(), halfFunc(), loopsFunc(), allocFunc(), vmathFunc(), clampCastsFunc())
+		castsFunc(), halfFunc(), loopsFunc(), allocFunc(), vmathFunc(), clampCastsFunc(), outlineFunc())
 }
 
 // clampCastsFunc converts clipped float32 values to int32 the way a

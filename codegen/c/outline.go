@@ -187,6 +187,69 @@ func (fg *funcGen) outlineParallel(x *tir.For, lo, end string) {
 	fg.line("}")
 }
 
+// outlineLoop emits loop x (annotated tir.AnnOutline) as a call of a
+// static function kiln_loop_<symbol>_<k> that holds it, taking the
+// variables it uses from outside as parameters as a parallel loop's body
+// does. The function is not inlined, so the C compiler allocates its
+// registers apart from the code around the call. Integer variables known
+// to be non-negative here are declared so inside.
+func (fg *funcGen) outlineLoop(x *tir.For) {
+	k := fg.outlined
+	fg.outlined++
+	fn := fmt.Sprintf("kiln_loop_%s_%d", fg.info.Symbol, k)
+	caps := fg.captures(x)
+	heap, checks := fg.needsHeap(x), checksIndices(x)
+
+	outer, outerIndent := fg.b, fg.indent
+	body := &strings.Builder{}
+	fg.b, fg.indent = body, 0
+	var params, args []string
+	for _, c := range caps {
+		if c.restrict && fg.restrictOK() {
+			params = append(params, c.ctype+" restrict "+c.name)
+		} else {
+			params = append(params, c.ctype+" "+c.name)
+		}
+		args = append(args, c.name)
+	}
+	if heap {
+		params = append(params, "int32_t* kiln_oom")
+		args = append(args, fg.oomRef())
+	}
+	if checks {
+		params = append(params, "kiln_index_error* kiln_ierr")
+		args = append(args, fg.ierrRef())
+	}
+	if len(params) == 0 {
+		params = []string{"void"}
+	}
+	fg.line("")
+	fg.line("static KILN_NOINLINE void %s(%s) {", fn, strings.Join(params, ", "))
+	fg.indent++
+	for _, c := range caps {
+		fg.line("(void)%s;", c.name)
+	}
+	nonNeg := map[string]bool{}
+	for v := range fg.nonNeg {
+		nonNeg[fg.env[v]] = true
+	}
+	for _, c := range caps {
+		if nonNeg[c.name] {
+			fg.line("KILN_ASSUME(%s >= 0);", c.name)
+		}
+	}
+	fg.outlining++
+	plain := *x
+	plain.Annotations = nil
+	fg.forStmt(&plain)
+	fg.outlining--
+	fg.indent--
+	fg.line("}")
+	fg.pre.WriteString(body.String())
+	fg.b, fg.indent = outer, outerIndent
+	fg.line("%s(%s);", fn, strings.Join(args, ", "))
+}
+
 // oomRef is the C expression of a pointer to the function's out-of-memory
 // flag (inside an outlined loop, the parameter holding it).
 func (fg *funcGen) oomRef() string {
