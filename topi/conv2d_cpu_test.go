@@ -400,6 +400,67 @@ func TestConvRowsOuter(t *testing.T) {
 	}
 }
 
+// TestShortTileRows checks the rows per tile of short reductions with the
+// columns kernel (shortTileRows) on Sapphire Rapids (48-column register
+// tiles) and Haswell (24): the fewest rows of at least 96 columns where
+// their vectors are as full as the default tile's; longer reductions,
+// small maps and a last vector fuller by default keep the default; and
+// the result matches the reference.
+func TestShortTileRows(t *testing.T) {
+	plan := func(mcpu string, x, w ir.Shape, attrs ir.Attrs) *convPlan {
+		t.Helper()
+		full, err := op.Conv2DPacked.MakeAttrs(attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := refCall(t, op.Conv2DPacked, full, []*tensor.Tensor{tensor.New(nnTF32, x), tensor.New(nnTF32, w)}, mcpuTarget(t, mcpu))
+		p, err := planPacked(c, x, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	s2 := ir.Attrs{"strides": nnInts(2, 2)}
+	for _, c := range []struct {
+		name       string
+		mcpu       string
+		x, w       ir.Shape
+		attrs      ir.Attrs
+		rows, defs int64 // want, and the default rule's
+	}{
+		{"64_to_256_on_56", "sapphirerapids", ir.Shape{1, 64, 56, 56}, ir.Shape{16, 64, 1, 1, 16}, nil, 2, 8},
+		{"128_to_512_on_28", "sapphirerapids", ir.Shape{1, 128, 28, 28}, ir.Shape{32, 128, 1, 1, 16}, nil, 4, 14},
+		{"16_to_96_on_112", "sapphirerapids", ir.Shape{1, 16, 112, 112}, ir.Shape{6, 16, 1, 1, 16}, nil, 1, 4},
+		{"stem_3x3_s2", "sapphirerapids", ir.Shape{1, 8, 224, 224}, ir.Shape{4, 8, 3, 3, 16}, s2, 1, 3},
+		{"long_reduction", "sapphirerapids", ir.Shape{1, 256, 56, 56}, ir.Shape{4, 256, 1, 1, 16}, nil, 8, 8},
+		{"14x14_last_vector", "sapphirerapids", ir.Shape{1, 40, 14, 14}, ir.Shape{15, 40, 1, 1, 16}, nil, 14, 14},
+		{"13x13", "sapphirerapids", ir.Shape{1, 48, 13, 13}, ir.Shape{12, 48, 1, 1, 16}, nil, 13, 13},
+		{"avx2_16_to_96_on_56", "haswell", ir.Shape{1, 16, 56, 56}, ir.Shape{12, 16, 1, 1, 8}, nil, 2, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := plan(c.mcpu, c.x, c.w, c.attrs)
+			if p.bmv != 0 {
+				t.Fatalf("the broadcast kernel; want the columns kernel")
+			}
+			if p.rows != c.rows {
+				t.Errorf("rows %d, want %d", p.rows, c.rows)
+			}
+			saved := p.ic
+			p.ic = shortReduction + 1 // a long reduction: the default rule
+			p.chooseRows()
+			if p.rows != c.defs {
+				t.Errorf("default rows %d, want %d", p.rows, c.defs)
+			}
+			p.ic = saved
+		})
+	}
+	rng := rand.New(rand.NewSource(7200))
+	args := []*tensor.Tensor{topitest.Rand(rng, nnTF32, nnInts(1, 24, 28, 28)), packedW(t, rng, nnTF32, 16, 48, 24, 1, 1)}
+	if err := topitest.Check(topitest.Case{Op: op.Conv2DPacked, Args: args, Target: mcpuTarget(t, "sapphirerapids")}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWinogradCPU checks nn.contrib_conv2d_winograd (generic and CPU
 // implementations) against the reference: even and odd maps (half tiles),
 // padding on some sides only, both product kernels (the broadcast kernel

@@ -83,6 +83,8 @@ type convPlan struct {
 	// workspace of an AOT build) instead of a stack array: the Winograd
 	// row-tile form's tiles of every output channel outgrow vTileBytes.
 	vGlobal bool
+	// ic is the input's channels (per group).
+	ic int64
 }
 
 // direct reports whether the plan reads its input where it lies, into
@@ -193,6 +195,7 @@ func newConvPlan(c *strategy.Call, xShape ir.Shape, kh, kw, block int64) (*convP
 	p := &convPlan{g: g, isa: isaFor(proc), l1d: proc.L1D, l2: proc.L2, fastL2: proc.FastL2}
 	p.lanes, _ = avx2Within(proc)
 	p.mr = p.isa.columnsMR(block, block)
+	p.ic = xShape[1]
 	h, wd := xShape[2], xShape[3]
 	needH := (g.oh-1)*g.sh + (g.kh-1)*g.dh + 1
 	needW := (g.ow-1)*g.sw + (g.kw-1)*g.dw + 1
@@ -266,7 +269,8 @@ func (p *convPlan) maxTileCols() int64 {
 
 // chooseRows sets the output rows per tile: whole rows dividing the
 // map, a few register tiles' worth of columns, so that the tile stays
-// in L1 and the epilogue runs over whole rows.
+// in L1 and the epilogue runs over whole rows. Short reductions with the
+// columns kernel may take fewer rows (shortTileRows).
 func (p *convPlan) chooseRows() {
 	g := p.g
 	maxCols := p.maxTileCols()
@@ -277,6 +281,63 @@ func (p *convPlan) chooseRows() {
 			break
 		}
 	}
+	if r := p.shortTileRows(); r > 0 {
+		p.rows = r
+	}
+}
+
+// shortReduction is the most multiply-adds per output (input channels x
+// taps) for which shortTileRows applies, and shortTileCols the fewest
+// columns it gives a tile.
+const (
+	shortReduction = 128
+	shortTileCols  = 96
+)
+
+// shortTileRows is the output rows per tile for a convolution with the
+// columns kernel whose reduction is short (at most shortReduction
+// multiply-adds per output), or 0 to keep p.rows: the fewest rows
+// (dividing the map) whose columns fill at least two of the kernel's
+// register tiles and shortTileCols, and whose vectors hold as large a
+// share of valid columns as p.rows' do.
+//
+// With a short reduction the epilogue (V read back, a residual read, the
+// output written, mostly beyond L2) costs about as much as the products;
+// in small tiles it alternates with them, and the processor overlaps the
+// one's memory traffic with the other's multiply-adds. On an Emerald
+// Rapids core (in-model profiles, minima of three): resnet50's 64 -> 256
+// and 128 -> 512 1x1 convolutions on 56x56 and 28x28 (tiles of 2 and 4
+// rows instead of 8 and 14) 0.80-0.98 -> 0.72-0.88 ms each; in a C
+// harness (best of three) 52 convolutions of the shared models and the
+// operator suite's networks 0.70-1.0 of their time (mobilenet_v2's
+// 16 -> 96 on 112x112 0.52 -> 0.37 ms), AVX2 code 0.91-1.02. Two
+// register tiles at least keep the kernel's last, partial one at most a
+// third of the work: on 13x13 and 27x27 maps one row (13 columns) or
+// three (81) made squeezenet1_1's 1x1 convolutions up to 50 % slower;
+// on AVX2 (24-column register tiles) tiles of 56 columns made some of
+// mobilenet_v2's 7-24 % slower, hence shortTileCols. And a tile whose
+// last vector holds fewer valid columns loses more than the epilogue
+// gains: on 14x14 maps 7 rows (98 columns, 7 vectors for 6.1) made
+// mobilenet_v2's and mobilenet_v3_large's 1x1 convolutions 7-10 % slower
+// than 14 (196 columns in 13 vectors).
+func (p *convPlan) shortTileRows() int64 {
+	if p.bmv > 0 || p.mr < 2 || p.rowsForm || p.ic*int64(len(p.koff)) > shortReduction {
+		return 0
+	}
+	lanes := int64(p.isa.lanes)
+	// fill is the share of the tile's vector lanes that hold output
+	// columns (the virtual columns between rows hold none).
+	fill := func(r int64) float64 {
+		cols := p.tileCols(r)
+		return float64(r*p.g.ow) / float64(ceilDiv(cols, lanes)*lanes)
+	}
+	least, want := max(2*int64(p.isa.nr)*lanes, shortTileCols), fill(p.rows)
+	for r := int64(1); r < p.rows; r++ {
+		if p.g.oh%r == 0 && p.tileCols(r) >= least && fill(r) >= want {
+			return r
+		}
+	}
+	return 0
 }
 
 // chooseBroadcast decides between the two micro-kernels of a packed
