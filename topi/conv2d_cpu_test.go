@@ -309,14 +309,7 @@ func TestConvCPUFusedEpilogue(t *testing.T) {
 			out := te.Compute("relu", a.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
 				return tir.Max(add2.At(i...), tir.Float32(0))
 			})
-			s := te.CreateSchedule(out)
-			if err := impl.Schedule(call, s, []*te.Tensor{out}, anchor); err != nil {
-				t.Fatal(err)
-			}
-			f, err := te.Lower("fused", append(phs, out), s, te.LowerOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := lowerFused(t, impl, call, phs, out, anchor)
 			text := f.String()
 			for _, al := range c.allocs {
 				if !strings.Contains(text, al) {

@@ -308,8 +308,8 @@ const (
 // Rapids core (in-model profiles, minima of three): resnet50's 64 -> 256
 // and 128 -> 512 1x1 convolutions on 56x56 and 28x28 (tiles of 2 and 4
 // rows instead of 8 and 14) 0.80-0.98 -> 0.72-0.88 ms each; in a C
-// harness (best of three) 52 convolutions of the shared models and the
-// operator suite's networks 0.70-1.0 of their time (mobilenet_v2's
+// harness 52 convolutions of the shared models and the operator suite's
+// networks 0.70-1.08 of their time (mobilenet_v2's
 // 16 -> 96 on 112x112 0.52 -> 0.37 ms), AVX2 code 0.91-1.02. Two
 // register tiles at least keep the kernel's last, partial one at most a
 // third of the work: on 13x13 and 27x27 maps one row (13 columns) or

@@ -209,14 +209,7 @@ func TestMatMulOutlinedReduction(t *testing.T) {
 				}
 				return v
 			})
-			s := te.CreateSchedule(out)
-			if err := impl.Schedule(call, s, []*te.Tensor{out}, anchor); err != nil {
-				t.Fatal(err)
-			}
-			f, err := te.Lower("fused", append(phs, out), s, te.LowerOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := lowerFused(t, impl, call, phs, out, anchor)
 			if got := strings.Contains(f.String(), tir.AnnOutline); got != c.outline {
 				t.Errorf("outlined %v, want %v:\n%s", got, c.outline, f)
 			}

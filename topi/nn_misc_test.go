@@ -9,6 +9,7 @@ import (
 	"github.com/kiln-dev/kiln/ir"
 	"github.com/kiln-dev/kiln/ref"
 	"github.com/kiln-dev/kiln/strategy"
+	"github.com/kiln-dev/kiln/te"
 	"github.com/kiln-dev/kiln/tensor"
 	"github.com/kiln-dev/kiln/tir"
 	"github.com/kiln-dev/kiln/topi/topitest"
@@ -352,6 +353,21 @@ func TestNNRecurrentPacked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lowerFused schedules the fused group out (anchor: impl's outputs for
+// call, computed on placeholders phs) as LowerTE does and lowers it.
+func lowerFused(t *testing.T, impl strategy.Implementation, call *strategy.Call, phs []*te.Tensor, out *te.Tensor, anchor []*te.Tensor) *tir.PrimFunc {
+	t.Helper()
+	s := te.CreateSchedule(out)
+	if err := impl.Schedule(call, s, []*te.Tensor{out}, anchor); err != nil {
+		t.Fatal(err)
+	}
+	f, err := te.Lower("fused", append(phs, out), s, te.LowerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // lowerSelected returns the implementation the default strategy selects

@@ -263,14 +263,7 @@ func TestNNScheduleFusedConsumer(t *testing.T) {
 			out := te.Compute("relu", a.Shape, func(i []tir.PrimExpr) tir.PrimExpr {
 				return tir.Max(a.At(i...), tir.Const(tir.Scalar(a.DType), 0))
 			})
-			s := te.CreateSchedule(out)
-			if err := impl.Schedule(call, s, []*te.Tensor{out}, anchor); err != nil {
-				t.Fatal(err)
-			}
-			f, err := te.Lower("fused", append(phs, out), s, te.LowerOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := lowerFused(t, impl, call, phs, out, anchor)
 			p := transform.NewPipeline()
 			p.VerifyEach = true
 			if f, err = p.RunFunc(f); err != nil {
