@@ -40,9 +40,6 @@ func (s Shape) CheckedNumElements() (int64, error) {
 	for _, d := range s {
 		var ok bool
 		if n, ok = budget.Mul(n, d); !ok {
-			if d < 0 {
-				return 0, fmt.Errorf("shape %v has a negative dimension", s)
-			}
 			return 0, fmt.Errorf("shape %v has more than 2^63 elements", s)
 		}
 	}

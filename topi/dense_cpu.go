@@ -275,14 +275,7 @@ func transcendentalEpilogue(out, mm *te.Tensor) bool {
 		if !ok {
 			return false
 		}
-		found := false
-		tir.Visit(c.Body, func(n tir.Node) bool {
-			if call, ok := n.(*tir.Call); ok && transcendental(call.Op) {
-				found = true
-			}
-			return !found
-		})
-		if found {
+		if callsMath(c.Body, transcendental) {
 			return true
 		}
 		for _, in := range c.InputTensors() {
@@ -296,17 +289,10 @@ func transcendentalEpilogue(out, mm *te.Tensor) bool {
 }
 
 // transcendental reports whether intrinsic op is a function computed by a
-// polynomial or series in kiln's C (exp, tanh, erf, ...), not one or two
-// instructions.
+// polynomial or series in kiln's C (exp, tanh, erf, ...): one of
+// costlyMath but the square roots, which are one instruction.
 func transcendental(op tir.Intrinsic) bool {
-	switch op {
-	case tir.IntrinExp, tir.IntrinExp2, tir.IntrinLog, tir.IntrinLog2, tir.IntrinLog10,
-		tir.IntrinTanh, tir.IntrinSigmoid, tir.IntrinErf, tir.IntrinSin, tir.IntrinCos,
-		tir.IntrinTan, tir.IntrinAsin, tir.IntrinAcos, tir.IntrinAtan, tir.IntrinSinh,
-		tir.IntrinCosh, tir.IntrinPow, tir.IntrinAtan2:
-		return true
-	}
-	return false
+	return costlyMath[op] && op != tir.IntrinSqrt && op != tir.IntrinRsqrt
 }
 
 // matmulPanels is how many column panels of width panel (of npanels) one

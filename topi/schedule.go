@@ -237,9 +237,14 @@ var costlyMath = map[tir.Intrinsic]bool{
 
 // callsCostlyMath reports whether e calls one of costlyMath.
 func callsCostlyMath(e tir.PrimExpr) bool {
+	return callsMath(e, func(op tir.Intrinsic) bool { return costlyMath[op] })
+}
+
+// callsMath reports whether e calls an intrinsic that which accepts.
+func callsMath(e tir.PrimExpr, which func(tir.Intrinsic) bool) bool {
 	found := false
 	tir.Visit(e, func(n tir.Node) bool {
-		if c, ok := n.(*tir.Call); ok && costlyMath[c.Op] {
+		if c, ok := n.(*tir.Call); ok && which(c.Op) {
 			found = true
 		}
 		return !found

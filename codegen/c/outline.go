@@ -19,6 +19,7 @@ import (
 
 // capture is a variable a parallel loop's body uses from outside.
 type capture struct {
+	v        *tir.Var
 	name     string // its C name (the same inside and outside)
 	ctype    string // its C type
 	restrict bool
@@ -49,7 +50,7 @@ func (fg *funcGen) captures(s tir.Stmt) []capture {
 		if !ok {
 			failf("function %s: variable %s has no recorded declaration", fg.f.Name, v.Name)
 		}
-		out = append(out, capture{name: name, ctype: d.ctype, restrict: d.restrict})
+		out = append(out, capture{v: v, name: name, ctype: d.ctype, restrict: d.restrict})
 	}
 	tir.Visit(s, func(n tir.Node) bool {
 		switch x := n.(type) {
@@ -80,22 +81,7 @@ func (fg *funcGen) outlineParallel(x *tir.For, lo, end string) {
 	outer, outerIndent := fg.b, fg.indent
 	body := &strings.Builder{}
 	fg.b, fg.indent = body, 0
-	var params []string
-	for _, c := range caps {
-		switch {
-		case c.restrict && fg.restrictOK():
-			params = append(params, c.ctype+" restrict "+c.name)
-		default:
-			params = append(params, c.ctype+" "+c.name)
-		}
-	}
-	if heap {
-		params = append(params, "int32_t* kiln_oom")
-	}
-	if checks {
-		params = append(params, "kiln_index_error* kiln_ierr")
-	}
-	params = append(params, "int64_t kiln_lo", "int64_t kiln_hi")
+	params := append(fg.captureParams(caps, heap, checks), "int64_t kiln_lo", "int64_t kiln_hi")
 	fg.line("")
 	fg.line("static KILN_NOINLINE void %s_body(%s) {", fn, strings.Join(params, ", "))
 	fg.indent++
@@ -203,21 +189,15 @@ func (fg *funcGen) outlineLoop(x *tir.For) {
 	outer, outerIndent := fg.b, fg.indent
 	body := &strings.Builder{}
 	fg.b, fg.indent = body, 0
-	var params, args []string
+	params := fg.captureParams(caps, heap, checks)
+	var args []string
 	for _, c := range caps {
-		if c.restrict && fg.restrictOK() {
-			params = append(params, c.ctype+" restrict "+c.name)
-		} else {
-			params = append(params, c.ctype+" "+c.name)
-		}
 		args = append(args, c.name)
 	}
 	if heap {
-		params = append(params, "int32_t* kiln_oom")
 		args = append(args, fg.oomRef())
 	}
 	if checks {
-		params = append(params, "kiln_index_error* kiln_ierr")
 		args = append(args, fg.ierrRef())
 	}
 	if len(params) == 0 {
@@ -229,12 +209,8 @@ func (fg *funcGen) outlineLoop(x *tir.For) {
 	for _, c := range caps {
 		fg.line("(void)%s;", c.name)
 	}
-	nonNeg := map[string]bool{}
-	for v := range fg.nonNeg {
-		nonNeg[fg.env[v]] = true
-	}
 	for _, c := range caps {
-		if nonNeg[c.name] {
+		if fg.nonNeg[c.v] {
 			fg.line("KILN_ASSUME(%s >= 0);", c.name)
 		}
 	}
@@ -248,6 +224,28 @@ func (fg *funcGen) outlineLoop(x *tir.For) {
 	fg.pre.WriteString(body.String())
 	fg.b, fg.indent = outer, outerIndent
 	fg.line("%s(%s);", fn, strings.Join(args, ", "))
+}
+
+// captureParams declares an outlined function's parameters: the captured
+// variables (restrict-qualified where they were and the function allows
+// it), then the out-of-memory flag and the index-error record when the
+// outlined code needs them.
+func (fg *funcGen) captureParams(caps []capture, heap, checks bool) []string {
+	var params []string
+	for _, c := range caps {
+		if c.restrict && fg.restrictOK() {
+			params = append(params, c.ctype+" restrict "+c.name)
+		} else {
+			params = append(params, c.ctype+" "+c.name)
+		}
+	}
+	if heap {
+		params = append(params, "int32_t* kiln_oom")
+	}
+	if checks {
+		params = append(params, "kiln_index_error* kiln_ierr")
+	}
+	return params
 }
 
 // oomRef is the C expression of a pointer to the function's out-of-memory
