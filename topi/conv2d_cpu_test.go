@@ -454,6 +454,65 @@ func TestShortTileRows(t *testing.T) {
 	}
 }
 
+// TestPrefetchInput checks which packed convolutions' columns kernels
+// prefetch the next register tile's input (convPlan.prefetchInput): those
+// of at least xPrefetchChannels input channels whose input outgrows half
+// the processor's L2, and then that the convolution still computes what
+// the reference does.
+func TestPrefetchInput(t *testing.T) {
+	plan := func(mcpu string, x, w ir.Shape) (*convPlan, *strategy.Call) {
+		t.Helper()
+		full, err := op.Conv2DPacked.MakeAttrs(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := refCall(t, op.Conv2DPacked, full, []*tensor.Tensor{tensor.New(nnTF32, x), tensor.New(nnTF32, w)}, mcpuTarget(t, mcpu))
+		p, err := planPacked(c, x, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, c
+	}
+	for _, c := range []struct {
+		name string
+		mcpu string
+		x, w ir.Shape
+		want bool
+	}{
+		{"256_to_64_on_56", "sapphirerapids", ir.Shape{1, 256, 56, 56}, ir.Shape{4, 256, 1, 1, 16}, true},  // 3.2 MB, L2 2 MiB
+		{"256_to_64_on_28", "sapphirerapids", ir.Shape{1, 256, 28, 28}, ir.Shape{4, 256, 1, 1, 16}, false}, // 0.8 MB
+		{"16_to_96_on_112", "sapphirerapids", ir.Shape{1, 16, 112, 112}, ir.Shape{6, 16, 1, 1, 16}, false}, // few rows
+		{"haswell_48_to_64_on_56", "haswell", ir.Shape{1, 48, 56, 56}, ir.Shape{8, 48, 1, 1, 8}, true},     // 0.6 MB, L2 256 KiB
+		{"haswell_32_to_32_on_14", "haswell", ir.Shape{1, 32, 14, 14}, ir.Shape{4, 32, 1, 1, 8}, false},    // 25 KB
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, _ := plan(c.mcpu, c.x, c.w)
+			if p.bmv != 0 {
+				t.Fatalf("the broadcast kernel; want the columns kernel")
+			}
+			if got := p.prefetchInput(c.x[1]); got != c.want {
+				t.Errorf("prefetchInput %v, want %v", got, c.want)
+			}
+		})
+	}
+	p, _ := plan("sapphirerapids", ir.Shape{1, 256, 56, 56}, ir.Shape{4, 256, 1, 1, 16})
+	if p.l2 = 0; p.prefetchInput(256) {
+		t.Errorf("prefetchInput without a known L2")
+	}
+	// A convolution that prefetches (48 channels of 44x44: 372 KB over
+	// Haswell's 256 KiB L2; 44 columns a row, so that tiles of whole
+	// register tiles end inside rows) against the reference.
+	rng := rand.New(rand.NewSource(7300))
+	x, w := nnInts(1, 48, 44, 44), packedW(t, rng, nnTF32, 8, 16, 48, 1, 1)
+	if p, _ := plan("haswell", ir.Shape(x), w.Shape); !p.prefetchInput(48) {
+		t.Fatalf("the checked convolution does not prefetch")
+	}
+	args := []*tensor.Tensor{topitest.Rand(rng, nnTF32, x), w}
+	if err := topitest.Check(topitest.Case{Op: op.Conv2DPacked, Args: args, Target: mcpuTarget(t, "haswell")}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWinogradCPU checks nn.contrib_conv2d_winograd (generic and CPU
 // implementations) against the reference: even and odd maps (half tiles),
 // padding on some sides only, both product kernels (the broadcast kernel

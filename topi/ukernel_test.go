@@ -58,6 +58,50 @@ func TestKernelsPrefetchNextWeights(t *testing.T) {
 	}
 }
 
+// TestKernelsPrefetchNextInput checks the columns kernel's hints for the
+// next register tile's input (kernelSpec.xpf): one per cache line of its
+// vectors, nr vectors on, in the blocks of whole register tiles only (not
+// in a tail block), none without xpf, and none for a depthwise
+// kernel's rows (XM > 0), which do not share their input.
+func TestKernelsPrefetchNextInput(t *testing.T) {
+	hint := func(off int64) string {
+		return fmt.Sprintf("__builtin_prefetch((const void*)((uintptr_t)(const void*)xp + %d), 0, 2);", off*4)
+	}
+	for _, c := range []struct {
+		name  string
+		p     *targets.Processor
+		hints []int64 // elements past xp
+	}{
+		{"avx512", &targets.Processor{Arch: targets.X86_64, Features: []string{"avx2", "avx512f", "fma"}, VectorRegs: 32}, []int64{48, 64, 80}},
+		{"avx2", &targets.Processor{Arch: targets.X86_64, Features: []string{"avx2", "fma"}, VectorRegs: 16}, []int64{24, 40}},
+	} {
+		isa := isaFor(c.p)
+		wide := int64(isa.nr * isa.lanes)
+		for _, xpf := range []bool{false, true} {
+			// Two whole register tiles and a tail of 5 columns.
+			k, err := newConvKernel(isa, kernelSpec{mr: 4, ic: 64, koff: []int64{0}, ics: 400, ws: 8, wm: 1, ldv: 2*wide + 5, j: 2*wide + 5, xpf: xpf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, off := range c.hints {
+				if n := strings.Count(k.src, hint(off)); xpf && n != 1 || !xpf && n != 0 {
+					t.Errorf("%s, xpf %v: %d of %q in\n%s", c.name, xpf, n, hint(off), k.src)
+				}
+			}
+			if n := strings.Count(k.src, "(const void*)xp +"); xpf && n != len(c.hints) || !xpf && n != 0 {
+				t.Errorf("%s, xpf %v: %d input hints, want %d", c.name, xpf, n, len(c.hints))
+			}
+		}
+		dw, err := newConvKernel(isa, kernelSpec{mr: 1, nr: isa.dwnr, ic: 1, koff: []int64{0, 1, 2}, xm: 130, ws: 1, wm: 3, ldv: 113, j: 113, xpf: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(dw.src, "(const void*)xp +") {
+			t.Errorf("%s: the depthwise rows kernel prefetches its input", c.name)
+		}
+	}
+}
+
 // TestConvKernelCMatchesEval compiles the micro-kernel's C for every x86
 // instruction set this machine runs (and once without the target's
 // flags, the portable branch) and requires it to compute exactly what its
@@ -68,6 +112,7 @@ func TestConvKernelCMatchesEval(t *testing.T) {
 	specs := []kernelSpec{
 		{mr: 8, ic: 5, koff: []int64{0, 1, 2, 9, 10, 11}, ics: 60, ws: 16, wm: 1, ldv: 41, j: 41},
 		{mr: 4, ic: 3, koff: []int64{0}, ics: 70, ws: 8, wm: 1, ldv: 70, j: 70, wpf: 1 << 20}, // prefetching far past the weights
+		{mr: 8, ic: 4, koff: []int64{0}, ics: 100, ws: 8, wm: 1, ldv: 100, j: 100, xpf: true}, // and the next tile's input, past the last one's
 		{mr: 8, ic: 2, koff: []int64{0, 3}, ics: 12, ws: 8, wm: 1, ldv: 5, j: 5},
 		{mr: 1, nr: 6, ic: 1, koff: []int64{0, 1, 2, 7, 8, 9}, xm: 130, ws: 1, wm: 6, ldv: 113, j: 113},
 		{mr: 2, ic: 1, koff: []int64{0, 1, 7}, xm: 50, ws: 1, wm: 3, ldv: 40, j: 37},
