@@ -490,13 +490,17 @@ func TestPrefetchInput(t *testing.T) {
 			if p.bmv != 0 {
 				t.Fatalf("the broadcast kernel; want the columns kernel")
 			}
-			if got := p.prefetchInput(c.x[1]); got != c.want {
+			if got := p.prefetchInput(te.Placeholder("x", nnTF32, c.x), c.x[1]); got != c.want {
 				t.Errorf("prefetchInput %v, want %v", got, c.want)
+			}
+			// A padded or phase-split copy (3-D), written just before.
+			if p.prefetchInput(te.Placeholder("x", nnTF32, ir.Shape{c.x[0], c.x[1], c.x[2] * c.x[3]}), c.x[1]) {
+				t.Errorf("prefetchInput of a copy")
 			}
 		})
 	}
 	p, _ := plan("sapphirerapids", ir.Shape{1, 256, 56, 56}, ir.Shape{4, 256, 1, 1, 16})
-	if p.l2 = 0; p.prefetchInput(256) {
+	if p.l2 = 0; p.prefetchInput(te.Placeholder("x", nnTF32, ir.Shape{1, 256, 56, 56}), 256) {
 		t.Errorf("prefetchInput without a known L2")
 	}
 	// A convolution that prefetches (48 channels of 44x44: 372 KB over
@@ -504,7 +508,7 @@ func TestPrefetchInput(t *testing.T) {
 	// register tiles end inside rows) against the reference.
 	rng := rand.New(rand.NewSource(7300))
 	x, w := nnInts(1, 48, 44, 44), packedW(t, rng, nnTF32, 8, 16, 48, 1, 1)
-	if p, _ := plan("haswell", ir.Shape(x), w.Shape); !p.prefetchInput(48) {
+	if p, _ := plan("haswell", ir.Shape(x), w.Shape); !p.prefetchInput(te.Placeholder("x", nnTF32, ir.Shape(x)), 48) {
 		t.Fatalf("the checked convolution does not prefetch")
 	}
 	args := []*tensor.Tensor{topitest.Rand(rng, nnTF32, x), w}

@@ -705,7 +705,7 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 			if w.Shape[0] > 1 {
 				wpf = w.Shape[1] * w.Shape[2] * w.Shape[3] * w.Shape[4] // the next block's
 			}
-			k, err = newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: p.koff, ics: ics, ws: w.Shape[4], wm: 1, ldv: ldv, j: cols, wpf: wpf, xpf: p.prefetchInput(ic)})
+			k, err = newConvKernel(p.isa, kernelSpec{mr: p.mr, ic: ic, koff: p.koff, ics: ics, ws: w.Shape[4], wm: 1, ldv: ldv, j: cols, wpf: wpf, xpf: p.prefetchInput(xp, ic)})
 		}
 		if err != nil {
 			return nil, err
@@ -726,15 +726,23 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 }
 
 // prefetchInput reports whether the columns kernel of a convolution of
-// ic input channels (per group) prefetches the next register tile's
-// input (kernelSpec.xpf): where its rows are more streams than the
-// processor's prefetchers follow (xPrefetchChannels) and the input does
-// not stay in L2 (over half of it, as for chooseLoopOrder), so that the
-// kernel reads it from L3 or memory. Where it stays in L2 the hints only
-// cost: squeezenet1_1's 1x1 convolutions from 128 to 512 channels on
-// 13x13 to 55x55 maps took 5-9 % longer with them (C harness).
-func (p *convPlan) prefetchInput(ic int64) bool {
-	return ic >= xPrefetchChannels && p.l2 > 0 && ic*p.plane()*4 > p.l2/2
+// ic input channels (per group) reading xp prefetches the next register
+// tile's input (kernelSpec.xpf): where its rows are more streams than
+// the processor's prefetchers follow (xPrefetchChannels), the input does
+// not stay in L2 (over half of it, as for chooseLoopOrder) and the kernel
+// reads it where it lies (xp 4-D), so that it comes from L3 or memory. A
+// padded or phase-split copy (xp 3-D) has just been written by the same
+// function, and where the input stays in L2 the hints only cost:
+// squeezenet1_1's 1x1 convolutions from 128 to 512 channels on 13x13 to
+// 55x55 maps took 5-9 % longer with them (C harness).
+//
+// The broadcast kernel has no such hints. Prefetching the next pass's
+// input in it took ResNet-50's 512 -> 128 1x1 convolution on 28x28 from
+// 0.82 to 0.72 ms with AVX-512 code (16 passes of 32 channels), but with
+// AVX2 code (2 passes of 128) its 256 -> 128 one on 56x56 from 3.3 to
+// 4.4 ms and three others by 10-35 % (Emerald Rapids, in-model profiles).
+func (p *convPlan) prefetchInput(xp *te.Tensor, ic int64) bool {
+	return len(xp.Shape) == 4 && ic >= xPrefetchChannels && p.l2 > 0 && ic*p.plane()*4 > p.l2/2
 }
 
 // tileCall is a channel tile's micro-kernel call k(&v, &x, &w) for the
