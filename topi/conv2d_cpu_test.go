@@ -399,19 +399,27 @@ func TestConvRowsOuter(t *testing.T) {
 // their vectors are as full as the default tile's; longer reductions,
 // small maps and a last vector fuller by default keep the default; and
 // the result matches the reference.
+// packedPlan is the plan of a float32 packed convolution of an input of
+// shape x with a packed weight of shape w (attrs: nil or the op's
+// attributes to set) for -mcpu mcpu.
+func packedPlan(t *testing.T, mcpu string, x, w ir.Shape, attrs ir.Attrs) *convPlan {
+	t.Helper()
+	full, err := op.Conv2DPacked.MakeAttrs(attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := refCall(t, op.Conv2DPacked, full, []*tensor.Tensor{tensor.New(nnTF32, x), tensor.New(nnTF32, w)}, mcpuTarget(t, mcpu))
+	p, err := planPacked(c, x, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestShortTileRows(t *testing.T) {
 	plan := func(mcpu string, x, w ir.Shape, attrs ir.Attrs) *convPlan {
 		t.Helper()
-		full, err := op.Conv2DPacked.MakeAttrs(attrs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := refCall(t, op.Conv2DPacked, full, []*tensor.Tensor{tensor.New(nnTF32, x), tensor.New(nnTF32, w)}, mcpuTarget(t, mcpu))
-		p, err := planPacked(c, x, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return packedPlan(t, mcpu, x, w, attrs)
 	}
 	s2 := ir.Attrs{"strides": nnInts(2, 2)}
 	for _, c := range []struct {
@@ -460,18 +468,9 @@ func TestShortTileRows(t *testing.T) {
 // the processor's L2, and then that the convolution still computes what
 // the reference does.
 func TestPrefetchInput(t *testing.T) {
-	plan := func(mcpu string, x, w ir.Shape) (*convPlan, *strategy.Call) {
+	plan := func(mcpu string, x, w ir.Shape) *convPlan {
 		t.Helper()
-		full, err := op.Conv2DPacked.MakeAttrs(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := refCall(t, op.Conv2DPacked, full, []*tensor.Tensor{tensor.New(nnTF32, x), tensor.New(nnTF32, w)}, mcpuTarget(t, mcpu))
-		p, err := planPacked(c, x, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p, c
+		return packedPlan(t, mcpu, x, w, nil)
 	}
 	for _, c := range []struct {
 		name string
@@ -486,7 +485,7 @@ func TestPrefetchInput(t *testing.T) {
 		{"haswell_32_to_32_on_14", "haswell", ir.Shape{1, 32, 14, 14}, ir.Shape{4, 32, 1, 1, 8}, false},    // 25 KB
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, _ := plan(c.mcpu, c.x, c.w)
+			p := plan(c.mcpu, c.x, c.w)
 			if p.bmv != 0 {
 				t.Fatalf("the broadcast kernel; want the columns kernel")
 			}
@@ -499,7 +498,7 @@ func TestPrefetchInput(t *testing.T) {
 			}
 		})
 	}
-	p, _ := plan("sapphirerapids", ir.Shape{1, 256, 56, 56}, ir.Shape{4, 256, 1, 1, 16})
+	p := plan("sapphirerapids", ir.Shape{1, 256, 56, 56}, ir.Shape{4, 256, 1, 1, 16})
 	if p.l2 = 0; p.prefetchInput(te.Placeholder("x", nnTF32, ir.Shape{1, 256, 56, 56}), 256) {
 		t.Errorf("prefetchInput without a known L2")
 	}
@@ -508,7 +507,7 @@ func TestPrefetchInput(t *testing.T) {
 	// register tiles end inside rows) against the reference.
 	rng := rand.New(rand.NewSource(7300))
 	x, w := nnInts(1, 48, 44, 44), packedW(t, rng, nnTF32, 8, 16, 48, 1, 1)
-	if p, _ := plan("haswell", ir.Shape(x), w.Shape); !p.prefetchInput(te.Placeholder("x", nnTF32, ir.Shape(x)), 48) {
+	if p := plan("haswell", ir.Shape(x), w.Shape); !p.prefetchInput(te.Placeholder("x", nnTF32, ir.Shape(x)), 48) {
 		t.Fatalf("the checked convolution does not prefetch")
 	}
 	args := []*tensor.Tensor{topitest.Rand(rng, nnTF32, x), w}
