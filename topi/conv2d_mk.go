@@ -740,7 +740,7 @@ func (p *convPlan) convTile(xp, w *te.Tensor, ic int64, cols int64) te.TensorInt
 // input in it took ResNet-50's 512 -> 128 1x1 convolution on 28x28 from
 // 0.82 to 0.72 ms with AVX-512 code (16 passes of 32 channels), but with
 // AVX2 code (2 passes of 128) its 256 -> 128 one on 56x56 from 3.3 to
-// 4.4 ms and three others by 10-35 % (Emerald Rapids, in-model profiles).
+// 4.4 ms and three others by 8-36 % (Emerald Rapids, in-model profiles).
 func (p *convPlan) prefetchInput(xp *te.Tensor, ic int64) bool {
 	return len(xp.Shape) == 4 && ic >= xPrefetchChannels && p.l2 > 0 && ic*p.plane()*4 > p.l2/2
 }
