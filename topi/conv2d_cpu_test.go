@@ -364,18 +364,7 @@ func TestConvRowsOuter(t *testing.T) {
 	tg := mcpuTarget(t, "znver3")
 	plan := func(x, w ir.Shape) *convPlan {
 		t.Helper()
-		attrs, err := op.Conv2DPacked.MakeAttrs(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := ir.Shape{x[0], w[0] * w[4], x[2] - w[2] + 1, x[3] - w[3] + 1}
-		c := &strategy.Call{Op: op.Conv2DPacked, Attrs: attrs, ArgTypes: []ir.Type{ir.NewTensorType(ir.Float32, x), ir.NewTensorType(ir.Float32, w)},
-			OutType: ir.NewTensorType(ir.Float32, out), Target: tg}
-		p, err := planPacked(c, x, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return packedPlan(t, "znver3", x, w, nil)
 	}
 	if p := plan(ir.Shape{1, 16, 96, 96}, ir.Shape{2, 16, 1, 1, 8}); !p.rowsOuter || p.bmv != 0 {
 		t.Errorf("16-channel 1x1 on 96x96: rowsOuter %v, broadcast %v; want the columns kernel, rows outside", p.rowsOuter, p.bmv > 0)
@@ -393,12 +382,6 @@ func TestConvRowsOuter(t *testing.T) {
 	}
 }
 
-// TestShortTileRows checks the rows per tile of short reductions with the
-// columns kernel (shortTileRows) on Sapphire Rapids (48-column register
-// tiles) and Haswell (24): the fewest rows of at least 96 columns where
-// their vectors are as full as the default tile's; longer reductions,
-// small maps and a last vector fuller by default keep the default; and
-// the result matches the reference.
 // packedPlan is the plan of a float32 packed convolution of an input of
 // shape x with a packed weight of shape w (attrs: nil or the op's
 // attributes to set) for -mcpu mcpu.
@@ -416,11 +399,13 @@ func packedPlan(t *testing.T, mcpu string, x, w ir.Shape, attrs ir.Attrs) *convP
 	return p
 }
 
+// TestShortTileRows checks the rows per tile of short reductions with the
+// columns kernel (shortTileRows) on Sapphire Rapids (48-column register
+// tiles) and Haswell (24): the fewest rows of at least 96 columns where
+// their vectors are as full as the default tile's; longer reductions,
+// small maps and a last vector fuller by default keep the default; and
+// the result matches the reference.
 func TestShortTileRows(t *testing.T) {
-	plan := func(mcpu string, x, w ir.Shape, attrs ir.Attrs) *convPlan {
-		t.Helper()
-		return packedPlan(t, mcpu, x, w, attrs)
-	}
 	s2 := ir.Attrs{"strides": nnInts(2, 2)}
 	for _, c := range []struct {
 		name       string
@@ -439,7 +424,7 @@ func TestShortTileRows(t *testing.T) {
 		{"avx2_16_to_96_on_56", "haswell", ir.Shape{1, 16, 56, 56}, ir.Shape{12, 16, 1, 1, 8}, nil, 2, 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := plan(c.mcpu, c.x, c.w, c.attrs)
+			p := packedPlan(t, c.mcpu, c.x, c.w, c.attrs)
 			if p.bmv != 0 {
 				t.Fatalf("the broadcast kernel; want the columns kernel")
 			}
@@ -468,10 +453,6 @@ func TestShortTileRows(t *testing.T) {
 // the processor's L2, and then that the convolution still computes what
 // the reference does.
 func TestPrefetchInput(t *testing.T) {
-	plan := func(mcpu string, x, w ir.Shape) *convPlan {
-		t.Helper()
-		return packedPlan(t, mcpu, x, w, nil)
-	}
 	for _, c := range []struct {
 		name string
 		mcpu string
@@ -485,7 +466,7 @@ func TestPrefetchInput(t *testing.T) {
 		{"haswell_32_to_32_on_14", "haswell", ir.Shape{1, 32, 14, 14}, ir.Shape{4, 32, 1, 1, 8}, false},    // 25 KB
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := plan(c.mcpu, c.x, c.w)
+			p := packedPlan(t, c.mcpu, c.x, c.w, nil)
 			if p.bmv != 0 {
 				t.Fatalf("the broadcast kernel; want the columns kernel")
 			}
@@ -498,7 +479,7 @@ func TestPrefetchInput(t *testing.T) {
 			}
 		})
 	}
-	p := plan("sapphirerapids", ir.Shape{1, 256, 56, 56}, ir.Shape{4, 256, 1, 1, 16})
+	p := packedPlan(t, "sapphirerapids", ir.Shape{1, 256, 56, 56}, ir.Shape{4, 256, 1, 1, 16}, nil)
 	if p.l2 = 0; p.prefetchInput(te.Placeholder("x", nnTF32, ir.Shape{1, 256, 56, 56}), 256) {
 		t.Errorf("prefetchInput without a known L2")
 	}
@@ -507,7 +488,7 @@ func TestPrefetchInput(t *testing.T) {
 	// register tiles end inside rows) against the reference.
 	rng := rand.New(rand.NewSource(7300))
 	x, w := nnInts(1, 48, 44, 44), packedW(t, rng, nnTF32, 8, 16, 48, 1, 1)
-	if p := plan("haswell", ir.Shape(x), w.Shape); !p.prefetchInput(te.Placeholder("x", nnTF32, ir.Shape(x)), 48) {
+	if p := packedPlan(t, "haswell", ir.Shape(x), w.Shape, nil); !p.prefetchInput(te.Placeholder("x", nnTF32, ir.Shape(x)), 48) {
 		t.Fatalf("the checked convolution does not prefetch")
 	}
 	args := []*tensor.Tensor{topitest.Rand(rng, nnTF32, x), w}

@@ -394,14 +394,14 @@ func (k *convKernel) source(sym string) string {
 			writePrefetch(p, k.wpf)
 		}
 		if k.xpf && k.xm == 0 && wide {
-			// The next register tile's input: one hint per cache line
-			// of its nr vectors in this row.
-			p("#if defined(__GNUC__)\n")
+			// The next register tile's input, into L2: one hint per
+			// cache line of its nr vectors in this row.
 			span := int64(nv * isa.lanes)
+			var offs []int64
 			for off := int64(0); off < span; off += 16 {
-				p("        __builtin_prefetch((const void*)((uintptr_t)(const void*)xp + %d), 0, 2);\n", (span+off)*4)
+				offs = append(offs, span+off)
 			}
-			p("#endif\n")
+			writeHints(p, "xp", ", 0, 2", offs...)
 		}
 		if k.xm == 0 {
 			for n := 0; n < nv; n++ {
@@ -512,9 +512,16 @@ func (k *convKernel) Eval(args []tir.KernelArg) error {
 // faults: the last tile's points past the weights, and its address is
 // computed as an integer, not a pointer.
 func writePrefetch(p func(string, ...any), offs ...int64) {
+	writeHints(p, "wp", "", offs...)
+}
+
+// writeHints writes prefetch hints of the floats at pointer ptr + each of
+// offs (elements), with __builtin_prefetch's further arguments args ("":
+// the defaults; ", 0, 2": a read into L2), as writePrefetch describes.
+func writeHints(p func(string, ...any), ptr, args string, offs ...int64) {
 	p("#if defined(__GNUC__)\n")
 	for _, o := range offs {
-		p("        __builtin_prefetch((const void*)((uintptr_t)(const void*)wp + %d));\n", o*4)
+		p("        __builtin_prefetch((const void*)((uintptr_t)(const void*)%s + %d)%s);\n", ptr, o*4, args)
 	}
 	p("#endif\n")
 }
